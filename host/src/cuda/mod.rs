@@ -1,0 +1,71 @@
+//! CUDA driver access: the driver probe, checked calls, and RAII over the virtual-memory API.
+//!
+//! Everything here goes through cudarc's raw `sys` bindings, loaded at run time
+//! (`dynamic-loading`), so building needs no CUDA toolkit and a machine without a driver gets
+//! [`Error::NoDriver`] instead of a panic.
+
+pub mod vmm;
+
+use std::sync::Arc;
+
+use cudarc::driver::sys;
+use cudarc::driver::{CudaContext, DriverError};
+
+use crate::{Error, Result};
+
+pub use vmm::{Mapping, PhysicalMem, VaRange, VmmBuffer};
+
+/// Turns a raw driver status into a [`Result`] that names the call.
+pub(crate) fn check(call: &'static str, status: sys::CUresult) -> Result<()> {
+    if status == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::Cuda {
+            call,
+            code: DriverError(status),
+        })
+    }
+}
+
+/// Loads and initialises the CUDA driver; [`Error::NoDriver`] when there is none.
+///
+/// Call this before anything else that touches CUDA: cudarc's raw bindings abort the process
+/// if the driver library is missing, this check does not.
+pub fn init_driver() -> Result<()> {
+    // SAFETY: probing for the library has no preconditions; it only tries to dlopen it.
+    if !unsafe { sys::is_culib_present() } {
+        return Err(Error::NoDriver(
+            "libcuda.so could not be loaded (no NVIDIA driver on this machine)".into(),
+        ));
+    }
+    // SAFETY: cuInit takes flags 0 and may be called any number of times.
+    check("cuInit", unsafe { sys::cuInit(0) })
+}
+
+/// The number of CUDA devices visible to this process.
+pub fn device_count() -> Result<usize> {
+    init_driver()?;
+    let mut n = 0;
+    // SAFETY: the driver is initialised and `n` is a valid out-pointer.
+    check("cuDeviceGetCount", unsafe { sys::cuDeviceGetCount(&mut n) })?;
+    Ok(n.max(0) as usize)
+}
+
+/// Opens the primary context of device `ordinal` and makes it current on this thread.
+pub fn open_device(ordinal: usize) -> Result<Arc<CudaContext>> {
+    let count = device_count()?;
+    if ordinal >= count {
+        return Err(Error::InvalidArgument(format!(
+            "device {ordinal} does not exist ({count} visible)"
+        )));
+    }
+    let ctx = CudaContext::new(ordinal).map_err(|code| Error::Cuda {
+        call: "cuDevicePrimaryCtxRetain",
+        code,
+    })?;
+    ctx.bind_to_thread().map_err(|code| Error::Cuda {
+        call: "cuCtxSetCurrent",
+        code,
+    })?;
+    Ok(ctx)
+}

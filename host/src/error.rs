@@ -1,0 +1,107 @@
+//! The one error type of the host runtime.
+//!
+//! Variants carry what a user needs to act on: the CUDA call and its code, the rank and step
+//! that failed or timed out, both values of a cross-rank mismatch, the missing capability and
+//! how to get it. Messages are one line, lower-case, without a trailing period.
+
+use std::time::Duration;
+
+/// Result alias for the host runtime.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the host runtime can fail with.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum Error {
+    /// No usable CUDA driver on this machine.
+    #[error("no CUDA driver: {0}")]
+    NoDriver(String),
+    /// A CUDA driver call failed.
+    #[error("{call} failed: {code}")]
+    Cuda {
+        /// The driver entry point, e.g. `cuMemCreate`.
+        call: &'static str,
+        /// The driver's error code.
+        code: cudarc::driver::DriverError,
+    },
+    /// An argument was rejected before anything was done.
+    #[error("invalid argument: {0}")]
+    InvalidArgument(String),
+    /// A blocking step did not finish in time.
+    #[error("{}timed out after {after:?} during {step}", rank_prefix(*rank))]
+    Timeout {
+        /// The rank that gave up (this process's rank), if known.
+        rank: Option<usize>,
+        /// What was being waited for, naming the peer when one is known.
+        step: String,
+        /// How long it waited.
+        after: Duration,
+    },
+    /// A value that must agree across ranks does not.
+    #[error(
+        "{what} differs across ranks: rank {rank_a} has {value_a}, rank {rank_b} has {value_b}"
+    )]
+    Mismatch {
+        /// What was compared.
+        what: String,
+        /// One rank.
+        rank_a: usize,
+        /// Its value.
+        value_a: String,
+        /// Another rank.
+        rank_b: usize,
+        /// Its value.
+        value_b: String,
+    },
+    /// The machine or driver lacks a capability.
+    #[error("unsupported: {what} ({hint})")]
+    Unsupported {
+        /// The capability.
+        what: String,
+        /// How to get it, or what to do instead.
+        hint: String,
+    },
+    /// An operating-system I/O step failed.
+    #[error("{what}: {source}")]
+    Io {
+        /// What was being done.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+fn rank_prefix(rank: Option<usize>) -> String {
+    rank.map(|r| format!("rank {r}: ")).unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn messages_are_one_line_and_name_the_facts() {
+        let e = Error::Timeout {
+            rank: Some(3),
+            step: "barrier 7 waiting for rank 5".into(),
+            after: Duration::from_secs(2),
+        };
+        assert_eq!(
+            e.to_string(),
+            "rank 3: timed out after 2s during barrier 7 waiting for rank 5"
+        );
+        let e = Error::Mismatch {
+            what: "window size".into(),
+            rank_a: 0,
+            value_a: "4096".into(),
+            rank_b: 2,
+            value_b: "8192".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "window size differs across ranks: rank 0 has 4096, rank 2 has 8192"
+        );
+        assert!(!e.to_string().contains('\n'));
+    }
+}

@@ -1,0 +1,13 @@
+//! `symcomm`: the host runtime.
+//!
+//! Layered like cudarc: raw driver calls (`cudarc::driver::sys`) → checked calls that return
+//! [`Error`] naming the call → RAII types whose `Drop` undoes exactly what their constructor
+//! did. See the architecture in the book ("Inside the host runtime").
+
+#![warn(missing_docs)]
+
+pub mod cuda;
+pub mod error;
+pub mod launch;
+
+pub use error::{Error, Result};
