@@ -13,6 +13,7 @@
 extern crate std;
 
 pub mod arch;
+pub mod team;
 
 pub use symcomm_macros::kernel;
 
