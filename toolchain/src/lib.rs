@@ -3,10 +3,8 @@
 //! A host crate that launches kernels calls [`Builder`] from its build script:
 //!
 //! ```no_run
-//! // build.rs
-//! fn main() {
-//!     symcomm_build::Builder::new("kernels").build_or_exit();
-//! }
+//! // build.rs: `kernels/` is the kernels crate, next to this crate's Cargo.toml.
+//! symcomm_build::Builder::new("kernels").build_or_exit();
 //! ```
 //!
 //! and embeds the result:
@@ -74,12 +72,14 @@ pub enum Error {
         /// The underlying error.
         source: std::io::Error,
     },
-    /// The nested compile of the kernels crate failed (its messages were printed above).
+    /// The nested compile of the kernels crate failed.
     Compile {
         /// The kernels crate.
         krate: String,
         /// The GPU architecture.
         arch: String,
+        /// The compiler's error messages, as rustc renders them.
+        messages: String,
     },
     /// The nested build succeeded but produced no `.ptx` artefact.
     NoPtx(String),
@@ -117,11 +117,21 @@ impl fmt::Display for Error {
                  `rustup component add {component} --toolchain {toolchain}`"
             ),
             Error::Io { what, source } => write!(f, "cannot {what}: {source}"),
-            Error::Compile { krate, arch } => write!(
-                f,
-                "kernels crate `{krate}` failed to compile for {TARGET} ({arch}); \
-                 the compiler's messages are above"
-            ),
+            Error::Compile {
+                krate,
+                arch,
+                messages,
+            } => {
+                write!(
+                    f,
+                    "kernels crate `{krate}` failed to compile for {TARGET} ({arch})"
+                )?;
+                if messages.trim().is_empty() {
+                    write!(f, "; see cargo's messages above")
+                } else {
+                    write!(f, ":\n{}", messages.trim_end())
+                }
+            }
             Error::NoPtx(krate) => write!(
                 f,
                 "building kernels crate `{krate}` produced no .ptx file (is its crate-type cdylib?)"
@@ -171,6 +181,8 @@ pub struct Ptx {
     pub entry_points: Vec<String>,
     /// The architecture it was built for.
     pub arch: String,
+    /// Source files the PTX was built from (announced to cargo with `rerun-if-changed`).
+    pub sources: Vec<PathBuf>,
 }
 
 /// Configures and runs the build of one kernels crate.
@@ -309,7 +321,7 @@ impl Builder {
             .args(["--lib", "--target", TARGET, "-Zbuild-std=core"])
             .arg("--target-dir")
             .arg(&target_dir)
-            .arg("--message-format=json-diagnostic-rendered-ansi")
+            .arg("--message-format=json")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
         if self.profile == Profile::Release {
@@ -323,20 +335,28 @@ impl Builder {
             source: e,
         })?;
         let report = BuildReport::parse(&String::from_utf8_lossy(&output.stdout), &self.crate_dir);
-        for d in &report.diagnostics {
-            eprintln!("{}", d.rendered);
-            if d.is_warning {
-                for line in d.rendered.lines().take(2) {
-                    println!("cargo:warning=kernels: {}", strip_ansi(line));
-                }
-            }
-        }
         let krate = report
             .crate_name
             .clone()
             .unwrap_or_else(|| self.crate_dir.display().to_string());
         if !output.status.success() {
-            return Err(Error::Compile { krate, arch });
+            let messages = report
+                .diagnostics
+                .iter()
+                .filter(|d| !d.is_warning)
+                .map(|d| d.rendered.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(Error::Compile {
+                krate,
+                arch,
+                messages,
+            });
+        }
+        for d in report.diagnostics.iter().filter(|d| d.is_warning) {
+            for line in d.rendered.lines().take(2) {
+                println!("cargo:warning=kernels: {line}");
+            }
         }
         let built = report.ptx.ok_or_else(|| Error::NoPtx(krate.clone()))?;
         let name = built
@@ -366,7 +386,8 @@ impl Builder {
         if let Some(tc_file) = find_upwards(&self.crate_dir, "rust-toolchain.toml") {
             println!("cargo:rerun-if-changed={}", tc_file.display());
         }
-        for dep in dep_info_sources(&built.with_extension("d"), &tc.sysroot) {
+        let sources = dep_info_sources(&built.with_extension("d"), &tc.sysroot);
+        for dep in &sources {
             println!("cargo:rerun-if-changed={}", dep.display());
         }
         Ok(Ptx {
@@ -375,6 +396,7 @@ impl Builder {
             module_rs,
             entry_points,
             arch,
+            sources,
         })
     }
 }
@@ -670,23 +692,6 @@ fn dep_info_sources(dep_file: &Path, sysroot: &Path) -> Vec<PathBuf> {
     out
 }
 
-fn strip_ansi(s: &str) -> String {
-    let mut out = String::with_capacity(s.len());
-    let mut chars = s.chars();
-    while let Some(c) = chars.next() {
-        if c == '\u{1b}' {
-            for c in chars.by_ref() {
-                if c.is_ascii_alphabetic() {
-                    break;
-                }
-            }
-        } else {
-            out.push(c);
-        }
-    }
-    out
-}
-
 fn fnv1a(bytes: &[u8]) -> u64 {
     bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
@@ -791,10 +796,5 @@ mod tests {
     fn linker_rejects_missing_output() {
         let err = linker::parse_args(["/t/k.o".to_string()]).unwrap_err();
         assert!(err.to_string().contains("no output file"));
-    }
-
-    #[test]
-    fn ansi_codes_are_stripped() {
-        assert_eq!(strip_ansi("\u{1b}[1mwarning\u{1b}[0m: x"), "warning: x");
     }
 }
