@@ -58,6 +58,7 @@ impl Rng {
     }
 }
 
+// ANCHOR: run
 /// Runs the example; `Ok(wrong)` is the number of elements that came back wrong.
 fn run(args: &Args) -> Result<usize> {
     let _ctx = cuda::open_device(args.device)?;
@@ -108,6 +109,7 @@ fn run(args: &Args) -> Result<usize> {
         .filter(|&(&got, (&x, &y))| got.to_bits() != (x + y).to_bits())
         .count())
 }
+// ANCHOR_END: run
 
 fn main() -> ExitCode {
     let args = match parse_args() {
