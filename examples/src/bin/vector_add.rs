@@ -3,7 +3,6 @@
 //!
 //! Usage: `vector_add [--device N] [--n ELEMENTS]` (device defaults to `$LOCAL_RANK`, else 0).
 
-use std::ffi::c_void;
 use std::process::ExitCode;
 
 use symcomm::cuda::{self, VmmBuffer};
@@ -78,27 +77,16 @@ fn run(args: &Args) -> Result<usize> {
 
     let module = Module::load(kernels::PTX)?;
     let f = module.function("vector_add")?;
-    let (mut pa, mut pb, mut pc, mut n) = (
+    let launch = LaunchConfig::linear(528, 256);
+    let params = (
         a.device_ptr(),
         b.device_ptr(),
         c.device_ptr(),
         args.n as u64,
     );
-    let mut params: [*mut c_void; 4] = [
-        (&raw mut pa).cast(),
-        (&raw mut pb).cast(),
-        (&raw mut pc).cast(),
-        (&raw mut n).cast(),
-    ];
-    // SAFETY: the four parameters match `vector_add(*const f32, *const f32, *mut f32, u64)`;
+    // SAFETY: the parameters match `vector_add(*const f32, *const f32, *mut f32, u64)`;
     // the three buffers hold n f32 each on this device and stay alive until synchronize().
-    unsafe {
-        f.launch(
-            LaunchConfig::linear(528, 256),
-            std::ptr::null_mut(),
-            &mut params,
-        )?
-    };
+    unsafe { f.launch_with(launch, std::ptr::null_mut(), params)? };
     synchronize()?;
 
     let mut hc = vec![0f32; args.n];
