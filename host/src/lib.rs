@@ -9,5 +9,6 @@
 pub mod cuda;
 pub mod error;
 pub mod launch;
+pub mod space;
 
 pub use error::{Error, Result};
