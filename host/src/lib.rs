@@ -10,5 +10,6 @@ pub mod cuda;
 pub mod error;
 pub mod launch;
 pub mod space;
+pub mod symmem;
 
 pub use error::{Error, Result};
