@@ -145,7 +145,7 @@ impl FdServer {
 
     /// Fetches `key` from each of `peers` in order, all within one `timeout`.
     pub fn fetch_from(&self, peers: &[usize], key: u64, timeout: Duration) -> Result<Vec<OwnedFd>> {
-        let deadline = Instant::now() + timeout;
+        let deadline = deadline_after(timeout);
         peers
             .iter()
             .map(|&peer| {
@@ -168,11 +168,13 @@ impl Drop for FdServer {
             )
         };
         if written != size_of::<u64>() as isize {
+            // Joining a thread that was never woken would hang: leave it detached instead.
             tracing::warn!(
-                "fd server of rank {}: waking the serving thread failed: {}",
+                "fd server of rank {}: waking the serving thread failed, leaving it running: {}",
                 self.rank,
                 io::Error::last_os_error()
             );
+            return;
         }
         if let Some(thread) = self.thread.take()
             && thread.join().is_err()
@@ -182,8 +184,9 @@ impl Drop for FdServer {
     }
 }
 
-/// Fetches the fd that `peer` published under `key` for unique id `id`, from a process that
-/// runs no [`FdServer`] of its own. `my_rank` only labels errors.
+/// Fetches the fd that `peer` published under `key` for unique id `id`, waiting up to
+/// `timeout` for the peer to bind and publish it; needs no [`FdServer`] of its own (e.g. in a
+/// process that only imports). `my_rank` labels errors and the request.
 pub fn fetch_fd(
     id: u64,
     my_rank: usize,
@@ -196,7 +199,7 @@ pub fn fetch_fd(
         my_rank,
         peer,
         key,
-        Instant::now() + timeout,
+        deadline_after(timeout),
         Duration::ZERO,
     )
 }
@@ -566,6 +569,14 @@ fn try_fetch(
 
 // ---------------------------------------------------------------------------------------------
 // Socket helpers (thin libc wrappers).
+
+/// `now + timeout`, saturating far in the future instead of overflowing.
+fn deadline_after(timeout: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(timeout)
+        .or_else(|| now.checked_add(Duration::from_secs(u32::MAX as u64)))
+        .unwrap_or(now)
+}
 
 fn invalid(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, why)
