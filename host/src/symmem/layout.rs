@@ -235,6 +235,24 @@ pub struct AgreedRegistration {
     pub max_device_total_mem: u64,
 }
 
+impl AgreedRegistration {
+    /// The `(size, align)` to ask the window [`crate::space::Space`] for: the allocation size
+    /// rounded up to the granularity, aligned to the granularity. Identical on every rank, so
+    /// the space hands out the same offset everywhere.
+    pub fn space_request(&self) -> Result<(u64, u64)> {
+        let size = self
+            .alloc_size
+            .checked_next_multiple_of(self.granularity)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "allocation size {} overflows when rounded to {}",
+                    self.alloc_size, self.granularity
+                ))
+            })?;
+        Ok((size, self.granularity))
+    }
+}
+
 /// Checks the gathered records of one registration (one per rank, in increasing rank order)
 /// and returns what they agree on.
 ///
@@ -490,6 +508,17 @@ mod tests {
         assert_eq!(agreed.granularity, 2 << 20);
         assert_eq!(agreed.handle_kind, HandleKind::PosixFd);
         assert_eq!(agreed.max_device_total_mem, 80 * GIB + 7);
+        assert_eq!(agreed.space_request().unwrap(), (2 << 20, 2 << 20));
+        let odd = AgreedRegistration {
+            alloc_size: (2 << 20) + 4096,
+            ..agreed
+        };
+        assert_eq!(odd.space_request().unwrap(), (4 << 20, 2 << 20));
+        let huge = AgreedRegistration {
+            alloc_size: u64::MAX - 1,
+            ..agreed
+        };
+        assert!(huge.space_request().is_err());
         // Ranks may be a non-contiguous subset (e.g. world ranks of an LSA team).
         assert!(validate_registration(&[rec(8), rec(9), rec(12)]).is_ok());
     }
