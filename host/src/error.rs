@@ -61,6 +61,21 @@ pub enum Error {
         /// How to get it, or what to do instead.
         hint: String,
     },
+    /// A space allocator (e.g. the flat VA slot of the symmetric windows) has no free block
+    /// large enough.
+    #[error(
+        "no space for {size} bytes (align {align}) within limit {limit}; largest free block {largest_free}"
+    )]
+    OutOfSpace {
+        /// Bytes requested.
+        size: u64,
+        /// Alignment requested.
+        align: u64,
+        /// The allocator's exclusive upper bound.
+        limit: u64,
+        /// The largest free block at the time of the request.
+        largest_free: u64,
+    },
     /// An operating-system I/O step failed.
     #[error("{what}: {source}")]
     Io {

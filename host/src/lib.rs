@@ -8,6 +8,10 @@
 
 pub mod cuda;
 pub mod error;
+#[cfg(target_os = "linux")]
+pub mod ipc;
 pub mod launch;
+pub mod space;
+pub mod symmem;
 
 pub use error::{Error, Result};

@@ -1,9 +1,11 @@
-//! CUDA driver access: the driver probe, checked calls, and RAII over the virtual-memory API.
+//! CUDA driver access: the driver probe, checked calls, device queries ([`device`]), and RAII
+//! over the virtual-memory API ([`vmm`]).
 //!
 //! Everything here goes through cudarc's raw `sys` bindings, loaded at run time
 //! (`dynamic-loading`), so building needs no CUDA toolkit and a machine without a driver gets
 //! [`Error::NoDriver`] instead of a panic.
 
+pub mod device;
 pub mod vmm;
 
 use std::sync::Arc;
@@ -13,7 +15,7 @@ use cudarc::driver::{CudaContext, DriverError};
 
 use crate::{Error, Result};
 
-pub use vmm::{Mapping, PhysicalMem, VaRange, VmmBuffer};
+pub use vmm::{Allocation, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer, find_allocation};
 
 /// Turns a raw driver status into a [`Result`] that names the call.
 pub(crate) fn check(call: &'static str, status: sys::CUresult) -> Result<()> {

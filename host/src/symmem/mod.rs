@@ -1,0 +1,34 @@
+//! Symmetric memory: the pure building blocks of window registration.
+//!
+//! - [`layout`]: the flat VA (`lsa_size × stride` slots), stride derivation, per-peer
+//!   addresses, window-offset checks, and the cross-rank validation of a registration;
+//! - [`record`]: the per-rank record that registration all-gathers, and its wire form.
+//!
+//! Offsets inside a slot come from [`crate::space::Space`]; file descriptors travel through
+//! [`crate::ipc`]; the CUDA side (export, import, map) is [`crate::cuda::vmm`]. The collective
+//! `register_window` that ties them to the bootstrap lives with the communicator; with these
+//! blocks one registration is, on every rank of the LSA team:
+//!
+//! 1. [`crate::cuda::vmm::find_allocation`] on the user pointer, then
+//!    [`window_offset_in_alloc`];
+//! 2. export the allocation ([`crate::cuda::PhysicalMem::export_fd`]) and
+//!    [publish](crate::ipc::FdServer::publish) it under the registration's sequence number;
+//! 3. all-gather [`RegistrationRecord::encode`]d records, [`RegistrationRecord::decode_all`],
+//!    [`validate_registration`] (every rank gets the same error on disagreement);
+//! 4. `Space::alloc` with [`AgreedRegistration::space_request`] → the slot offset (the same on
+//!    every rank);
+//! 5. [fetch](crate::ipc::FdServer::fetch_from) every peer's fd, import, map at
+//!    [`FlatLayout::peer_addr`]`(flat_base, peer, slot_offset)`, set access;
+//! 6. barrier (everyone has imported), then [withdraw](crate::ipc::FdServer::withdraw) the key.
+//!
+//! Deregistration frees the same `(offset, size)` from the space, in the same order on all
+//! ranks.
+
+pub mod layout;
+pub mod record;
+
+pub use layout::{
+    AgreedRegistration, FlatLayout, STRIDE_ENV, STRIDE_UNIT, WINDOW_ALIGN, parse_size, team_stride,
+    team_stride_from_env, validate_registration, window_offset_in_alloc,
+};
+pub use record::{HandleKind, RegistrationRecord};
