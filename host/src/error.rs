@@ -16,13 +16,14 @@ pub enum Error {
     /// No usable CUDA driver on this machine.
     #[error("no CUDA driver: {0}")]
     NoDriver(String),
-    /// A CUDA driver call failed.
-    #[error("{call} failed: {code}")]
+    /// A CUDA driver call failed. The code prints as its name (e.g. `CUDA_ERROR_OUT_OF_MEMORY`)
+    /// without calling into the driver, so formatting works even when the driver is broken.
+    #[error("{call} failed: {code:?}")]
     Cuda {
         /// The driver entry point, e.g. `cuMemCreate`.
         call: &'static str,
-        /// The driver's error code.
-        code: cudarc::driver::DriverError,
+        /// The driver's status code.
+        code: cudarc::driver::sys::CUresult,
     },
     /// An argument was rejected before anything was done.
     #[error("invalid argument: {0}")]

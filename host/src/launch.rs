@@ -57,9 +57,10 @@ impl Module {
             sys::cuModuleGetFunction(&mut raw, self.raw, cname.as_ptr())
         })
         .map_err(|e| match e {
-            Error::Cuda { code, .. } if code.0 == sys::CUresult::CUDA_ERROR_NOT_FOUND => {
-                Error::InvalidArgument(format!("no kernel named {name:?} in the module"))
-            }
+            Error::Cuda {
+                code: sys::CUresult::CUDA_ERROR_NOT_FOUND,
+                ..
+            } => Error::InvalidArgument(format!("no kernel named {name:?} in the module")),
             e => e,
         })?;
         Ok(Function {

@@ -10,8 +10,8 @@ pub mod vmm;
 
 use std::sync::Arc;
 
+use cudarc::driver::CudaContext;
 use cudarc::driver::sys;
-use cudarc::driver::{CudaContext, DriverError};
 
 use crate::{Error, Result};
 
@@ -22,10 +22,7 @@ pub(crate) fn check(call: &'static str, status: sys::CUresult) -> Result<()> {
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
-        Err(Error::Cuda {
-            call,
-            code: DriverError(status),
-        })
+        Err(Error::Cuda { call, code: status })
     }
 }
 
@@ -61,13 +58,13 @@ pub fn open_device(ordinal: usize) -> Result<Arc<CudaContext>> {
             "device {ordinal} does not exist ({count} visible)"
         )));
     }
-    let ctx = CudaContext::new(ordinal).map_err(|code| Error::Cuda {
+    let ctx = CudaContext::new(ordinal).map_err(|e| Error::Cuda {
         call: "cuDevicePrimaryCtxRetain",
-        code,
+        code: e.0,
     })?;
-    ctx.bind_to_thread().map_err(|code| Error::Cuda {
+    ctx.bind_to_thread().map_err(|e| Error::Cuda {
         call: "cuCtxSetCurrent",
-        code,
+        code: e.0,
     })?;
     Ok(ctx)
 }

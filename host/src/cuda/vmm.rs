@@ -23,7 +23,7 @@
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
-use cudarc::driver::{DriverError, sys};
+use cudarc::driver::sys;
 
 use super::check;
 use crate::{Error, Result};
@@ -158,7 +158,7 @@ impl PhysicalMem {
         if fd < 0 {
             return Err(Error::Cuda {
                 call: "cuMemExportToShareableHandle",
-                code: DriverError(sys::CUresult::CUDA_ERROR_INVALID_HANDLE),
+                code: sys::CUresult::CUDA_ERROR_INVALID_HANDLE,
             });
         }
         // SAFETY: the driver returned a new descriptor that nothing else owns.
@@ -534,12 +534,10 @@ fn lookup_miss(e: &Error) -> Option<String> {
         Error::Cuda {
             call,
             code:
-                DriverError(
-                    code @ (CUDA_ERROR_INVALID_VALUE
-                    | CUDA_ERROR_NOT_FOUND
-                    | CUDA_ERROR_NOT_SUPPORTED
-                    | CUDA_ERROR_NOT_PERMITTED),
-                ),
+                code @ (CUDA_ERROR_INVALID_VALUE
+                | CUDA_ERROR_NOT_FOUND
+                | CUDA_ERROR_NOT_SUPPORTED
+                | CUDA_ERROR_NOT_PERMITTED),
         } => Some(format!("{call} returned {code:?}")),
         _ => None,
     }
@@ -568,10 +566,7 @@ mod tests {
     use super::*;
 
     fn cuda_error(call: &'static str, code: sys::CUresult) -> Error {
-        Error::Cuda {
-            call,
-            code: DriverError(code),
-        }
+        Error::Cuda { call, code }
     }
 
     #[test]
