@@ -239,9 +239,17 @@ pub unsafe fn coop_probe(out: *mut u32) {
     let th = Thread::new();
     let t4 = Tile::<4>::new();
     let w = Warp::new();
-    let half = if arch::lane_id() < 16 { 0x0000_ffff } else { 0xffff_0000 };
+    let half = if arch::lane_id() < 16 {
+        0x0000_ffff
+    } else {
+        0xffff_0000
+    };
     let l = Lanes::new(half);
-    let s = if t < 64 { WarpSpan::new(0, 2, 0) } else { WarpSpan::new(2, 2, 1) };
+    let s = if t < 64 {
+        WarpSpan::new(0, 2, 0)
+    } else {
+        WarpSpan::new(2, 2, 1)
+    };
     let c = Cta::new();
     let words = [
         th.thread_rank(),
@@ -336,7 +344,12 @@ pub unsafe fn atomic_cas_counter(counter: *mut u32, olds: *mut u32) {
 /// # Safety
 /// Slots valid and zeroed; `olds` and `olds64` one element per thread.
 #[kernel]
-pub unsafe fn atomic_exch_chain(slot: *mut u32, olds: *mut u32, slot64: *mut u64, olds64: *mut u64) {
+pub unsafe fn atomic_exch_chain(
+    slot: *mut u32,
+    olds: *mut u32,
+    slot64: *mut u64,
+    olds64: *mut u64,
+) {
     let i = gid();
     // SAFETY: launch contract.
     unsafe {
@@ -354,7 +367,13 @@ pub unsafe fn atomic_exch_chain(slot: *mut u32, olds: *mut u32, slot64: *mut u64
 /// # Safety
 /// Two blocks; `data` holds 2n u32, `flags` 2 u32 (zeroed), `out` 2 + 2n u32.
 #[kernel]
-pub unsafe fn message_pass(data: *mut u32, flags: *mut u32, out: *mut u32, n: u32, timeout_ns: u64) {
+pub unsafe fn message_pass(
+    data: *mut u32,
+    flags: *mut u32,
+    out: *mut u32,
+    n: u32,
+    timeout_ns: u64,
+) {
     if thread_idx().x != 0 {
         return;
     }
@@ -363,7 +382,14 @@ pub unsafe fn message_pass(data: *mut u32, flags: *mut u32, out: *mut u32, n: u3
         for round in 0..2usize {
             for k in 0..n {
                 // SAFETY: launch contract.
-                unsafe { mem::store(data.add(round * n + k), (round * 1000 + k) as u32 ^ 0x5a5a, StoreOrder::Weak, Scope::Sys) };
+                unsafe {
+                    mem::store(
+                        data.add(round * n + k),
+                        (round * 1000 + k) as u32 ^ 0x5a5a,
+                        StoreOrder::Weak,
+                        Scope::Sys,
+                    )
+                };
             }
             // SAFETY: launch contract.
             unsafe {
@@ -389,7 +415,10 @@ pub unsafe fn message_pass(data: *mut u32, flags: *mut u32, out: *mut u32, n: u3
             unsafe { *out.add(round) = WaitError::result_code(r) };
             for k in 0..n {
                 // SAFETY: launch contract.
-                unsafe { *out.add(2 + round * n + k) = mem::load(data.add(round * n + k), LoadOrder::Weak, Scope::Sys) };
+                unsafe {
+                    *out.add(2 + round * n + k) =
+                        mem::load(data.add(round * n + k), LoadOrder::Weak, Scope::Sys)
+                };
             }
         }
     }
@@ -402,7 +431,13 @@ pub unsafe fn message_pass(data: *mut u32, flags: *mut u32, out: *mut u32, n: u3
 /// # Safety
 /// All buffers hold `n` 16-byte aligned vectors.
 #[kernel]
-pub unsafe fn vector_roundtrip(src: *const U32x4, dst_u32: *mut U32x4, dst_f32: *mut F32x4, dst_u64: *mut U64x2, n: u64) {
+pub unsafe fn vector_roundtrip(
+    src: *const U32x4,
+    dst_u32: *mut U32x4,
+    dst_f32: *mut F32x4,
+    dst_u64: *mut U64x2,
+    n: u64,
+) {
     let stride = (block_dim().x * grid_dim().x) as usize;
     let mut i = gid();
     while (i as u64) < n {
@@ -426,7 +461,13 @@ pub unsafe fn vector_roundtrip(src: *const U32x4, dst_u32: *mut U32x4, dst_f32: 
 /// # Safety
 /// `src`/`out` hold `n` vectors; `win` is a descriptor in global memory; `win_out` 72 bytes.
 #[kernel]
-pub unsafe fn load_const_copy(src: *const U32x4, out: *mut U32x4, n: u64, win: *const Window, win_out: *mut u64) {
+pub unsafe fn load_const_copy(
+    src: *const U32x4,
+    out: *mut U32x4,
+    n: u64,
+    win: *const Window,
+    win_out: *mut u64,
+) {
     let stride = (block_dim().x * grid_dim().x) as usize;
     let mut i = gid();
     while (i as u64) < n {
@@ -566,9 +607,12 @@ pub unsafe fn window_math(win: *const Window, comm: DevComm, sym: SymPtr<f32>, o
                 w.lsa_ptr(16, 1) as u64,
                 w.lsa_ptr(16, 3) as u64,
                 w.peer_ptr(8, comm.rank + 1) as u64,
-                w.try_peer_ptr(8, comm.rank + 1, &comm).map_or(0, |p| p as u64),
-                w.try_peer_ptr(8, comm.rank + comm.lsa_size, &comm).map_or(0, |p| p as u64),
-                w.try_peer_ptr(8, comm.rank - comm.lsa_rank - 1, &comm).map_or(0, |p| p as u64),
+                w.try_peer_ptr(8, comm.rank + 1, &comm)
+                    .map_or(0, |p| p as u64),
+                w.try_peer_ptr(8, comm.rank + comm.lsa_size, &comm)
+                    .map_or(0, |p| p as u64),
+                w.try_peer_ptr(8, comm.rank - comm.lsa_rank - 1, &comm)
+                    .map_or(0, |p| p as u64),
                 w.team_peer_ptr(32, &team, 0) as u64,
                 w.multimem_ptr(64, &comm) as u64,
                 sym.local() as u64,
@@ -643,7 +687,16 @@ pub unsafe fn reduce_packs(a: *const U32x4, b: *const U32x4, out: *mut U32x4, n:
 /// # Safety
 /// Two blocks; `lines` holds n + 1 lines, `data`/`got` n u64, `codes` n + 1 u32.
 #[kernel]
-pub unsafe fn ll_roundtrip(lines: *mut ll::Line, data: *const u64, got: *mut u64, codes: *mut u32, n: u32, epoch: u32, timeout_ns: u64, short_timeout_ns: u64) {
+pub unsafe fn ll_roundtrip(
+    lines: *mut ll::Line,
+    data: *const u64,
+    got: *mut u64,
+    codes: *mut u32,
+    n: u32,
+    epoch: u32,
+    timeout_ns: u64,
+    short_timeout_ns: u64,
+) {
     let t = thread_idx().x;
     let step = block_dim().x;
     if block_idx().x == 0 {
@@ -657,7 +710,8 @@ pub unsafe fn ll_roundtrip(lines: *mut ll::Line, data: *const u64, got: *mut u64
         let mut i = t;
         while i < n {
             // SAFETY: launch contract.
-            let r = unsafe { ll::load(lines.add(i as usize), epoch, core::ptr::null(), timeout_ns) };
+            let r =
+                unsafe { ll::load(lines.add(i as usize), epoch, core::ptr::null(), timeout_ns) };
             // SAFETY: launch contract.
             unsafe {
                 *got.add(i as usize) = r.unwrap_or(0);
@@ -667,7 +721,14 @@ pub unsafe fn ll_roundtrip(lines: *mut ll::Line, data: *const u64, got: *mut u64
         }
         if t == 0 {
             // SAFETY: launch contract.
-            let r = unsafe { ll::load(lines.add(n as usize), epoch, core::ptr::null(), short_timeout_ns) };
+            let r = unsafe {
+                ll::load(
+                    lines.add(n as usize),
+                    epoch,
+                    core::ptr::null(),
+                    short_timeout_ns,
+                )
+            };
             // SAFETY: launch contract.
             unsafe { *codes.add(n as usize) = WaitError::result_code(r.map(|_| ())) };
         }
@@ -723,7 +784,14 @@ pub const BARRIER_PAIR_WORDS: usize = 4;
 /// `comm` describes the 2-slot flat VA with LSA barriers (one) and `data_offset` leaves room
 /// for `block_dim.x` u32 per slot; two blocks; `out` holds 8 u32.
 #[kernel]
-pub unsafe fn barrier_pair(comm: DevComm, out: *mut u32, rounds: u32, data_offset: u64, timeout_ns: u64, coop_kind: u32) {
+pub unsafe fn barrier_pair(
+    comm: DevComm,
+    out: *mut u32,
+    rounds: u32,
+    data_offset: u64,
+    timeout_ns: u64,
+    coop_kind: u32,
+) {
     let b = block_idx().x as i32;
     let mut c = comm;
     c.lsa_rank = b;
@@ -746,20 +814,49 @@ fn payload(rank: i32, round: u32, t: u32) -> u32 {
 }
 
 #[inline(always)]
-unsafe fn pair_rounds<C: Coop>(coop: &C, c: &DevComm, out: *mut u32, rounds: u32, data_offset: u64, timeout_ns: u64) {
+unsafe fn pair_rounds<C: Coop>(
+    coop: &C,
+    c: &DevComm,
+    out: *mut u32,
+    rounds: u32,
+    data_offset: u64,
+    timeout_ns: u64,
+) {
     let me = c.lsa_rank;
     let peer = 1 - me;
     let t = coop.thread_rank();
-    let mine = c.resource_lsa_ptr(0, me).wrapping_add(data_offset as usize).cast::<u32>();
-    let theirs = c.resource_lsa_ptr(0, peer).wrapping_add(data_offset as usize).cast::<u32>();
+    let mine = c
+        .resource_lsa_ptr(0, me)
+        .wrapping_add(data_offset as usize)
+        .cast::<u32>();
+    let theirs = c
+        .resource_lsa_ptr(0, peer)
+        .wrapping_add(data_offset as usize)
+        .cast::<u32>();
     // SAFETY: launch contract.
-    let mut bar = unsafe { LsaBarrier::with_team(coop, c, c.lsa_team(), c.lsa_barrier, 0, BarrierMode::Unicast) };
+    let mut bar = unsafe {
+        LsaBarrier::with_team(
+            coop,
+            c,
+            c.lsa_team(),
+            c.lsa_barrier,
+            0,
+            BarrierMode::Unicast,
+        )
+    };
     let mut code = 0;
     let mut bad = 0u32;
     let mut done = 0;
     for r in 0..rounds {
         // SAFETY: launch contract: slot t of the peer's data area.
-        unsafe { mem::store(theirs.wrapping_add(t as usize), payload(me, r, t), StoreOrder::Weak, Scope::Sys) };
+        unsafe {
+            mem::store(
+                theirs.wrapping_add(t as usize),
+                payload(me, r, t),
+                StoreOrder::Weak,
+                Scope::Sys,
+            )
+        };
         let res = bar.sync_timeout(coop, Ordering::AcqRel, timeout_ns);
         if res.is_err() {
             code = WaitError::result_code(res);
@@ -851,7 +948,12 @@ pub unsafe fn multimem_ops(mc: *mut U32x4, out: *mut U32x4) {
         *out = v4;
         *out.add(1) = h4;
         *out.add(2) = U32x4::from(f4);
-        *out.add(3) = U32x4([s[0] ^ s[1], s[2] ^ s[3], s2 as u32, (d.to_bits() ^ u) as u32]);
+        *out.add(3) = U32x4([
+            s[0] ^ s[1],
+            s[2] ^ s[3],
+            s2 as u32,
+            (d.to_bits() ^ u) as u32,
+        ]);
         multimem::st_v4_f32(mc.cast(), f4);
         multimem::st_v4_bf16x2(mc.add(1), v4);
         multimem::st_v4_f16x2(mc.add(2), h4);
