@@ -505,7 +505,7 @@ pub unsafe fn load_const<T: Copy>(p: *const T) -> T {
     const {
         assert!(
             core::mem::align_of::<T>() >= 4
-                && core::mem::size_of::<T>() % core::mem::align_of::<T>() == 0,
+                && core::mem::size_of::<T>().is_multiple_of(core::mem::align_of::<T>()),
             "load_const needs a type aligned to at least 4 bytes"
         )
     };

@@ -98,7 +98,7 @@ impl Spin {
         let n = self.polls;
         self.polls = n.wrapping_add(1);
         // SAFETY: `new`'s caller guaranteed the flag.
-        if n % ABORT_POLL_INTERVAL == 0 && unsafe { aborted(self.abort_flag) } {
+        if n.is_multiple_of(ABORT_POLL_INTERVAL) && unsafe { aborted(self.abort_flag) } {
             return Err(WaitError::Aborted);
         }
         if self.deadline != NO_TIMEOUT

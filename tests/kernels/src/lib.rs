@@ -686,6 +686,7 @@ pub unsafe fn reduce_packs(a: *const U32x4, b: *const U32x4, out: *mut U32x4, n:
 ///
 /// # Safety
 /// Two blocks; `lines` holds n + 1 lines, `data`/`got` n u64, `codes` n + 1 u32.
+#[allow(clippy::too_many_arguments)] // a kernel's parameters are its interface
 #[kernel]
 pub unsafe fn ll_roundtrip(
     lines: *mut ll::Line,
