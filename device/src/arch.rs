@@ -524,110 +524,101 @@ mod nvptx {
         // SAFETY: the caller (all threads of the block) upholds the barrier contract.
         unsafe { nvptx::_syncthreads() }
     }
+    // Warp- and block-synchronous operations go through LLVM's NVVM intrinsics rather than
+    // inline asm: LLVM knows the intrinsics are `convergent`, so no optimisation can move them
+    // into divergent control flow (inline asm carries no such marker).
+    #[allow(improper_ctypes)]
+    unsafe extern "C" {
+        #[link_name = "llvm.nvvm.barrier.cta.red.popc.aligned.all"]
+        fn bar_red_popc_all(id: u32, pred: bool) -> u32;
+        #[link_name = "llvm.nvvm.barrier.cta.red.or.aligned.all"]
+        fn bar_red_or_all(id: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.barrier.cta.red.or.aligned.count"]
+        fn bar_red_or_count(id: u32, n: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.barrier.cta.sync.aligned.count"]
+        fn bar_sync_count(id: u32, n: u32);
+        #[link_name = "llvm.nvvm.barrier.cta.arrive.aligned.count"]
+        fn bar_arrive_count(id: u32, n: u32);
+        #[link_name = "llvm.nvvm.bar.warp.sync"]
+        fn bar_warp_sync(mask: u32);
+        #[link_name = "llvm.nvvm.shfl.sync.idx.i32"]
+        fn shfl_sync_idx(mask: u32, v: u32, b: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.up.i32"]
+        fn shfl_sync_up(mask: u32, v: u32, b: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.down.i32"]
+        fn shfl_sync_down(mask: u32, v: u32, b: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.bfly.i32"]
+        fn shfl_sync_bfly(mask: u32, v: u32, b: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.vote.all.sync"]
+        fn vote_all_sync(mask: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.vote.any.sync"]
+        fn vote_any_sync(mask: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.vote.uni.sync"]
+        fn vote_uni_sync(mask: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.vote.ballot.sync"]
+        fn vote_ballot_sync(mask: u32, pred: bool) -> u32;
+    }
+
     #[inline(always)]
     pub fn sync_threads_count(pred: bool) -> u32 {
-        let n: u32;
         // SAFETY: all threads of the block take part (the caller's contract).
-        unsafe {
-            asm!(
-                "{{ .reg .pred %p; setp.ne.u32 %p, {c}, 0; bar.red.popc.u32 {n}, 0, %p; }}",
-                n = out(reg32) n, c = in(reg32) u32::from(pred), options(nostack)
-            )
-        };
-        n
+        unsafe { bar_red_popc_all(0, pred) }
     }
     #[inline(always)]
     pub fn barrier_sync(id: u32, n_threads: u32) {
         // SAFETY: the caller upholds the named-barrier contract.
-        unsafe {
-            asm!("bar.sync {id}, {n};", id = in(reg32) id, n = in(reg32) n_threads, options(nostack))
-        }
+        unsafe { bar_sync_count(id, n_threads) }
     }
     #[inline(always)]
     pub fn barrier_arrive(id: u32, n_threads: u32) {
         // SAFETY: the caller upholds the named-barrier contract.
-        unsafe {
-            asm!("bar.arrive {id}, {n};", id = in(reg32) id, n = in(reg32) n_threads, options(nostack))
-        }
+        unsafe { bar_arrive_count(id, n_threads) }
     }
     /// `n_threads == 0` means the whole block.
     #[inline(always)]
     pub fn barrier_red_or(id: u32, n_threads: u32, pred: bool) -> bool {
-        let r: u32;
         // SAFETY: the caller upholds the named-barrier contract.
         unsafe {
             if n_threads == 0 {
-                asm!(
-                    "{{ .reg .pred %p, %q; setp.ne.u32 %p, {c}, 0; bar.red.or.pred %q, {id}, %p; selp.u32 {r}, 1, 0, %q; }}",
-                    r = out(reg32) r, id = in(reg32) id, c = in(reg32) u32::from(pred),
-                    options(nostack)
-                )
+                bar_red_or_all(id, pred)
             } else {
-                asm!(
-                    "{{ .reg .pred %p, %q; setp.ne.u32 %p, {c}, 0; bar.red.or.pred %q, {id}, {n}, %p; selp.u32 {r}, 1, 0, %q; }}",
-                    r = out(reg32) r, id = in(reg32) id, n = in(reg32) n_threads,
-                    c = in(reg32) u32::from(pred), options(nostack)
-                )
+                bar_red_or_count(id, n_threads, pred)
             }
-        };
-        r != 0
+        }
     }
     #[inline(always)]
     pub fn sync_warp(mask: u32) {
         // SAFETY: the caller upholds the warp-barrier contract.
-        unsafe { asm!("bar.warp.sync {m};", m = in(reg32) mask, options(nostack)) }
+        unsafe { bar_warp_sync(mask) }
     }
     #[inline(always)]
     pub fn shfl(mode: ShflMode, mask: u32, v: u32, b: u32) -> u32 {
-        let r: u32;
         // SAFETY: the caller upholds the shuffle mask contract. c = 0x1f: full-warp segment
         // with clamp at lane 31 (idx/down/bfly); c = 0 for up (clamp at lane 0).
         unsafe {
             match mode {
-                ShflMode::Idx => asm!("shfl.sync.idx.b32 {r}, {v}, {b}, 31, {m};",
-                    r = out(reg32) r, v = in(reg32) v, b = in(reg32) b, m = in(reg32) mask, options(nomem, nostack)),
-                ShflMode::Up => asm!("shfl.sync.up.b32 {r}, {v}, {b}, 0, {m};",
-                    r = out(reg32) r, v = in(reg32) v, b = in(reg32) b, m = in(reg32) mask, options(nomem, nostack)),
-                ShflMode::Down => asm!("shfl.sync.down.b32 {r}, {v}, {b}, 31, {m};",
-                    r = out(reg32) r, v = in(reg32) v, b = in(reg32) b, m = in(reg32) mask, options(nomem, nostack)),
-                ShflMode::Xor => asm!("shfl.sync.bfly.b32 {r}, {v}, {b}, 31, {m};",
-                    r = out(reg32) r, v = in(reg32) v, b = in(reg32) b, m = in(reg32) mask, options(nomem, nostack)),
+                ShflMode::Idx => shfl_sync_idx(mask, v, b, 0x1f),
+                ShflMode::Up => shfl_sync_up(mask, v, b, 0),
+                ShflMode::Down => shfl_sync_down(mask, v, b, 0x1f),
+                ShflMode::Xor => shfl_sync_bfly(mask, v, b, 0x1f),
             }
         }
-        r
     }
     #[inline(always)]
     pub fn vote(mode: VoteMode, mask: u32, pred: bool) -> bool {
-        let r: u32;
-        let c = u32::from(pred);
         // SAFETY: the caller upholds the vote mask contract.
         unsafe {
             match mode {
-                VoteMode::All => asm!(
-                    "{{ .reg .pred %p, %q; setp.ne.u32 %p, {c}, 0; vote.sync.all.pred %q, %p, {m}; selp.u32 {r}, 1, 0, %q; }}",
-                    r = out(reg32) r, c = in(reg32) c, m = in(reg32) mask, options(nomem, nostack)),
-                VoteMode::Any => asm!(
-                    "{{ .reg .pred %p, %q; setp.ne.u32 %p, {c}, 0; vote.sync.any.pred %q, %p, {m}; selp.u32 {r}, 1, 0, %q; }}",
-                    r = out(reg32) r, c = in(reg32) c, m = in(reg32) mask, options(nomem, nostack)),
-                VoteMode::Uni => asm!(
-                    "{{ .reg .pred %p, %q; setp.ne.u32 %p, {c}, 0; vote.sync.uni.pred %q, %p, {m}; selp.u32 {r}, 1, 0, %q; }}",
-                    r = out(reg32) r, c = in(reg32) c, m = in(reg32) mask, options(nomem, nostack)),
+                VoteMode::All => vote_all_sync(mask, pred),
+                VoteMode::Any => vote_any_sync(mask, pred),
+                VoteMode::Uni => vote_uni_sync(mask, pred),
             }
         }
-        r != 0
     }
     #[inline(always)]
     pub fn ballot(mask: u32, pred: bool) -> u32 {
-        let r: u32;
         // SAFETY: the caller upholds the vote mask contract.
-        unsafe {
-            asm!(
-                "{{ .reg .pred %p; setp.ne.u32 %p, {c}, 0; vote.sync.ballot.b32 {r}, %p, {m}; }}",
-                r = out(reg32) r, c = in(reg32) u32::from(pred), m = in(reg32) mask,
-                options(nomem, nostack)
-            )
-        };
-        r
+        unsafe { vote_ballot_sync(mask, pred) }
     }
     #[inline(always)]
     pub fn globaltimer() -> u64 {

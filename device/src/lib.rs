@@ -22,7 +22,12 @@
 #![no_std]
 #![cfg_attr(
     target_arch = "nvptx64",
-    feature(stdarch_nvptx, asm_experimental_arch, allow_internal_unstable),
+    feature(
+        stdarch_nvptx,
+        asm_experimental_arch,
+        allow_internal_unstable,
+        link_llvm_intrinsics
+    ),
     allow(internal_features)
 )]
 #![warn(missing_docs)]
