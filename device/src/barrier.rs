@@ -398,3 +398,99 @@ impl<C: Coop> LsaBarrier<C> {
         coop.sync();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use crate::comm::ResourceWindow;
+    use crate::coop::Cta;
+    use core::sync::atomic::{AtomicU32, Ordering as A};
+    use std::sync::Arc;
+    use std::vec::Vec;
+
+    /// Two host threads play LSA ranks 0 and 1. Both ranks' barrier buffers are the same
+    /// memory (stride 0): the inbox slots of the two ranks are distinct words, and both persist
+    /// the same epoch, so the algorithm is exercised exactly as on two GPUs.
+    #[test]
+    fn two_ranks_exchange_data_through_release_acquire_rounds() {
+        let buf: Arc<Vec<AtomicU32>> = Arc::new((0..16).map(|_| AtomicU32::new(0)).collect());
+        let mail: Arc<[AtomicU32; 2]> = Arc::new([AtomicU32::new(0), AtomicU32::new(0)]);
+        let rounds = 2000u32;
+        let workers: Vec<_> = (0..2)
+            .map(|rank| {
+                let (buf, mail) = (Arc::clone(&buf), Arc::clone(&mail));
+                std::thread::spawn(move || {
+                    let mut comm = DevComm::new(rank, 2, rank, 2);
+                    comm.resource = ResourceWindow {
+                        lsa_flat_base: buf.as_ptr() as u64,
+                        stride4g: 0,
+                        mc_offset4k: 0,
+                    };
+                    comm.lsa_barrier = LsaBarrierHandle {
+                        buf_handle: 0,
+                        n_barriers: 1,
+                    };
+                    let cta = Cta::new();
+                    let mut bar = unsafe { LsaBarrier::new(&cta, &comm, 0) };
+                    let peer = (1 - rank) as usize;
+                    let mut bad = 0;
+                    for r in 0..rounds {
+                        mail[peer].store(r * 2 + rank as u32, A::Relaxed);
+                        bar.sync_timeout(&cta, Ordering::AcqRel, 5_000_000_000)
+                            .unwrap();
+                        bad +=
+                            u32::from(mail[rank as usize].load(A::Relaxed) != r * 2 + peer as u32);
+                        bar.sync_timeout(&cta, Ordering::Release, 5_000_000_000)
+                            .unwrap();
+                    }
+                    let epoch = bar.epoch();
+                    bar.finish(&cta);
+                    (bad, epoch)
+                })
+            })
+            .collect();
+        for w in workers {
+            assert_eq!(w.join().unwrap(), (0, 2 * rounds));
+        }
+        assert_eq!(
+            buf[1].load(A::Relaxed),
+            2 * rounds,
+            "persisted unicast epoch"
+        );
+    }
+
+    #[test]
+    fn wrap_around_of_the_epoch_keeps_the_barrier_working() {
+        let buf: Vec<AtomicU32> = (0..16).map(|_| AtomicU32::new(0)).collect();
+        let mut comm = DevComm::new(0, 2, 0, 2);
+        comm.resource.lsa_flat_base = buf.as_ptr() as u64;
+        comm.lsa_barrier = LsaBarrierHandle {
+            buf_handle: 0,
+            n_barriers: 1,
+        };
+        // Persisted epoch just below the wrap; the (absent) peer's inbox already holds the
+        // value of the round after the wrap, as a peer that ran ahead would have left it.
+        buf[1].store(u32::MAX, A::Relaxed);
+        buf[3 + 1].store(0, A::Relaxed); // u32::MAX + 1 wraps to 0
+        let cta = Cta::new();
+        let mut bar = unsafe { LsaBarrier::new(&cta, &comm, 0) };
+        assert_eq!(
+            bar.sync_timeout(&cta, Ordering::Acquire, 50_000_000),
+            Ok(())
+        );
+        assert_eq!(bar.epoch(), 0);
+        // Next round needs 1; the inbox still says 0: a bounded timeout, not a false pass.
+        assert_eq!(
+            bar.wait_timeout(&cta, Ordering::Acquire, 5_000_000),
+            Err(WaitError::Timeout)
+        );
+        bar.finish(&cta);
+        assert_eq!(buf[1].load(A::Relaxed), 0);
+        assert_eq!(
+            buf[3].load(A::Relaxed),
+            0,
+            "our arrival of round 0 reached the peer's slot"
+        );
+    }
+}

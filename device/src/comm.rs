@@ -258,6 +258,29 @@ mod tests {
     use super::*;
 
     #[test]
+    fn devcomm_layout_is_fixed() {
+        use core::mem::{offset_of, size_of};
+        assert_eq!(size_of::<DevComm>(), 80);
+        let offsets = [
+            offset_of!(DevComm, magic),
+            offset_of!(DevComm, version),
+            offset_of!(DevComm, rank),
+            offset_of!(DevComm, n_ranks),
+            offset_of!(DevComm, n_ranks_rcp32),
+            offset_of!(DevComm, lsa_rank),
+            offset_of!(DevComm, lsa_size),
+            offset_of!(DevComm, lsa_size_rcp32),
+            offset_of!(DevComm, resource_window),
+            offset_of!(DevComm, resource),
+            offset_of!(DevComm, lsa_multimem),
+            offset_of!(DevComm, lsa_barrier),
+            offset_of!(DevComm, abort_flag),
+        ];
+        assert_eq!(offsets, [0, 4, 8, 12, 16, 20, 24, 28, 32, 40, 56, 64, 72]);
+        assert_eq!(offset_of!(LsaBarrierHandle, n_barriers), 4);
+    }
+
+    #[test]
     fn new_fills_the_header_and_reciprocals() {
         let c = DevComm::new(5, 8, 1, 4);
         assert!(c.is_compatible());

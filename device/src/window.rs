@@ -234,6 +234,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn window_layout_is_ncclwindow_vidmem_of_2_28_7_to_2_30_3() {
+        use core::mem::{offset_of, size_of};
+        assert_eq!(size_of::<Window>(), 72);
+        let offsets = [
+            offset_of!(Window, win_host),
+            offset_of!(Window, lsa_flat_base),
+            offset_of!(Window, lsa_rank),
+            offset_of!(Window, world_rank),
+            offset_of!(Window, stride4g),
+            offset_of!(Window, mc_offset4k),
+            offset_of!(Window, gin_offset4k),
+            offset_of!(Window, pad),
+            offset_of!(Window, gin_wins),
+        ];
+        assert_eq!(offsets, [0, 8, 16, 20, 24, 28, 32, 36, 40]);
+    }
+
+    #[test]
     fn add4g_adds_to_the_high_word_only() {
         assert_eq!(add4g(0x0000_7f00_1234_5678, 0), 0x0000_7f00_1234_5678);
         assert_eq!(add4g(0x0000_7f00_1234_5678, 1), 0x0000_7f01_1234_5678);

@@ -998,3 +998,94 @@ pub unsafe fn barrier_multimem(comm: DevComm, out: *mut u32, timeout_ns: u64) {
         unsafe { *out = WaitError::result_code(a) | WaitError::result_code(b) };
     }
 }
+
+/// The kernels on the host backend (one block of one thread): the logic of the barrier,
+/// LL and pointer kernels, including the timeout and abort paths.
+#[cfg(test)]
+mod tests {
+    extern crate std;
+    use super::*;
+    use std::vec;
+    use symcomm_device::comm::{LsaBarrierHandle, ResourceWindow};
+
+    fn comm_with_resource(buf: &mut [u32], n_ranks: i32, n_barriers: i32) -> DevComm {
+        let mut c = DevComm::new(0, n_ranks, 0, n_ranks);
+        c.resource = ResourceWindow {
+            lsa_flat_base: buf.as_mut_ptr() as u64,
+            stride4g: 0,
+            mc_offset4k: 0,
+        };
+        c.lsa_barrier = LsaBarrierHandle {
+            buf_handle: 0,
+            n_barriers,
+        };
+        c
+    }
+
+    #[test]
+    fn a_team_of_one_passes_every_round_and_persists_the_epoch() {
+        let mut buf = vec![0u32; 16];
+        let comm = comm_with_resource(&mut buf, 1, 2);
+        let mut out = [u32::MAX; 2];
+        for launch in 1..=3 {
+            unsafe { barrier_rounds(comm, out.as_mut_ptr(), 4, 1_000_000_000) };
+            assert_eq!(out, [0, 4 * launch]);
+        }
+        assert_eq!(buf[2], 12); // unicast epoch of barrier 0: word n + 0
+    }
+
+    #[test]
+    fn a_missing_peer_times_out_and_an_abort_flag_ends_the_wait() {
+        let mut buf = vec![0u32; 16];
+        let mut comm = comm_with_resource(&mut buf, 2, 1);
+        let mut out = [u32::MAX; 3];
+        unsafe { barrier_lonely(comm, out.as_mut_ptr(), 20_000_000) };
+        assert_eq!(out[0], 1, "timeout code");
+        let dt = u64::from(out[1]) | (u64::from(out[2]) << 32);
+        assert!(dt >= 20_000_000, "waited {dt} ns");
+        // Our arrival landed in the peer's inbox (same memory: stride 0): word 3n + 0*2 + 0.
+        assert_eq!(buf[3], 1);
+        let flag = 1u32;
+        comm.abort_flag = &raw const flag as u64;
+        unsafe { barrier_lonely(comm, out.as_mut_ptr(), 10_000_000_000) };
+        assert_eq!(out[0], 2, "aborted code");
+    }
+
+    #[test]
+    fn window_math_matches_the_flat_va_model_on_the_host() {
+        let mut target = vec![0f32; 64];
+        let base = symcomm_device::window::add4g(target.as_mut_ptr() as u64, 2u32.wrapping_neg());
+        let w = Window {
+            lsa_flat_base: base,
+            lsa_rank: 1,
+            world_rank: 5,
+            stride4g: 2,
+            mc_offset4k: 9,
+            ..Window::default()
+        };
+        let mut comm = DevComm::new(5, 8, 1, 4);
+        comm.lsa_multimem.mc_base = 0x7000_0000_0000;
+        let sym: SymPtr<f32> = SymPtr::new(&raw const w, 16);
+        let mut out = [0u64; WINDOW_MATH_WORDS];
+        unsafe { window_math(&raw const w, comm, sym, out.as_mut_ptr()) };
+        let t = target.as_ptr() as u64;
+        assert_eq!(out[0], t);
+        assert_eq!(out[11], t + 16);
+        assert_eq!(out[7], 0);
+        assert_eq!(out[8], 0);
+        assert_eq!(out[10], 0x7000_0000_0000 + 9 * 4096 + 64);
+        assert_eq!(out[17], 9);
+        assert_eq!(target[4], 1.0); // thread 0 wrote element 0 of `sym` (byte 16)
+    }
+
+    #[test]
+    fn team_probe_reports_the_comm() {
+        let v = team_probe_values(&DevComm::new(5, 8, 1, 4));
+        assert_eq!(&v[..3], &[8, 5, 1]);
+        assert_eq!(&v[7..10], &[4, 1, 1]);
+        assert_eq!(&v[14..17], &[2, 1, 4]);
+        let mut out = [0i32; TEAM_PROBE_WORDS];
+        unsafe { team_probe(DevComm::new(5, 8, 1, 4), out.as_mut_ptr()) };
+        assert_eq!(out, v);
+    }
+}

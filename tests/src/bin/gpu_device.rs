@@ -50,9 +50,42 @@ mod layout {
 /// The verdict of one check: `Ok(detail)` passed, `Err(detail)` failed.
 type Verdict = std::result::Result<String, String>;
 
-/// A parameter pointer for `cuLaunchKernel` (the value must outlive the launch call).
-fn p<T>(v: &mut T) -> *mut c_void {
-    (v as *mut T).cast()
+/// One kernel argument: a pointer to the value (for `cuLaunchKernel`) and its size (checked
+/// against the PTX parameter list before launching). The value must outlive the launch call.
+struct Arg(*mut c_void, usize);
+
+fn p<T>(v: &mut T) -> Arg {
+    Arg((v as *mut T).cast(), size_of::<T>())
+}
+
+/// The byte sizes of kernel `name`'s parameters, read from its `.entry` declaration.
+fn ptx_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
+    let start = ptx.find(&format!(".entry {name}("))?;
+    let decl = &ptx[start..start + ptx[start..].find(')')?];
+    let mut sizes = vec![];
+    for line in decl
+        .lines()
+        .filter(|l| l.trim_start().starts_with(".param"))
+    {
+        let line = line.trim().trim_end_matches(',');
+        let size = if let Some(open) = line.rfind('[') {
+            line[open + 1..line.rfind(']')?].parse().ok()?
+        } else if [".u64", ".b64", ".s64", ".f64"]
+            .iter()
+            .any(|t| line.contains(t))
+        {
+            8
+        } else if [".u32", ".b32", ".s32", ".f32"]
+            .iter()
+            .any(|t| line.contains(t))
+        {
+            4
+        } else {
+            return None;
+        };
+        sizes.push(size);
+    }
+    Some(sizes)
 }
 
 /// A small deterministic generator (xorshift64*).
@@ -139,12 +172,26 @@ impl Ctx {
         Ok(v)
     }
 
-    /// Launches kernel `name` and waits for it (errors name the failing driver call).
-    fn run(&self, name: &str, cfg: LaunchConfig, args: &mut [*mut c_void]) -> Result<()> {
+    /// Launches kernel `name` and waits for it (errors name the failing driver call). The
+    /// argument sizes must match the parameter list the PTX declares.
+    fn run(&self, name: &str, cfg: LaunchConfig, args: &mut [Arg]) -> Result<()> {
+        let declared = ptx_param_sizes(kernels::PTX, name).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "cannot read the parameters of `{name}` from the PTX"
+            ))
+        })?;
+        let passed: Vec<usize> = args.iter().map(|a| a.1).collect();
+        if declared != passed {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{name}` declares parameters of {declared:?} bytes, the test passes {passed:?}"
+            )));
+        }
         let f = self.module.function(name)?;
-        // SAFETY: every caller passes one pointer per parameter of `name`, each to a value of
-        // the parameter's type, and buffers sized as the kernel's `# Safety` section asks.
-        unsafe { f.launch(cfg, std::ptr::null_mut(), args)? };
+        let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.0).collect();
+        // SAFETY: one pointer per parameter of `name` with the declared size (checked above),
+        // each to a value of the parameter's Rust type, and buffers sized as the kernel's
+        // `# Safety` section asks; the values outlive this call.
+        unsafe { f.launch(cfg, std::ptr::null_mut(), &mut ptrs)? };
         synchronize()
     }
 
@@ -1269,5 +1316,20 @@ mod tests {
         assert_eq!(team_probe_values(&c).len(), layout::TEAM_PROBE_WORDS);
         assert_eq!(symcomm_device::util::idiv_rcp32(1), 0);
         assert_eq!(barrier_words(4, 1), 16);
+        let ptx = ".visible .entry k(\n\t.param .u64 .ptr .align 1 k_param_0,\n\t.param .align 8 .b8 k_param_1[80],\n\t.param .u32 k_param_2\n)\n{\n}\n";
+        assert_eq!(ptx_param_sizes(ptx, "k"), Some(vec![8, 80, 4]));
+        assert_eq!(ptx_param_sizes(ptx, "other"), None);
+        for k in kernels::ENTRY_POINTS {
+            assert!(ptx_param_sizes(kernels::PTX, k).is_some(), "{k}");
+        }
+        // DevComm and SymPtr travel by value with their Rust sizes.
+        assert_eq!(
+            ptx_param_sizes(kernels::PTX, "window_math"),
+            Some(vec![8, 80, 16, 8])
+        );
+        assert_eq!(
+            ptx_param_sizes(kernels::PTX, "barrier_pair"),
+            Some(vec![80, 8, 4, 8, 8, 4])
+        );
     }
 }
