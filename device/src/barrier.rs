@@ -36,9 +36,11 @@
 
 use core::marker::PhantomData;
 
+pub use crate::mem::Ordering;
+
 use crate::comm::{DevComm, LsaBarrierHandle, MultimemHandle, RESOURCE_UNIT};
 use crate::coop::Coop;
-use crate::mem::{self, LoadOrder, Ordering, Scope, StoreOrder};
+use crate::mem::{self, LoadOrder, Scope, StoreOrder};
 use crate::multimem;
 use crate::team::Team;
 use crate::util::rolling_le;

@@ -11,7 +11,9 @@
 //! member of it. Every function is pure arithmetic, identical on the GPU and the host.
 
 use crate::comm::DevComm;
-use crate::util::idiv_fast32;
+
+/// Division by a precomputed reciprocal (used for team arithmetic; defined in [`crate::util`]).
+pub use crate::util::{idiv_fast32, idiv_rcp32, imod_fast32};
 
 /// An ordered subset of the world ranks, described from the calling rank's point of view.
 #[doc(alias = "ncclTeam")]
