@@ -1,7 +1,15 @@
-//! Thread geometry and other per-thread hardware facts.
+//! Thread geometry, synchronisation and the other per-thread hardware facts.
 //!
-//! On the GPU these read PTX special registers. On the host they report a launch of one
-//! block of one thread (the CPU emulator replaces this with the emulated geometry).
+//! On the GPU these read PTX special registers and issue PTX barrier, warp and timer
+//! instructions (all PTX of this module lives in the private `nvptx` backend at the bottom).
+//! On the host the private `host` backend describes a launch of **one block of one thread**:
+//! indices are 0, extents are 1, block and warp barriers are no-ops, shuffles return the
+//! caller's own value, votes see only the caller, timers read the OS clock. The CPU emulator
+//! replaces exactly that backend module with the emulated geometry.
+//!
+//! Shared memory: [`shared_array!`](crate::shared_array) declares a module-scope `.shared`
+//! array (one per name, unique in the linked PTX module) and [`dynamic_shared`] returns the
+//! launch's dynamic shared memory.
 
 /// A three-component index or extent (`threadIdx`, `blockDim`, ...).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -14,10 +22,439 @@ pub struct Dim3 {
     pub z: u32,
 }
 
+/// Threads per warp.
+pub const WARP_SIZE: u32 = 32;
+
+/// A lane mask naming every lane of a warp.
+pub const FULL_MASK: u32 = 0xffff_ffff;
+
 #[cfg(target_arch = "nvptx64")]
-mod imp {
-    use super::Dim3;
-    use core::arch::nvptx;
+use nvptx as backend;
+
+#[cfg(not(target_arch = "nvptx64"))]
+use host as backend;
+
+/// This thread's index within its block (`%tid`).
+#[doc(alias = "threadIdx")]
+#[inline(always)]
+pub fn thread_idx() -> Dim3 {
+    backend::thread_idx()
+}
+
+/// This block's index within the grid (`%ctaid`).
+#[doc(alias = "blockIdx")]
+#[inline(always)]
+pub fn block_idx() -> Dim3 {
+    backend::block_idx()
+}
+
+/// The number of threads per block (`%ntid`).
+#[doc(alias = "blockDim")]
+#[inline(always)]
+pub fn block_dim() -> Dim3 {
+    backend::block_dim()
+}
+
+/// The number of blocks in the grid (`%nctaid`).
+#[doc(alias = "gridDim")]
+#[inline(always)]
+pub fn grid_dim() -> Dim3 {
+    backend::grid_dim()
+}
+
+/// This thread's lane within its warp, `0..32` (`%laneid`).
+#[inline(always)]
+pub fn lane_id() -> u32 {
+    backend::lane_id()
+}
+
+/// The index of this thread's warp within a 1-D block: `thread_idx().x / 32`.
+#[inline(always)]
+pub fn warp_idx() -> u32 {
+    thread_idx().x / WARP_SIZE
+}
+
+/// The lanes below this one (`%lanemask_lt`).
+#[inline(always)]
+pub fn lanemask_lt() -> u32 {
+    backend::lanemask_lt()
+}
+
+/// The lanes at or below this one (`%lanemask_le`).
+#[inline(always)]
+pub fn lanemask_le() -> u32 {
+    lanemask_lt() | lanemask_eq()
+}
+
+/// This lane's own bit (`%lanemask_eq`).
+#[inline(always)]
+pub fn lanemask_eq() -> u32 {
+    1u32 << lane_id()
+}
+
+/// The lanes above this one (`%lanemask_gt`).
+#[inline(always)]
+pub fn lanemask_gt() -> u32 {
+    !lanemask_le()
+}
+
+/// The lanes at or above this one (`%lanemask_ge`).
+#[inline(always)]
+pub fn lanemask_ge() -> u32 {
+    !lanemask_lt()
+}
+
+/// The lanes of this warp currently executing this instruction together (`activemask`).
+///
+/// Only a snapshot: it does not synchronise, and it is no substitute for a known mask.
+#[doc(alias = "__activemask")]
+#[inline(always)]
+pub fn active_mask() -> u32 {
+    backend::active_mask()
+}
+
+/// Block-wide barrier (`bar.sync 0`, `__syncthreads`).
+///
+/// Every thread of the block must reach it (no divergent calls).
+///
+/// # Ordering
+/// Memory operations before the barrier by any thread of the block are visible to all threads
+/// of the block after it (CTA scope; no effect on other blocks or GPUs).
+#[doc(alias = "__syncthreads")]
+#[inline(always)]
+pub fn sync_threads() {
+    backend::sync_threads()
+}
+
+/// Block-wide barrier that also ORs `pred` over the block (`bar.red.or.pred`,
+/// `__syncthreads_or`).
+///
+/// # Ordering
+/// As [`sync_threads`].
+#[doc(alias = "__syncthreads_or")]
+#[inline(always)]
+pub fn sync_threads_or(pred: bool) -> bool {
+    backend::barrier_red_or(0, 0, pred)
+}
+
+/// Block-wide barrier that counts the threads with `pred` true (`bar.red.popc.u32`,
+/// `__syncthreads_count`).
+///
+/// # Ordering
+/// As [`sync_threads`].
+#[doc(alias = "__syncthreads_count")]
+#[inline(always)]
+pub fn sync_threads_count(pred: bool) -> u32 {
+    backend::sync_threads_count(pred)
+}
+
+/// Named barrier: waits until `n_threads` threads (a multiple of 32; whole warps) have reached
+/// barrier `id` (`bar.sync id, n`).
+///
+/// Barrier 0 is the one [`sync_threads`] uses; ids go up to 15. Every warp that takes part
+/// must call it with all its threads.
+///
+/// # Ordering
+/// As [`sync_threads`], among the participating threads.
+#[doc(alias = "__barrier_sync_count")]
+#[inline(always)]
+pub fn barrier_sync(id: u32, n_threads: u32) {
+    backend::barrier_sync(id, n_threads)
+}
+
+/// Named barrier, arrive only: counts this warp towards barrier `id` without waiting
+/// (`bar.arrive id, n`). Producers arrive, consumers [`barrier_sync`].
+///
+/// # Ordering
+/// Memory operations before the arrive are visible to the threads that complete the barrier
+/// with [`barrier_sync`] (CTA scope).
+#[inline(always)]
+pub fn barrier_arrive(id: u32, n_threads: u32) {
+    backend::barrier_arrive(id, n_threads)
+}
+
+/// Named barrier with an OR-reduction of `pred` over the `n_threads` participants
+/// (`bar.red.or.pred id, n`). Every participant gets the same result.
+///
+/// # Ordering
+/// As [`barrier_sync`].
+#[inline(always)]
+pub fn barrier_sync_or(id: u32, n_threads: u32, pred: bool) -> bool {
+    backend::barrier_red_or(id, n_threads, pred)
+}
+
+/// Warp barrier over the lanes in `mask` (`bar.warp.sync`, `__syncwarp`). Every lane in
+/// `mask` must call it with the same mask, and the caller's lane must be in `mask`.
+///
+/// # Ordering
+/// Memory operations before it by the lanes in `mask` are visible to those lanes after it.
+#[doc(alias = "__syncwarp")]
+#[inline(always)]
+pub fn sync_warp(mask: u32) {
+    backend::sync_warp(mask)
+}
+
+/// A value that warp shuffles can move: one 32-bit register or two (64-bit types).
+pub trait Shuffle: Copy + sealed::Sealed {
+    /// Applies a 32-bit shuffle to every 32-bit word of the value.
+    #[doc(hidden)]
+    fn map_words(self, f: impl Fn(u32) -> u32) -> Self;
+}
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+macro_rules! shuffle32 {
+    ($($t:ty => $to:expr, $from:expr;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Shuffle for $t {
+            #[inline(always)]
+            fn map_words(self, f: impl Fn(u32) -> u32) -> Self {
+                $from(f($to(self)))
+            }
+        }
+    )*};
+}
+
+shuffle32! {
+    u32 => |v: u32| v, |w: u32| w;
+    i32 => |v: i32| v as u32, |w: u32| w as i32;
+    f32 => f32::to_bits, f32::from_bits;
+}
+
+macro_rules! shuffle64 {
+    ($($t:ty => $to:expr, $from:expr;)*) => {$(
+        impl sealed::Sealed for $t {}
+        impl Shuffle for $t {
+            #[inline(always)]
+            fn map_words(self, f: impl Fn(u32) -> u32) -> Self {
+                let bits: u64 = $to(self);
+                let lo = f(bits as u32);
+                let hi = f((bits >> 32) as u32);
+                $from((u64::from(hi) << 32) | u64::from(lo))
+            }
+        }
+    )*};
+}
+
+shuffle64! {
+    u64 => |v: u64| v, |w: u64| w;
+    i64 => |v: i64| v as u64, |w: u64| w as i64;
+    f64 => f64::to_bits, f64::from_bits;
+}
+
+/// Reads `v` from lane `src_lane` (`shfl.sync.idx`, `__shfl_sync`).
+///
+/// Every lane in `mask` must call it with the same mask; `src_lane` should name a lane in
+/// `mask` (otherwise the result is undefined).
+#[doc(alias = "__shfl_sync")]
+#[inline(always)]
+pub fn shfl_idx<T: Shuffle>(mask: u32, v: T, src_lane: u32) -> T {
+    v.map_words(|w| backend::shfl(ShflMode::Idx, mask, w, src_lane))
+}
+
+/// Reads `v` from lane `lane_id() - delta`; lanes below `delta` keep their own value
+/// (`shfl.sync.up`, `__shfl_up_sync`). Same mask rules as [`shfl_idx`].
+#[doc(alias = "__shfl_up_sync")]
+#[inline(always)]
+pub fn shfl_up<T: Shuffle>(mask: u32, v: T, delta: u32) -> T {
+    v.map_words(|w| backend::shfl(ShflMode::Up, mask, w, delta))
+}
+
+/// Reads `v` from lane `lane_id() + delta`; lanes past 31 keep their own value
+/// (`shfl.sync.down`, `__shfl_down_sync`). Same mask rules as [`shfl_idx`].
+#[doc(alias = "__shfl_down_sync")]
+#[inline(always)]
+pub fn shfl_down<T: Shuffle>(mask: u32, v: T, delta: u32) -> T {
+    v.map_words(|w| backend::shfl(ShflMode::Down, mask, w, delta))
+}
+
+/// Reads `v` from lane `lane_id() ^ lane_mask` (`shfl.sync.bfly`, `__shfl_xor_sync`).
+/// Same mask rules as [`shfl_idx`].
+#[doc(alias = "__shfl_xor_sync")]
+#[inline(always)]
+pub fn shfl_xor<T: Shuffle>(mask: u32, v: T, lane_mask: u32) -> T {
+    v.map_words(|w| backend::shfl(ShflMode::Xor, mask, w, lane_mask))
+}
+
+/// Which lane a shuffle reads from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ShflMode {
+    Idx,
+    Up,
+    Down,
+    Xor,
+}
+
+/// True when `pred` holds on every lane of `mask` (`vote.sync.all`, `__all_sync`).
+/// Every lane in `mask` must call it with the same mask.
+#[doc(alias = "__all_sync")]
+#[inline(always)]
+pub fn vote_all(mask: u32, pred: bool) -> bool {
+    backend::vote(VoteMode::All, mask, pred)
+}
+
+/// True when `pred` holds on some lane of `mask` (`vote.sync.any`, `__any_sync`).
+/// Every lane in `mask` must call it with the same mask.
+#[doc(alias = "__any_sync")]
+#[inline(always)]
+pub fn vote_any(mask: u32, pred: bool) -> bool {
+    backend::vote(VoteMode::Any, mask, pred)
+}
+
+/// True when `pred` is the same on every lane of `mask` (`vote.sync.uni`, `__uni_sync`).
+#[doc(alias = "__uni_sync")]
+#[inline(always)]
+pub fn vote_uni(mask: u32, pred: bool) -> bool {
+    backend::vote(VoteMode::Uni, mask, pred)
+}
+
+/// The lanes of `mask` whose `pred` is true, as a bit mask (`vote.sync.ballot.b32`,
+/// `__ballot_sync`). Every lane in `mask` must call it with the same mask.
+#[doc(alias = "__ballot_sync")]
+#[inline(always)]
+pub fn ballot(mask: u32, pred: bool) -> u32 {
+    backend::ballot(mask, pred)
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum VoteMode {
+    All,
+    Any,
+    Uni,
+}
+
+/// A global nanosecond clock, comparable across the SMs of one GPU (`%globaltimer`).
+///
+/// Its resolution is about a microsecond on current GPUs; use it for timeouts, not for
+/// fine-grained timing. On the host: nanoseconds since the first call in the process.
+#[inline(always)]
+pub fn globaltimer() -> u64 {
+    backend::globaltimer()
+}
+
+/// This SM's cycle counter (`%clock64`, `clock64()`); monotonic per SM, not comparable
+/// across SMs. On the host: same as [`globaltimer`].
+#[inline(always)]
+pub fn clock64() -> u64 {
+    backend::clock64()
+}
+
+/// Suspends the thread for about `ns` nanoseconds (at most ~1 ms; `nanosleep.u32`). A hint
+/// for back-off in spin loops; the hardware may wake it earlier.
+#[doc(alias = "__nanosleep")]
+#[inline(always)]
+pub fn nanosleep(ns: u32) {
+    backend::nanosleep(ns)
+}
+
+/// Aborts the kernel (`trap`): the launch fails and the host sees an error.
+#[doc(alias = "__trap")]
+#[inline(always)]
+pub fn trap() -> ! {
+    backend::trap()
+}
+
+/// The launch's dynamic shared memory (`extern __shared__`), as a generic pointer to `T`.
+///
+/// Its size is the launch's `shared_mem_bytes` ([`dynamic_shared_size`]). The base is 16-byte
+/// aligned. Every kernel of a module sees the same symbol, so two views of it alias.
+/// On the host it is a 64 KiB process-wide buffer (one block at a time).
+#[inline(always)]
+pub fn dynamic_shared<T>() -> *mut T {
+    backend::dynamic_shared().cast()
+}
+
+/// The number of bytes of dynamic shared memory of this launch (`%dynamic_smem_size`).
+#[inline(always)]
+pub fn dynamic_shared_size() -> u32 {
+    backend::dynamic_shared_size()
+}
+
+/// Declares a static shared-memory array `[T; N]` and evaluates to a generic `*mut T` to it.
+///
+/// `shared_array!(NAME: [T; N])` declares a module-scope `.shared .align 16` array named
+/// `symcomm_smem_NAME` in the PTX (via `global_asm!`), so:
+/// - `NAME` must be unique in the linked module (all crates of the kernel); a duplicate is a
+///   PTX assembly error, never silent aliasing;
+/// - `T` and `N` must be concrete (no generic parameters of the enclosing function);
+/// - every expansion of the same call site (e.g. after inlining) denotes the same array: one
+///   array per block, shared by the block's threads, uninitialised at kernel start.
+///
+/// On the host it is a process-wide static (one block at a time).
+///
+/// ```ignore
+/// let tile: *mut f32 = shared_array!(TRANSPOSE_TILE: [f32; 32 * 33]);
+/// ```
+#[macro_export]
+#[cfg_attr(
+    target_arch = "nvptx64",
+    allow_internal_unstable(asm_experimental_arch)
+)]
+macro_rules! shared_array {
+    ($name:ident : [$t:ty; $n:expr]) => {{
+        #[cfg(target_arch = "nvptx64")]
+        let p: *mut $t = {
+            ::core::arch::global_asm!(
+                concat!(".shared .align 16 .b8 symcomm_smem_", stringify!($name), "[{bytes}];"),
+                bytes = const (::core::mem::size_of::<$t>() * ($n)),
+            );
+            let p: u64;
+            // SAFETY: converts the address of a declared .shared symbol to a generic pointer.
+            unsafe {
+                ::core::arch::asm!(
+                    concat!("cvta.shared.u64 {p}, symcomm_smem_", stringify!($name), ";"),
+                    p = out(reg64) p,
+                    options(pure, nomem, nostack),
+                );
+            }
+            p as *mut $t
+        };
+        #[cfg(not(target_arch = "nvptx64"))]
+        let p: *mut $t = {
+            static mut SYMCOMM_SMEM: $crate::arch::HostShared<[$t; $n]> =
+                $crate::arch::HostShared::new();
+            (&raw mut SYMCOMM_SMEM).cast::<$t>()
+        };
+        p
+    }};
+}
+
+/// Storage of a host-side [`shared_array!`](crate::shared_array) (16-byte aligned,
+/// uninitialised). Implementation detail of the macro.
+#[doc(hidden)]
+#[repr(C, align(16))]
+pub struct HostShared<T>(core::mem::MaybeUninit<T>);
+
+impl<T> HostShared<T> {
+    /// Uninitialised storage.
+    #[doc(hidden)]
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        HostShared(core::mem::MaybeUninit::uninit())
+    }
+}
+
+/// The GPU backend: every PTX instruction of this module.
+#[cfg(target_arch = "nvptx64")]
+mod nvptx {
+    use super::{Dim3, ShflMode, VoteMode};
+    use core::arch::{asm, global_asm, nvptx};
+
+    global_asm!(".extern .shared .align 16 .b8 symcomm_dynamic_smem[];");
+
+    macro_rules! sreg32 {
+        ($name:literal) => {{
+            let v: u32;
+            // SAFETY: reading a special register has no preconditions.
+            unsafe {
+                asm!(concat!("mov.u32 {v}, ", $name, ";"), v = out(reg32) v,
+                     options(pure, nomem, nostack))
+            };
+            v
+        }};
+    }
 
     #[inline(always)]
     pub fn thread_idx() -> Dim3 {
@@ -64,17 +501,173 @@ mod imp {
         }
     }
     #[inline(always)]
+    pub fn lane_id() -> u32 {
+        sreg32!("%laneid")
+    }
+    #[inline(always)]
+    pub fn lanemask_lt() -> u32 {
+        sreg32!("%lanemask_lt")
+    }
+    #[inline(always)]
+    pub fn dynamic_shared_size() -> u32 {
+        sreg32!("%dynamic_smem_size")
+    }
+    #[inline(always)]
+    pub fn active_mask() -> u32 {
+        let v: u32;
+        // SAFETY: activemask has no preconditions; not `pure` (depends on divergence).
+        unsafe { asm!("activemask.b32 {v};", v = out(reg32) v, options(nomem, nostack)) };
+        v
+    }
+    #[inline(always)]
+    pub fn sync_threads() {
+        // SAFETY: the caller (all threads of the block) upholds the barrier contract.
+        unsafe { nvptx::_syncthreads() }
+    }
+    // Warp- and block-synchronous operations go through LLVM's NVVM intrinsics rather than
+    // inline asm: LLVM knows the intrinsics are `convergent`, so no optimisation can move them
+    // into divergent control flow (inline asm carries no such marker).
+    #[allow(improper_ctypes)]
+    unsafe extern "C" {
+        #[link_name = "llvm.nvvm.barrier.cta.red.popc.aligned.all"]
+        fn bar_red_popc_all(id: u32, pred: bool) -> u32;
+        #[link_name = "llvm.nvvm.barrier.cta.red.or.aligned.all"]
+        fn bar_red_or_all(id: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.barrier.cta.red.or.aligned.count"]
+        fn bar_red_or_count(id: u32, n: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.barrier.cta.sync.aligned.count"]
+        fn bar_sync_count(id: u32, n: u32);
+        #[link_name = "llvm.nvvm.barrier.cta.arrive.aligned.count"]
+        fn bar_arrive_count(id: u32, n: u32);
+        #[link_name = "llvm.nvvm.bar.warp.sync"]
+        fn bar_warp_sync(mask: u32);
+        #[link_name = "llvm.nvvm.shfl.sync.idx.i32"]
+        fn shfl_sync_idx(mask: u32, v: u32, b: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.up.i32"]
+        fn shfl_sync_up(mask: u32, v: u32, b: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.down.i32"]
+        fn shfl_sync_down(mask: u32, v: u32, b: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.shfl.sync.bfly.i32"]
+        fn shfl_sync_bfly(mask: u32, v: u32, b: u32, c: u32) -> u32;
+        #[link_name = "llvm.nvvm.vote.all.sync"]
+        fn vote_all_sync(mask: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.vote.any.sync"]
+        fn vote_any_sync(mask: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.vote.uni.sync"]
+        fn vote_uni_sync(mask: u32, pred: bool) -> bool;
+        #[link_name = "llvm.nvvm.vote.ballot.sync"]
+        fn vote_ballot_sync(mask: u32, pred: bool) -> u32;
+    }
+
+    #[inline(always)]
+    pub fn sync_threads_count(pred: bool) -> u32 {
+        // SAFETY: all threads of the block take part (the caller's contract).
+        unsafe { bar_red_popc_all(0, pred) }
+    }
+    #[inline(always)]
+    pub fn barrier_sync(id: u32, n_threads: u32) {
+        // SAFETY: the caller upholds the named-barrier contract.
+        unsafe { bar_sync_count(id, n_threads) }
+    }
+    #[inline(always)]
+    pub fn barrier_arrive(id: u32, n_threads: u32) {
+        // SAFETY: the caller upholds the named-barrier contract.
+        unsafe { bar_arrive_count(id, n_threads) }
+    }
+    /// `n_threads == 0` means the whole block.
+    #[inline(always)]
+    pub fn barrier_red_or(id: u32, n_threads: u32, pred: bool) -> bool {
+        // SAFETY: the caller upholds the named-barrier contract.
+        unsafe {
+            if n_threads == 0 {
+                bar_red_or_all(id, pred)
+            } else {
+                bar_red_or_count(id, n_threads, pred)
+            }
+        }
+    }
+    #[inline(always)]
+    pub fn sync_warp(mask: u32) {
+        // SAFETY: the caller upholds the warp-barrier contract.
+        unsafe { bar_warp_sync(mask) }
+    }
+    #[inline(always)]
+    pub fn shfl(mode: ShflMode, mask: u32, v: u32, b: u32) -> u32 {
+        // SAFETY: the caller upholds the shuffle mask contract. c = 0x1f: full-warp segment
+        // with clamp at lane 31 (idx/down/bfly); c = 0 for up (clamp at lane 0).
+        unsafe {
+            match mode {
+                ShflMode::Idx => shfl_sync_idx(mask, v, b, 0x1f),
+                ShflMode::Up => shfl_sync_up(mask, v, b, 0),
+                ShflMode::Down => shfl_sync_down(mask, v, b, 0x1f),
+                ShflMode::Xor => shfl_sync_bfly(mask, v, b, 0x1f),
+            }
+        }
+    }
+    #[inline(always)]
+    pub fn vote(mode: VoteMode, mask: u32, pred: bool) -> bool {
+        // SAFETY: the caller upholds the vote mask contract.
+        unsafe {
+            match mode {
+                VoteMode::All => vote_all_sync(mask, pred),
+                VoteMode::Any => vote_any_sync(mask, pred),
+                VoteMode::Uni => vote_uni_sync(mask, pred),
+            }
+        }
+    }
+    #[inline(always)]
+    pub fn ballot(mask: u32, pred: bool) -> u32 {
+        // SAFETY: the caller upholds the vote mask contract.
+        unsafe { vote_ballot_sync(mask, pred) }
+    }
+    #[inline(always)]
+    pub fn globaltimer() -> u64 {
+        let t: u64;
+        // SAFETY: reading the timer has no preconditions; volatile (not pure) on purpose.
+        unsafe { asm!("mov.u64 {t}, %globaltimer;", t = out(reg64) t, options(nostack)) };
+        t
+    }
+    #[inline(always)]
+    pub fn clock64() -> u64 {
+        let t: u64;
+        // SAFETY: reading the counter has no preconditions; volatile (not pure) on purpose.
+        unsafe { asm!("mov.u64 {t}, %clock64;", t = out(reg64) t, options(nostack)) };
+        t
+    }
+    #[inline(always)]
+    pub fn nanosleep(ns: u32) {
+        // SAFETY: a scheduling hint with no preconditions.
+        unsafe { asm!("nanosleep.u32 {ns};", ns = in(reg32) ns, options(nomem, nostack)) }
+    }
+    #[inline(always)]
     pub fn trap() -> ! {
         // SAFETY: `trap` aborts the kernel; it has no preconditions.
         unsafe { nvptx::trap() }
     }
+    #[inline(always)]
+    pub fn dynamic_shared() -> *mut u8 {
+        let p: u64;
+        // SAFETY: converts the address of the declared dynamic .shared symbol.
+        unsafe {
+            asm!("cvta.shared.u64 {p}, symcomm_dynamic_smem;", p = out(reg64) p,
+                 options(pure, nomem, nostack))
+        };
+        p as *mut u8
+    }
 }
 
+/// The host backend: a launch of one block of one thread. The CPU emulator replaces this
+/// module (and only this module) with its emulated geometry.
 #[cfg(not(target_arch = "nvptx64"))]
-mod imp {
-    use super::Dim3;
+mod host {
+    use super::{Dim3, HostShared, ShflMode, VoteMode};
+    use std::sync::OnceLock;
+    use std::time::Instant;
+
     const ZERO: Dim3 = Dim3 { x: 0, y: 0, z: 0 };
     const ONE: Dim3 = Dim3 { x: 1, y: 1, z: 1 };
+    const DYN_SMEM_BYTES: usize = 64 * 1024;
+
     pub fn thread_idx() -> Dim3 {
         ZERO
     }
@@ -87,41 +680,61 @@ mod imp {
     pub fn grid_dim() -> Dim3 {
         ONE
     }
+    pub fn lane_id() -> u32 {
+        0
+    }
+    pub fn lanemask_lt() -> u32 {
+        0
+    }
+    pub fn active_mask() -> u32 {
+        1
+    }
+    pub fn sync_threads() {}
+    pub fn sync_threads_count(pred: bool) -> u32 {
+        u32::from(pred)
+    }
+    pub fn barrier_sync(_id: u32, _n_threads: u32) {}
+    pub fn barrier_arrive(_id: u32, _n_threads: u32) {}
+    pub fn barrier_red_or(_id: u32, _n_threads: u32, pred: bool) -> bool {
+        pred
+    }
+    pub fn sync_warp(_mask: u32) {}
+    /// With one lane every shuffle reads the caller's own value.
+    pub fn shfl(_mode: ShflMode, _mask: u32, v: u32, _b: u32) -> u32 {
+        v
+    }
+    pub fn vote(mode: VoteMode, mask: u32, pred: bool) -> bool {
+        let present = mask & 1 != 0;
+        match mode {
+            VoteMode::All => !present || pred,
+            VoteMode::Any => present && pred,
+            VoteMode::Uni => true,
+        }
+    }
+    pub fn ballot(mask: u32, pred: bool) -> u32 {
+        u32::from(pred) & mask
+    }
+    fn epoch() -> &'static Instant {
+        static START: OnceLock<Instant> = OnceLock::new();
+        START.get_or_init(Instant::now)
+    }
+    pub fn globaltimer() -> u64 {
+        epoch().elapsed().as_nanos() as u64
+    }
+    pub fn clock64() -> u64 {
+        globaltimer()
+    }
+    pub fn nanosleep(ns: u32) {
+        std::thread::sleep(std::time::Duration::from_nanos(u64::from(ns)));
+    }
     pub fn trap() -> ! {
         std::process::abort()
     }
-}
-
-/// This thread's index within its block (`%tid`).
-#[doc(alias = "threadIdx")]
-#[inline(always)]
-pub fn thread_idx() -> Dim3 {
-    imp::thread_idx()
-}
-
-/// This block's index within the grid (`%ctaid`).
-#[doc(alias = "blockIdx")]
-#[inline(always)]
-pub fn block_idx() -> Dim3 {
-    imp::block_idx()
-}
-
-/// The number of threads per block (`%ntid`).
-#[doc(alias = "blockDim")]
-#[inline(always)]
-pub fn block_dim() -> Dim3 {
-    imp::block_dim()
-}
-
-/// The number of blocks in the grid (`%nctaid`).
-#[doc(alias = "gridDim")]
-#[inline(always)]
-pub fn grid_dim() -> Dim3 {
-    imp::grid_dim()
-}
-
-/// Aborts the kernel (`trap`): the launch fails and the host sees an error.
-#[inline(always)]
-pub fn trap() -> ! {
-    imp::trap()
+    pub fn dynamic_shared() -> *mut u8 {
+        static mut DYN_SMEM: HostShared<[u8; DYN_SMEM_BYTES]> = HostShared::new();
+        (&raw mut DYN_SMEM).cast()
+    }
+    pub fn dynamic_shared_size() -> u32 {
+        DYN_SMEM_BYTES as u32
+    }
 }

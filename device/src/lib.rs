@@ -4,23 +4,65 @@
 //! intrinsic. Every function compiles for `nvptx64-nvidia-cuda` (the GPU) and for the host
 //! (where the CPU emulator runs kernels; outside an emulated launch the thread-geometry
 //! functions report a single thread).
+//!
+//! Modules, bottom-up:
+//! - [`arch`]: thread geometry, block/warp synchronisation, warp shuffles and votes, timers,
+//!   shared memory;
+//! - [`mem`]: loads, stores and read-modify-writes with an explicit memory order and scope,
+//!   fences, 16-byte vector accesses, non-coherent constant loads;
+//! - [`util`]: wrap-safe compares and division by a precomputed reciprocal;
+//! - [`wait`]: bounded spin-waiting (deadline on `%globaltimer`, abort flag);
+//! - [`team`], [`comm`], [`window`], [`ptr`]: who the peers are and where their memory is;
+//! - [`coop`]: groups of threads that act together;
+//! - [`barrier`]: the LSA barrier (unicast and multimem);
+//! - [`multimem`], [`ll`], [`reduce`]: the data path (NVLink SHARP, LL lines, packed reductions).
+//!
+//! Everything that maps to an NCCL device-API name carries `#[doc(alias = "nccl…")]`.
 
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(stdarch_nvptx))]
+#![cfg_attr(
+    target_arch = "nvptx64",
+    feature(
+        stdarch_nvptx,
+        asm_experimental_arch,
+        allow_internal_unstable,
+        link_llvm_intrinsics
+    ),
+    allow(internal_features)
+)]
 #![warn(missing_docs)]
 
 #[cfg(not(target_arch = "nvptx64"))]
 extern crate std;
 
 pub mod arch;
+pub mod barrier;
+pub mod comm;
+pub mod coop;
+pub mod ll;
+pub mod mem;
+pub mod multimem;
+pub mod ptr;
+pub mod reduce;
 pub mod team;
+pub mod util;
+pub mod wait;
+pub mod window;
 
 pub use symcomm_macros::kernel;
 
 /// Everything a kernel usually needs, in one import.
 pub mod prelude {
-    pub use crate::arch::{Dim3, block_dim, block_idx, grid_dim, thread_idx};
+    pub use crate::arch::{Dim3, block_dim, block_idx, grid_dim, lane_id, thread_idx};
+    pub use crate::barrier::LsaBarrier;
+    pub use crate::comm::DevComm;
+    pub use crate::coop::{Coop, Cta, Lanes, Thread, Tile, Warp, WarpSpan};
     pub use crate::kernel;
+    pub use crate::mem::{LoadOrder, Ordering, Scope, StoreOrder};
+    pub use crate::ptr::SymPtr;
+    pub use crate::team::Team;
+    pub use crate::wait::WaitError;
+    pub use crate::window::Window;
 }
 
 /// On the GPU a panic traps the kernel (the launch then fails with an error on the host).

@@ -1,0 +1,311 @@
+//! Windows: a registered buffer that exists at the same offset in every LSA peer's memory,
+//! and the address arithmetic to reach any peer's copy.
+//!
+//! [`Window`] has exactly the layout of NCCL's `struct ncclWindow_vidmem` of NCCL 2.28.7 to
+//! 2.30.3 (72 bytes, asserted at compile time). Kernels receive a `*const Window`: the device
+//! address of a descriptor the host runtime wrote before the launch. Its fields are read with
+//! non-coherent loads (`ld.global.nc`), so **the descriptor must not change while a kernel
+//! that uses it runs**.
+//!
+//! Flat-VA model: every rank maps LSA rank `r`'s memory at `lsa_flat_base + r * stride`
+//! where the per-rank slot size `stride = stride4g * 4 GiB`; a window's byte `o` of peer `r` is
+//! therefore `add4g(lsa_flat_base, r * stride4g) + o` (see [`add4g`]). The multicast address of
+//! byte `o` is `mc_base + 4096 * mc_offset4k + o`.
+
+use crate::comm::{DevComm, MultimemHandle};
+use crate::mem::load_const;
+use crate::team::Team;
+
+/// The device-side descriptor of a registered window (layout of NCCL's `ncclWindow_vidmem`,
+/// 2.28.7–2.30.3).
+#[doc(alias = "ncclWindow_vidmem")]
+#[doc(alias = "ncclWindow_t")]
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct Window {
+    /// Host address of the runtime's bookkeeping for this window (never used on the device).
+    pub win_host: u64,
+    /// Address of the window's byte 0 in LSA rank 0's slot of the flat VA.
+    pub lsa_flat_base: u64,
+    /// The caller's LSA rank.
+    pub lsa_rank: i32,
+    /// The caller's world rank.
+    pub world_rank: i32,
+    /// Per-rank slot size of the flat VA, in units of 4 GiB.
+    pub stride4g: u32,
+    /// Offset of the window in its team's multicast range, in 4 KiB units.
+    pub mc_offset4k: u32,
+    /// Offset of the window in its backing allocation, in 4 KiB units (for network
+    /// registrations; unused by LSA code).
+    pub gin_offset4k: u32,
+    /// Padding (keep 0).
+    pub pad: u32,
+    /// Per network connection: device handle of the registration (unused by LSA code; 0).
+    pub gin_wins: [u64; 4],
+}
+
+const _: () = {
+    use core::mem::{align_of, offset_of, size_of};
+    assert!(size_of::<Window>() == 72);
+    assert!(align_of::<Window>() == 8);
+    assert!(offset_of!(Window, win_host) == 0);
+    assert!(offset_of!(Window, lsa_flat_base) == 8);
+    assert!(offset_of!(Window, lsa_rank) == 16);
+    assert!(offset_of!(Window, world_rank) == 20);
+    assert!(offset_of!(Window, stride4g) == 24);
+    assert!(offset_of!(Window, mc_offset4k) == 28);
+    assert!(offset_of!(Window, gin_offset4k) == 32);
+    assert!(offset_of!(Window, pad) == 36);
+    assert!(offset_of!(Window, gin_wins) == 40);
+};
+
+/// Adds `delta4g * 2³²` to `ptr` by adding `delta4g` to its high 32-bit word (wrapping in 32
+/// bits), NCCL's `add4G`. Callers pass `peer * stride4g` computed in `u32` arithmetic.
+///
+/// The low word is untouched, so no carry is needed; a multiply by a 4 GiB stride in 64 bits
+/// would give the same result for every in-range peer.
+#[doc(alias = "add4G")]
+#[inline(always)]
+pub const fn add4g(ptr: u64, delta4g: u32) -> u64 {
+    let hi = ((ptr >> 32) as u32).wrapping_add(delta4g);
+    ((hi as u64) << 32) | (ptr & 0xffff_ffff)
+}
+
+impl Window {
+    #[inline(always)]
+    unsafe fn base(&self) -> u64 {
+        // SAFETY: the caller of the public method guarantees `self` is a global descriptor.
+        unsafe { load_const(&raw const self.lsa_flat_base) }
+    }
+
+    #[inline(always)]
+    unsafe fn stride4g(&self) -> u32 {
+        // SAFETY: as `base`.
+        unsafe { load_const(&raw const self.stride4g) }
+    }
+
+    /// The caller's LSA rank, read from the descriptor.
+    ///
+    /// # Safety
+    /// `self` lives in global memory and is not modified while the kernel runs.
+    #[inline(always)]
+    pub unsafe fn lsa_rank(&self) -> i32 {
+        // SAFETY: forwarded.
+        unsafe { load_const(&raw const self.lsa_rank) }
+    }
+
+    /// The caller's world rank, read from the descriptor.
+    ///
+    /// # Safety
+    /// As [`lsa_rank`](Self::lsa_rank).
+    #[inline(always)]
+    pub unsafe fn world_rank(&self) -> i32 {
+        // SAFETY: forwarded.
+        unsafe { load_const(&raw const self.world_rank) }
+    }
+
+    /// Address of byte `offset` of LSA peer `lsa_peer`'s copy of the window (no range check;
+    /// nothing is dereferenced).
+    ///
+    /// # Safety
+    /// - `self` lives in global memory (a descriptor written by the host runtime) and is not
+    ///   modified while the kernel runs.
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
+    #[doc(alias = "ncclGetLsaPointer")]
+    #[inline(always)]
+    pub unsafe fn lsa_ptr(&self, offset: usize, lsa_peer: i32) -> *mut u8 {
+        // SAFETY: forwarded.
+        let (base, s4g) = unsafe { (self.base(), self.stride4g()) };
+        add4g(base, (lsa_peer as u32).wrapping_mul(s4g)).wrapping_add(offset as u64) as *mut u8
+    }
+
+    /// Address of byte `offset` of the caller's own copy of the window.
+    ///
+    /// # Safety
+    /// As [`lsa_ptr`](Self::lsa_ptr).
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
+    #[doc(alias = "ncclGetLocalPointer")]
+    #[inline(always)]
+    pub unsafe fn local_ptr(&self, offset: usize) -> *mut u8 {
+        // SAFETY: forwarded.
+        unsafe { self.lsa_ptr(offset, self.lsa_rank()) }
+    }
+
+    /// Address of byte `offset` of world rank `world_peer`'s copy, assuming `world_peer` is
+    /// in the caller's LSA team (not checked, as NCCL's device function; see
+    /// [`try_peer_ptr`](Self::try_peer_ptr)).
+    ///
+    /// # Safety
+    /// As [`lsa_ptr`](Self::lsa_ptr).
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
+    #[doc(alias = "ncclGetPeerPointer")]
+    #[inline(always)]
+    pub unsafe fn peer_ptr(&self, offset: usize, world_peer: i32) -> *mut u8 {
+        // SAFETY: forwarded.
+        let lsa_peer = unsafe { self.lsa_rank() + (world_peer - self.world_rank()) };
+        // SAFETY: forwarded.
+        unsafe { self.lsa_ptr(offset, lsa_peer) }
+    }
+
+    /// [`peer_ptr`](Self::peer_ptr), or `None` when `world_peer` is not in the caller's LSA
+    /// team (`comm.lsa_size` consecutive world ranks around the caller).
+    ///
+    /// # Safety
+    /// As [`lsa_ptr`](Self::lsa_ptr); `comm` is the communicator the window belongs to.
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
+    #[inline(always)]
+    pub unsafe fn try_peer_ptr(
+        &self,
+        offset: usize,
+        world_peer: i32,
+        comm: &DevComm,
+    ) -> Option<*mut u8> {
+        // SAFETY: forwarded.
+        let lsa_peer = unsafe { self.lsa_rank() + (world_peer - self.world_rank()) };
+        if 0 <= lsa_peer && lsa_peer < comm.lsa_size {
+            // SAFETY: forwarded.
+            Some(unsafe { self.lsa_ptr(offset, lsa_peer) })
+        } else {
+            None
+        }
+    }
+
+    /// Address of byte `offset` of member `peer` of `team`'s copy, assuming that member is in
+    /// the caller's LSA team (not checked).
+    ///
+    /// # Safety
+    /// As [`lsa_ptr`](Self::lsa_ptr).
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
+    #[doc(alias = "ncclGetPeerPointer")]
+    #[inline(always)]
+    pub unsafe fn team_peer_ptr(&self, offset: usize, team: &Team, peer: i32) -> *mut u8 {
+        // SAFETY: forwarded.
+        let lsa_peer = unsafe { team.to_lsa(self.lsa_rank(), peer) };
+        // SAFETY: forwarded.
+        unsafe { self.lsa_ptr(offset, lsa_peer) }
+    }
+
+    /// Multicast address of byte `offset` in the range of `mm`; null when `mm` has no range.
+    ///
+    /// # Safety
+    /// As [`lsa_ptr`](Self::lsa_ptr); the window is bound to `mm`'s multicast object.
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
+    #[doc(alias = "ncclGetMultimemPointer")]
+    #[inline(always)]
+    pub unsafe fn multimem_ptr_in(&self, offset: usize, mm: MultimemHandle) -> *mut u8 {
+        if !mm.is_present() {
+            return core::ptr::null_mut();
+        }
+        // SAFETY: forwarded.
+        let off4k = unsafe { load_const(&raw const self.mc_offset4k) };
+        (mm.mc_base + 4096 * off4k as u64).wrapping_add(offset as u64) as *mut u8
+    }
+
+    /// Multicast address of byte `offset` in the LSA team's range of `comm`; null when the
+    /// communicator has no LSA multicast.
+    ///
+    /// # Safety
+    /// As [`multimem_ptr_in`](Self::multimem_ptr_in).
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
+    #[doc(alias = "ncclGetLsaMultimemPointer")]
+    #[inline(always)]
+    pub unsafe fn multimem_ptr(&self, offset: usize, comm: &DevComm) -> *mut u8 {
+        // SAFETY: forwarded.
+        unsafe { self.multimem_ptr_in(offset, comm.lsa_multimem) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn window_layout_is_ncclwindow_vidmem_of_2_28_7_to_2_30_3() {
+        use core::mem::{offset_of, size_of};
+        assert_eq!(size_of::<Window>(), 72);
+        let offsets = [
+            offset_of!(Window, win_host),
+            offset_of!(Window, lsa_flat_base),
+            offset_of!(Window, lsa_rank),
+            offset_of!(Window, world_rank),
+            offset_of!(Window, stride4g),
+            offset_of!(Window, mc_offset4k),
+            offset_of!(Window, gin_offset4k),
+            offset_of!(Window, pad),
+            offset_of!(Window, gin_wins),
+        ];
+        assert_eq!(offsets, [0, 8, 16, 20, 24, 28, 32, 36, 40]);
+    }
+
+    #[test]
+    fn add4g_adds_to_the_high_word_only() {
+        assert_eq!(add4g(0x0000_7f00_1234_5678, 0), 0x0000_7f00_1234_5678);
+        assert_eq!(add4g(0x0000_7f00_1234_5678, 1), 0x0000_7f01_1234_5678);
+        assert_eq!(add4g(0x0000_7f00_ffff_ffff, 3), 0x0000_7f03_ffff_ffff);
+        // Wraps in 32 bits like NCCL's (negative deltas as two's complement).
+        assert_eq!(
+            add4g(0x0000_0005_0000_0010, (-2i32) as u32),
+            0x0000_0003_0000_0010
+        );
+        assert_eq!(add4g(0xffff_ffff_0000_0000, 1), 0x0000_0000_0000_0000);
+        for base in [0u64, 0x1000, 0x7f12_3456_7000, 0x0000_1000_ffff_f000] {
+            for peer in 0u32..8 {
+                for s4g in [1u32, 2, 35] {
+                    let want = base.wrapping_add(u64::from(peer * s4g) << 32);
+                    assert_eq!(add4g(base, peer * s4g), want);
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn pointers_follow_the_flat_va_model() {
+        let w = Window {
+            lsa_flat_base: 0x7000_0000_0000,
+            lsa_rank: 2,
+            world_rank: 10,
+            stride4g: 36,
+            mc_offset4k: 5,
+            ..Window::default()
+        };
+        let slot = 36u64 << 32;
+        let mut comm = DevComm::new(10, 16, 2, 4);
+        unsafe {
+            assert_eq!(w.local_ptr(64) as u64, 0x7000_0000_0000 + 2 * slot + 64);
+            assert_eq!(w.lsa_ptr(8, 3) as u64, 0x7000_0000_0000 + 3 * slot + 8);
+            assert_eq!(w.peer_ptr(0, 8) as u64, 0x7000_0000_0000);
+            assert_eq!(
+                w.try_peer_ptr(0, 11, &comm),
+                Some((0x7000_0000_0000 + 3 * slot) as *mut u8)
+            );
+            assert_eq!(w.try_peer_ptr(0, 12, &comm), None);
+            assert_eq!(w.try_peer_ptr(0, 7, &comm), None);
+            let rail = Team::new(4, 2, 4);
+            assert_eq!(
+                w.team_peer_ptr(0, &Team::new(4, 2, 1), 1) as u64,
+                0x7000_0000_0000 + slot
+            );
+            assert_eq!(rail.to_world(10, 3), 14);
+            assert!(w.multimem_ptr(0, &comm).is_null());
+            comm.lsa_multimem.mc_base = 0x9000_0000_0000;
+            assert_eq!(
+                w.multimem_ptr(16, &comm) as u64,
+                0x9000_0000_0000 + 5 * 4096 + 16
+            );
+        }
+    }
+}

@@ -1,0 +1,1335 @@
+//! `gpu_device`: runs the device-API test kernels on ONE GPU and checks every result.
+//!
+//! Usage: `gpu_device [--device N]` (device defaults to `$LOCAL_RANK`, else 0).
+//!
+//! Each check poisons its outputs first (0xFF bytes), fills inputs from a fixed-seed generator,
+//! launches, synchronises and compares every element with a host reference (mostly the same
+//! `symcomm-device` functions running on the CPU). It prints one line per check and a final
+//! `N passed, M failed` line; the exit status is non-zero when any check failed. Without a CUDA
+//! driver it prints `gpu_device: skipped: ...` and exits 0.
+//!
+//! Safety rules of the GPU test node: the multimem kernels are only **loaded** (JIT-compiled
+//! with the module) and looked up, never launched, and nothing here creates a multicast object.
+//! Every spin-wait in the kernels is timed, so no launch can hang.
+
+use std::ffi::c_void;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Instant;
+
+use symcomm::cuda::vmm::Shareable;
+use symcomm::cuda::{self, Mapping, PhysicalMem, VaRange, VmmBuffer};
+use symcomm::launch::{LaunchConfig, Module, synchronize};
+use symcomm::{Error, Result};
+use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
+use symcomm_device::mem::U32x4;
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Bf16, F16, Max, Min, Prod, Sum, reduce_pack};
+use symcomm_device::team::Team;
+use symcomm_device::util::rolling_le;
+use symcomm_device::window::{Window, add4g};
+use symcomm_tests::kernels;
+
+/// Output layouts of the test kernels (documented on each kernel in
+/// `tests/kernels/src/lib.rs`; keep in sync).
+mod layout {
+    /// Threads per block of `smem_static_reverse` (its shared array holds 256 u32).
+    pub const STATIC_SMEM_THREADS: u32 = 256;
+    /// Words per thread written by `warp_ops`.
+    pub const WARP_OPS_WORDS: usize = 12;
+    /// Words written by `team_probe`.
+    pub const TEAM_PROBE_WORDS: usize = 64;
+    /// u64 written by `window_math`.
+    pub const WINDOW_MATH_WORDS: usize = 24;
+    /// Reductions per input pair in `reduce_packs`.
+    pub const REDUCE_OPS: usize = 8;
+    /// Words per block written by `barrier_pair`.
+    pub const BARRIER_PAIR_WORDS: usize = 4;
+}
+
+/// The verdict of one check: `Ok(detail)` passed, `Err(detail)` failed.
+type Verdict = std::result::Result<String, String>;
+
+/// One kernel argument: a pointer to the value (for `cuLaunchKernel`) and its size (checked
+/// against the PTX parameter list before launching). The value must outlive the launch call.
+struct Arg(*mut c_void, usize);
+
+fn p<T>(v: &mut T) -> Arg {
+    Arg((v as *mut T).cast(), size_of::<T>())
+}
+
+/// The byte sizes of kernel `name`'s parameters, read from its `.entry` declaration.
+fn ptx_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
+    let start = ptx.find(&format!(".entry {name}("))?;
+    let decl = &ptx[start..start + ptx[start..].find(')')?];
+    let mut sizes = vec![];
+    for line in decl
+        .lines()
+        .filter(|l| l.trim_start().starts_with(".param"))
+    {
+        let line = line.trim().trim_end_matches(',');
+        let size = if let Some(open) = line.rfind('[') {
+            line[open + 1..line.rfind(']')?].parse().ok()?
+        } else if [".u64", ".b64", ".s64", ".f64"]
+            .iter()
+            .any(|t| line.contains(t))
+        {
+            8
+        } else if [".u32", ".b32", ".s32", ".f32"]
+            .iter()
+            .any(|t| line.contains(t))
+        {
+            4
+        } else {
+            return None;
+        };
+        sizes.push(size);
+    }
+    Some(sizes)
+}
+
+/// A small deterministic generator (xorshift64*).
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+}
+
+/// `Err` with the first mismatch and the number of wrong elements.
+fn compare<T: PartialEq + std::fmt::Debug>(
+    what: &str,
+    got: &[T],
+    want: &[T],
+) -> std::result::Result<(), String> {
+    if got.len() != want.len() {
+        return Err(format!(
+            "{what}: {} elements, expected {}",
+            got.len(),
+            want.len()
+        ));
+    }
+    let wrong: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
+    match wrong.first() {
+        None => Ok(()),
+        Some(&i) => Err(format!(
+            "{what}: {} of {} wrong, first at {i}: got {:?}, expected {:?}",
+            wrong.len(),
+            got.len(),
+            got[i],
+            want[i]
+        )),
+    }
+}
+
+fn ensure(cond: bool, msg: impl FnOnce() -> String) -> std::result::Result<(), String> {
+    if cond { Ok(()) } else { Err(msg()) }
+}
+
+/// Sorted copy equals `0..n` (as u64).
+fn is_permutation(mut v: Vec<u64>, n: usize) -> bool {
+    v.sort_unstable();
+    v.len() == n && v.iter().enumerate().all(|(i, &x)| x == i as u64)
+}
+
+struct Ctx {
+    dev: i32,
+    module: Module,
+}
+
+impl Ctx {
+    /// A device buffer of `n` elements of `T`, poisoned with 0xFF bytes.
+    fn poisoned<T>(&self, n: usize) -> Result<VmmBuffer> {
+        let b = VmmBuffer::new(self.dev, (n * size_of::<T>()).max(16))?;
+        b.fill_bytes(0xff)?;
+        Ok(b)
+    }
+
+    /// A device buffer of `n` elements of `T`, zeroed.
+    fn zeroed<T>(&self, n: usize) -> Result<VmmBuffer> {
+        let b = VmmBuffer::new(self.dev, (n * size_of::<T>()).max(16))?;
+        b.fill_bytes(0)?;
+        Ok(b)
+    }
+
+    /// A device buffer holding `data`.
+    fn upload<T: Copy>(&self, data: &[T]) -> Result<VmmBuffer> {
+        let b = VmmBuffer::new(self.dev, size_of_val(data).max(16))?;
+        b.copy_from_host(data)?;
+        Ok(b)
+    }
+
+    fn download<T: Copy + Default>(&self, b: &VmmBuffer, n: usize) -> Result<Vec<T>> {
+        let mut v = vec![T::default(); n];
+        b.copy_to_host(&mut v)?;
+        Ok(v)
+    }
+
+    /// Launches kernel `name` and waits for it (errors name the failing driver call). The
+    /// argument sizes must match the parameter list the PTX declares.
+    fn run(&self, name: &str, cfg: LaunchConfig, args: &mut [Arg]) -> Result<()> {
+        let declared = ptx_param_sizes(kernels::PTX, name).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "cannot read the parameters of `{name}` from the PTX"
+            ))
+        })?;
+        let passed: Vec<usize> = args.iter().map(|a| a.1).collect();
+        if declared != passed {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{name}` declares parameters of {declared:?} bytes, the test passes {passed:?}"
+            )));
+        }
+        let f = self.module.function(name)?;
+        let mut ptrs: Vec<*mut c_void> = args.iter().map(|a| a.0).collect();
+        // SAFETY: one pointer per parameter of `name` with the declared size (checked above),
+        // each to a value of the parameter's Rust type, and buffers sized as the kernel's
+        // `# Safety` section asks; the values outlive this call.
+        unsafe { f.launch(cfg, std::ptr::null_mut(), &mut ptrs)? };
+        synchronize()
+    }
+
+    /// `dst[0..n] = value` on any device memory (also custom VA mappings).
+    fn fill(&self, dst: u64, n: u64, value: u32) -> Result<()> {
+        let (mut d, mut n, mut v) = (dst, n, value);
+        self.run(
+            "fill_u32",
+            LaunchConfig::linear(64, 256),
+            &mut [p(&mut d), p(&mut n), p(&mut v)],
+        )
+    }
+
+    /// Copies `n` u32 from any device memory into a fresh host vector.
+    fn read_u32(&self, src: u64, n: usize) -> Result<Vec<u32>> {
+        let out = self.poisoned::<u32>(n)?;
+        let (mut s, mut d, mut k) = (src, out.device_ptr(), n as u64);
+        self.run(
+            "copy_u32",
+            LaunchConfig::linear(64, 256),
+            &mut [p(&mut s), p(&mut d), p(&mut k)],
+        )?;
+        self.download(&out, n)
+    }
+}
+
+// ---------------------------------------------------------------------------------------
+// Checks. Each returns Ok(verdict), or Err for a CUDA/driver error (reported as a failure).
+
+fn check_module_load(ctx: &Ctx) -> Result<Verdict> {
+    for name in kernels::ENTRY_POINTS {
+        ctx.module.function(name)?;
+    }
+    Ok(Ok(format!(
+        "{} kernels JIT-loaded and found, multimem_ops/barrier_multimem included (never launched)",
+        kernels::ENTRY_POINTS.len()
+    )))
+}
+
+fn check_geometry(ctx: &Ctx) -> Result<Verdict> {
+    let (blocks, threads) = (3u32, 64u32);
+    let n = (blocks * threads) as usize;
+    let out = ctx.poisoned::<u32>(8 * n)?;
+    let mut o = out.device_ptr();
+    ctx.run(
+        "geometry",
+        LaunchConfig::linear(blocks, threads),
+        &mut [p(&mut o)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, 8 * n)?;
+    let want: Vec<u32> = (0..n as u32)
+        .flat_map(|i| [i % threads, 0, 0, i / threads, 0, 0, threads, blocks])
+        .collect();
+    Ok(compare("geometry words", &got, &want).map(|()| format!("{n} threads × 8 words")))
+}
+
+fn check_smem_static(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let (blocks, t) = (4usize, layout::STATIC_SMEM_THREADS as usize);
+    let input: Vec<u32> = (0..blocks * t).map(|_| rng.next_u32()).collect();
+    let (inb, out) = (ctx.upload(&input)?, ctx.poisoned::<u32>(blocks * t)?);
+    let (mut a, mut b) = (inb.device_ptr(), out.device_ptr());
+    ctx.run(
+        "smem_static_reverse",
+        LaunchConfig::linear(blocks as u32, t as u32),
+        &mut [p(&mut a), p(&mut b)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, blocks * t)?;
+    let want: Vec<u32> = (0..blocks * t)
+        .map(|i| input[(i / t) * t + (t - 1 - i % t)])
+        .collect();
+    Ok(compare("reversed", &got, &want)
+        .map(|()| format!("{blocks} blocks × {t} through a 1 KiB static array")))
+}
+
+fn check_smem_dynamic(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let (blocks, t) = (3usize, 128usize);
+    let input: Vec<u32> = (0..blocks * t).map(|_| rng.next_u32()).collect();
+    let (inb, out, sizes) = (
+        ctx.upload(&input)?,
+        ctx.poisoned::<u32>(blocks * t)?,
+        ctx.poisoned::<u32>(blocks)?,
+    );
+    let (mut a, mut b, mut s) = (inb.device_ptr(), out.device_ptr(), sizes.device_ptr());
+    let cfg = LaunchConfig {
+        shared_mem_bytes: (t * 4) as u32,
+        ..LaunchConfig::linear(blocks as u32, t as u32)
+    };
+    ctx.run(
+        "smem_dynamic_reverse",
+        cfg,
+        &mut [p(&mut a), p(&mut b), p(&mut s)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, blocks * t)?;
+    let want: Vec<u32> = (0..blocks * t)
+        .map(|i| input[(i / t) * t + (t - 1 - i % t)])
+        .collect();
+    let got_sizes: Vec<u32> = ctx.download(&sizes, blocks)?;
+    Ok(compare("reversed", &got, &want)
+        .and_then(|()| {
+            compare(
+                "dynamic_shared_size",
+                &got_sizes,
+                &vec![(t * 4) as u32; blocks],
+            )
+        })
+        .map(|()| format!("{blocks} blocks × {t}, {} B dynamic", t * 4)))
+}
+
+fn check_warp_ops(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let (blocks, t) = (2usize, 64usize);
+    let n = blocks * t;
+    let mut input: Vec<u32> = (0..n).map(|_| rng.next_u32() | 0x100).collect();
+    input[33] = 0; // warp 1: vote_all(v != 0) false
+    input[70] = 97 * 1234; // warp 2: vote_any(v % 97 == 0) true
+    for (i, v) in input.iter_mut().enumerate() {
+        if i != 70 && i != 33 && *v % 97 == 0 {
+            *v += 1;
+        }
+    }
+    let (inb, out) = (
+        ctx.upload(&input)?,
+        ctx.poisoned::<u32>(layout::WARP_OPS_WORDS * n)?,
+    );
+    let (mut a, mut b) = (inb.device_ptr(), out.device_ptr());
+    ctx.run(
+        "warp_ops",
+        LaunchConfig::linear(blocks as u32, t as u32),
+        &mut [p(&mut a), p(&mut b)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, layout::WARP_OPS_WORDS * n)?;
+    let mut want = Vec::with_capacity(got.len());
+    for i in 0..n {
+        let (lane, w0) = (i % 32, i - i % 32);
+        let warp = &input[w0..w0 + 32];
+        let v = input[i];
+        let j = i ^ 5;
+        let ballot = (0..32)
+            .filter(|&l| warp[l] & 1 == 1)
+            .fold(0u32, |m, l| m | 1 << l);
+        want.extend([
+            lane as u32,
+            warp[0],
+            input[i ^ 1],
+            if lane == 0 { v } else { input[i - 1] },
+            if lane == 31 { v } else { input[i + 1] },
+            ballot,
+            u32::from(warp.iter().all(|&x| x != 0)),
+            u32::from(warp.iter().any(|&x| x % 97 == 0)),
+            (1u32 << lane) - 1,
+            !input[j],
+            input[j],
+            u32::MAX,
+        ]);
+    }
+    Ok(compare("warp op words", &got, &want).map(|()| {
+        format!(
+            "{n} threads: shfl idx/xor/up/down (32+64-bit), ballot, all, any, lanemask, activemask"
+        )
+    }))
+}
+
+fn check_block_votes(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let (blocks, t) = (2usize, 128usize);
+    let mut input: Vec<u32> = (0..blocks * t)
+        .map(|_| rng.next_u32() & !0xf | 0x10)
+        .collect();
+    for (i, v) in input.iter_mut().enumerate() {
+        *v |= (i % 3 == 0) as u32; // odd on every third thread
+    }
+    input[40] = 7; // block 0, warp 1: inside the 2-warp named-barrier span
+    let (inb, out) = (ctx.upload(&input)?, ctx.poisoned::<u32>(3 * blocks)?);
+    let (mut a, mut b) = (inb.device_ptr(), out.device_ptr());
+    ctx.run(
+        "block_votes",
+        LaunchConfig::linear(blocks as u32, t as u32),
+        &mut [p(&mut a), p(&mut b)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, 3 * blocks)?;
+    let mut want = vec![];
+    for b in 0..blocks {
+        let chunk = &input[b * t..(b + 1) * t];
+        want.push(chunk.iter().filter(|&&v| v & 1 == 1).count() as u32);
+        want.push(u32::from(chunk.contains(&7)));
+        want.push(if chunk[..64].contains(&7) { 64 } else { 0 });
+    }
+    Ok(compare("count/or/named-or", &got, &want)
+        .map(|()| "sync_threads_count, sync_threads_or, bar.red.or on barrier 1".into()))
+}
+
+fn check_timers(ctx: &Ctx) -> Result<Verdict> {
+    let n = 64usize;
+    let out = ctx.poisoned::<u64>(4 * n)?;
+    let mut o = out.device_ptr();
+    let t = Instant::now();
+    ctx.run("timers", LaunchConfig::linear(2, 32), &mut [p(&mut o)])?;
+    let host_ns = t.elapsed().as_nanos() as u64;
+    let got: Vec<u64> = ctx.download(&out, 4 * n)?;
+    for i in 0..n {
+        let [t0, t1, c0, c1] = [got[4 * i], got[4 * i + 1], got[4 * i + 2], got[4 * i + 3]];
+        if t0 == 0 || t0 == u64::MAX || t1 <= t0 || c1 <= c0 || t1 - t0 > host_ns {
+            return Ok(Err(format!(
+                "thread {i}: globaltimer {t0} -> {t1}, clock64 {c0} -> {c1} (launch took {host_ns} ns)"
+            )));
+        }
+    }
+    let tick = (0..n)
+        .map(|i| got[4 * i + 1] - got[4 * i])
+        .min()
+        .unwrap_or(0);
+    Ok(Ok(format!(
+        "{n} threads: globaltimer and clock64 strictly increase (smallest tick seen {tick} ns)"
+    )))
+}
+
+fn check_coop(ctx: &Ctx) -> Result<Verdict> {
+    let out = ctx.poisoned::<u32>(20 * 128)?;
+    let mut o = out.device_ptr();
+    ctx.run("coop_probe", LaunchConfig::linear(1, 128), &mut [p(&mut o)])?;
+    let got: Vec<u32> = ctx.download(&out, 20 * 128)?;
+    let mut want = vec![];
+    for t in 0..128u32 {
+        let lane = t % 32;
+        let warp = t / 32;
+        want.extend([
+            0,
+            1,
+            u32::from(t == 70),
+            lane % 4,
+            4,
+            u32::from(t / 4 == 70 / 4),
+            lane,
+            32,
+            u32::from(warp == 2),
+            lane % 16,
+            16,
+            u32::from(warp == 2 && lane < 16),
+            t % 64,
+            64,
+            u32::from(t >= 64),
+            t,
+            128,
+            1,
+            0,
+            0,
+        ]);
+    }
+    Ok(compare("rank/size/any words", &got, &want)
+        .map(|()| "Thread, Tile<4>, Warp, Lanes, WarpSpan, Cta".into()))
+}
+
+fn check_atomic_add(ctx: &Ctx) -> Result<Verdict> {
+    let (blocks, t) = (64u32, 256u32);
+    let n = (blocks * t) as usize;
+    let (counter, olds) = (ctx.zeroed::<u32>(1)?, ctx.poisoned::<u32>(n)?);
+    let (mut c, mut o) = (counter.device_ptr(), olds.device_ptr());
+    ctx.run(
+        "atomic_add_acq_rel",
+        LaunchConfig::linear(blocks, t),
+        &mut [p(&mut c), p(&mut o)],
+    )?;
+    let total: Vec<u32> = ctx.download(&counter, 1)?;
+    let olds: Vec<u32> = ctx.download(&olds, n)?;
+    Ok(ensure(total[0] as usize == n, || {
+        format!("counter {} after {n} increments", total[0])
+    })
+    .and_then(|()| {
+        ensure(
+            is_permutation(olds.iter().map(|&x| u64::from(x)).collect(), n),
+            || "old values are not a permutation of 0..n".into(),
+        )
+    })
+    .map(|()| format!("{n} threads: exact count, olds a permutation")))
+}
+
+fn check_red_add(ctx: &Ctx) -> Result<Verdict> {
+    let (blocks, t) = (64u32, 256u32);
+    let n = u64::from(blocks * t);
+    let (c32, c64, c64b) = (
+        ctx.zeroed::<u32>(1)?,
+        ctx.zeroed::<u64>(1)?,
+        ctx.zeroed::<u64>(1)?,
+    );
+    let (mut a, mut b, mut c) = (c32.device_ptr(), c64.device_ptr(), c64b.device_ptr());
+    ctx.run(
+        "red_add_release",
+        LaunchConfig::linear(blocks, t),
+        &mut [p(&mut a), p(&mut b), p(&mut c)],
+    )?;
+    let got = [
+        u64::from(ctx.download::<u32>(&c32, 1)?[0]),
+        ctx.download::<u64>(&c64, 1)?[0],
+        ctx.download::<u64>(&c64b, 1)?[0],
+    ];
+    let want = [n, n * ((1 << 32) + 1), 3 * n];
+    Ok(compare("counters", &got, &want)
+        .map(|()| format!("{n} threads: red u32/u64 and atom.acquire u64 exact")))
+}
+
+fn check_atomic_cas(ctx: &Ctx) -> Result<Verdict> {
+    let (blocks, t) = (16u32, 128u32);
+    let n = (blocks * t) as usize;
+    let (counter, olds) = (ctx.zeroed::<u32>(1)?, ctx.poisoned::<u32>(n)?);
+    let (mut c, mut o) = (counter.device_ptr(), olds.device_ptr());
+    ctx.run(
+        "atomic_cas_counter",
+        LaunchConfig::linear(blocks, t),
+        &mut [p(&mut c), p(&mut o)],
+    )?;
+    let total = ctx.download::<u32>(&counter, 1)?[0];
+    let olds: Vec<u32> = ctx.download(&olds, n)?;
+    Ok(ensure(total as usize == n, || {
+        format!("counter {total} after {n} CAS increments")
+    })
+    .and_then(|()| {
+        ensure(
+            is_permutation(olds.iter().map(|&x| u64::from(x)).collect(), n),
+            || "replaced values are not a permutation (or a thread gave up)".into(),
+        )
+    })
+    .map(|()| format!("{n} threads: CAS loop counts exactly")))
+}
+
+fn check_atomic_exch(ctx: &Ctx) -> Result<Verdict> {
+    let (blocks, t) = (32u32, 256u32);
+    let n = (blocks * t) as usize;
+    let (s32, o32, s64, o64) = (
+        ctx.zeroed::<u32>(1)?,
+        ctx.poisoned::<u32>(n)?,
+        ctx.zeroed::<u64>(1)?,
+        ctx.poisoned::<u64>(n)?,
+    );
+    let (mut a, mut b, mut c, mut d) = (
+        s32.device_ptr(),
+        o32.device_ptr(),
+        s64.device_ptr(),
+        o64.device_ptr(),
+    );
+    ctx.run(
+        "atomic_exch_chain",
+        LaunchConfig::linear(blocks, t),
+        &mut [p(&mut a), p(&mut b), p(&mut c), p(&mut d)],
+    )?;
+    let mut v32: Vec<u64> = ctx
+        .download::<u32>(&o32, n)?
+        .into_iter()
+        .map(u64::from)
+        .collect();
+    v32.push(u64::from(ctx.download::<u32>(&s32, 1)?[0]));
+    let mut v64: Vec<u64> = ctx.download::<u64>(&o64, n)?;
+    v64.push(ctx.download::<u64>(&s64, 1)?[0]);
+    Ok(ensure(is_permutation(v32, n + 1), || {
+        "32-bit exchange chain lost or duplicated a value".into()
+    })
+    .and_then(|()| {
+        ensure(is_permutation(v64, n + 1), || {
+            "64-bit exchange chain lost or duplicated a value".into()
+        })
+    })
+    .map(|()| format!("{n} threads: exchanges form one chain (32 and 64 bit)")))
+}
+
+fn check_message_pass(ctx: &Ctx) -> Result<Verdict> {
+    let n = 64usize;
+    let (data, flags, out) = (
+        ctx.poisoned::<u32>(2 * n)?,
+        ctx.zeroed::<u32>(2)?,
+        ctx.poisoned::<u32>(2 + 2 * n)?,
+    );
+    let (mut d, mut f, mut o, mut k, mut to) = (
+        data.device_ptr(),
+        flags.device_ptr(),
+        out.device_ptr(),
+        n as u32,
+        2_000_000_000u64,
+    );
+    ctx.run(
+        "message_pass",
+        LaunchConfig::linear(2, 32),
+        &mut [p(&mut d), p(&mut f), p(&mut o), p(&mut k), p(&mut to)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, 2 + 2 * n)?;
+    let mut want = vec![0, 0];
+    for round in 0..2 {
+        want.extend((0..n).map(|k| (round * 1000 + k) as u32 ^ 0x5a5a));
+    }
+    Ok(compare("codes + payload", &got, &want).map(|()| {
+        "st.release.sys and fence.acq_rel.sys + relaxed store, seen through ld.acquire.sys".into()
+    }))
+}
+
+fn check_vectors(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let n = 10_000usize;
+    let src: Vec<U32x4> = (0..n)
+        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
+        .collect();
+    let (s, a, b, c) = (
+        ctx.upload(&src)?,
+        ctx.poisoned::<U32x4>(n)?,
+        ctx.poisoned::<U32x4>(n)?,
+        ctx.poisoned::<U32x4>(n)?,
+    );
+    let (mut ps, mut pa, mut pb, mut pc, mut k) = (
+        s.device_ptr(),
+        a.device_ptr(),
+        b.device_ptr(),
+        c.device_ptr(),
+        n as u64,
+    );
+    ctx.run(
+        "vector_roundtrip",
+        LaunchConfig::linear(40, 128),
+        &mut [p(&mut ps), p(&mut pa), p(&mut pb), p(&mut pc), p(&mut k)],
+    )?;
+    let ga: Vec<U32x4> = ctx.download(&a, n)?;
+    let gb: Vec<U32x4> = ctx.download(&b, n)?;
+    let gc: Vec<U32x4> = ctx.download(&c, n)?;
+    Ok(compare("v4.u32", &ga, &src)
+        .and_then(|()| compare("v4.f32 (bits)", &gb, &src))
+        .and_then(|()| compare("v2.u64", &gc, &src))
+        .map(|()| format!("{n} vectors through v4.u32, v4.f32, v2.u64")))
+}
+
+fn sample_window(rng: &mut Rng) -> Window {
+    Window {
+        win_host: rng.next_u64(),
+        lsa_flat_base: rng.next_u64(),
+        lsa_rank: 3,
+        world_rank: 11,
+        stride4g: 36,
+        mc_offset4k: 77,
+        gin_offset4k: 5,
+        pad: 0,
+        gin_wins: [rng.next_u64(), rng.next_u64(), 0, 1],
+    }
+}
+
+fn window_words(w: &Window) -> Vec<u64> {
+    vec![
+        w.win_host,
+        w.lsa_flat_base,
+        u64::from(w.lsa_rank as u32) | (u64::from(w.world_rank as u32) << 32),
+        u64::from(w.stride4g) | (u64::from(w.mc_offset4k) << 32),
+        u64::from(w.gin_offset4k) | (u64::from(w.pad) << 32),
+        w.gin_wins[0],
+        w.gin_wins[1],
+        w.gin_wins[2],
+        w.gin_wins[3],
+    ]
+}
+
+fn check_load_const(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let n = 5000usize;
+    let src: Vec<U32x4> = (0..n)
+        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
+        .collect();
+    let w = sample_window(rng);
+    let (s, o, wb, wo) = (
+        ctx.upload(&src)?,
+        ctx.poisoned::<U32x4>(n)?,
+        ctx.upload(&[w])?,
+        ctx.poisoned::<u64>(9)?,
+    );
+    let (mut ps, mut po, mut k, mut pw, mut pwo) = (
+        s.device_ptr(),
+        o.device_ptr(),
+        n as u64,
+        wb.device_ptr(),
+        wo.device_ptr(),
+    );
+    ctx.run(
+        "load_const_copy",
+        LaunchConfig::linear(20, 128),
+        &mut [p(&mut ps), p(&mut po), p(&mut k), p(&mut pw), p(&mut pwo)],
+    )?;
+    let got: Vec<U32x4> = ctx.download(&o, n)?;
+    let gw: Vec<u64> = ctx.download(&wo, 9)?;
+    Ok(compare("ld.global.nc.v4", &got, &src)
+        .and_then(|()| compare("Window via load_const", &gw, &window_words(&w)))
+        .map(|()| format!("{n} vectors and a 72-byte Window")))
+}
+
+fn check_div(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let (mut xs, mut ds) = (vec![], vec![]);
+    for d in 1u32..=1024 {
+        let top = u32::MAX / d;
+        let mut push = |x: u32| {
+            xs.push(x);
+            ds.push(d);
+        };
+        for x in [
+            0,
+            1,
+            d - 1,
+            d,
+            d + 1,
+            u32::MAX,
+            u32::MAX - 1,
+            top * d,
+            (top * d).wrapping_sub(1),
+            (top / 2) * d + d - 1,
+        ] {
+            push(x);
+        }
+        for _ in 0..22 {
+            push(rng.next_u32());
+        }
+    }
+    for d in [65_535u32, 65_536, 1 << 31, u32::MAX] {
+        for x in [0u32, 1, d - 1, d, u32::MAX] {
+            xs.push(x);
+            ds.push(d);
+        }
+    }
+    let n = xs.len();
+    let (bx, bd, bq, br) = (
+        ctx.upload(&xs)?,
+        ctx.upload(&ds)?,
+        ctx.poisoned::<u32>(n)?,
+        ctx.poisoned::<u32>(n)?,
+    );
+    let (mut a, mut b, mut c, mut d, mut k) = (
+        bx.device_ptr(),
+        bd.device_ptr(),
+        bq.device_ptr(),
+        br.device_ptr(),
+        n as u64,
+    );
+    ctx.run(
+        "div_fast",
+        LaunchConfig::linear(64, 256),
+        &mut [p(&mut a), p(&mut b), p(&mut c), p(&mut d), p(&mut k)],
+    )?;
+    let q: Vec<u32> = ctx.download(&bq, n)?;
+    let r: Vec<u32> = ctx.download(&br, n)?;
+    let wq: Vec<u32> = (0..n).map(|i| xs[i] / ds[i]).collect();
+    let wr: Vec<u32> = (0..n).map(|i| xs[i] % ds[i]).collect();
+    Ok(compare("quotients", &q, &wq)
+        .and_then(|()| compare("remainders", &r, &wr))
+        .map(|()| format!("{n} divisions (divisors 1..=1024 and large) exact on the GPU")))
+}
+
+/// Host copy of `team_probe_values` in the test kernels crate (same device-crate functions).
+fn team_probe_values(comm: &DevComm) -> Vec<i32> {
+    let mut v = vec![];
+    let (w, l, r) = (comm.world_team(), comm.lsa_team(), comm.rail_team());
+    for t in [w, l, r] {
+        v.extend([t.n_ranks, t.rank, t.stride]);
+        v.extend((0..4).map(|m| comm.team_rank_to_world(&t, m)));
+    }
+    for m in 0..4 {
+        v.push(i32::from(l.contains(&w, m)));
+        v.push(l.try_rank_from(&w, m).unwrap_or(-1));
+        v.push(i32::from(r.contains(&w, m)));
+        v.push(r.try_rank_from(&w, m).unwrap_or(-1));
+    }
+    let inner: Team = w.inner_factor(comm.lsa_size);
+    let outer: Team = w.outer_factor(comm.lsa_size);
+    for t in [inner, outer] {
+        v.extend([t.n_ranks, t.rank, t.stride]);
+    }
+    v.push(w.rank_in_difference(&l, 0));
+    v.push(comm.team_rank_to_lsa(&r, r.rank));
+    v.push(i32::from(comm.is_compatible()));
+    v.resize(layout::TEAM_PROBE_WORDS, -7);
+    v
+}
+
+fn check_team(ctx: &Ctx) -> Result<Verdict> {
+    let shapes = [
+        (8, 5, 4),
+        (16, 13, 8),
+        (1, 0, 1),
+        (6, 3, 3),
+        (2, 1, 2),
+        (12, 7, 4),
+        (24, 23, 8),
+        (9, 0, 3),
+    ];
+    for (n, rank, lsa) in shapes {
+        let comm = DevComm::new(rank, n, rank % lsa, lsa);
+        let out = ctx.poisoned::<i32>(layout::TEAM_PROBE_WORDS)?;
+        let (mut c, mut o) = (comm, out.device_ptr());
+        ctx.run(
+            "team_probe",
+            LaunchConfig::linear(1, 32),
+            &mut [p(&mut c), p(&mut o)],
+        )?;
+        let got: Vec<i32> = ctx.download(&out, layout::TEAM_PROBE_WORDS)?;
+        if let Err(e) = compare(
+            &format!("team facts for n={n} rank={rank} lsa={lsa}"),
+            &got,
+            &team_probe_values(&comm),
+        ) {
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(format!(
+        "{} communicator shapes: world/LSA/rail teams, conversions, factors, DevComm by value",
+        shapes.len()
+    )))
+}
+
+fn check_window(ctx: &Ctx) -> Result<Verdict> {
+    let threads = 256usize;
+    let target = ctx.poisoned::<f32>(64 + threads)?;
+    let stride4g = 2u32;
+    let lsa_rank = 1;
+    // Byte 0 of the window in LSA rank 0's slot, so that our own copy is `target`.
+    let base = add4g(
+        target.device_ptr(),
+        (lsa_rank as u32 * stride4g).wrapping_neg(),
+    );
+    let w = Window {
+        win_host: 0x1234,
+        lsa_flat_base: base,
+        lsa_rank,
+        world_rank: 5,
+        stride4g,
+        mc_offset4k: 9,
+        ..Window::default()
+    };
+    let wb = ctx.upload(&[w])?;
+    let mut comm = DevComm::new(5, 8, lsa_rank, 4);
+    comm.lsa_multimem.mc_base = 0x7000_0000_0000; // an address only: never dereferenced
+    comm.resource = ResourceWindow {
+        lsa_flat_base: 0x5000_0000_0000,
+        stride4g: 3,
+        mc_offset4k: 4,
+    };
+    comm.resource_window = wb.device_ptr();
+    let sym: SymPtr<f32> = SymPtr::new(wb.device_ptr() as *const Window, 256);
+    let out = ctx.poisoned::<u64>(layout::WINDOW_MATH_WORDS)?;
+    let (mut pw, mut c, mut s, mut o) = (wb.device_ptr(), comm, sym, out.device_ptr());
+    ctx.run(
+        "window_math",
+        LaunchConfig::linear(1, threads as u32),
+        &mut [p(&mut pw), p(&mut c), p(&mut s), p(&mut o)],
+    )?;
+    let got: Vec<u64> = ctx.download(&out, layout::WINDOW_MATH_WORDS)?;
+    // The same arithmetic on the host, against a host copy of the descriptor.
+    let hsym: SymPtr<f32> = SymPtr::new(&raw const w, 256);
+    let team = comm.lsa_team();
+    // SAFETY: `w` is a live host descriptor; nothing is dereferenced but the descriptor.
+    let want: Vec<u64> = unsafe {
+        vec![
+            w.local_ptr(0) as u64,
+            w.local_ptr(4096) as u64,
+            w.lsa_ptr(16, 0) as u64,
+            w.lsa_ptr(16, 1) as u64,
+            w.lsa_ptr(16, 3) as u64,
+            w.peer_ptr(8, comm.rank + 1) as u64,
+            w.try_peer_ptr(8, comm.rank + 1, &comm)
+                .map_or(0, |q| q as u64),
+            w.try_peer_ptr(8, comm.rank + comm.lsa_size, &comm)
+                .map_or(0, |q| q as u64),
+            w.try_peer_ptr(8, comm.rank - comm.lsa_rank - 1, &comm)
+                .map_or(0, |q| q as u64),
+            w.team_peer_ptr(32, &team, 0) as u64,
+            w.multimem_ptr(64, &comm) as u64,
+            hsym.local() as u64,
+            (hsym + 5).local() as u64,
+            (hsym + 5).lsa(1) as u64,
+            hsym.peer(&team, 0) as u64,
+            hsym.peer_world(comm.rank) as u64,
+            hsym.lsa_multimem(&comm) as u64,
+            9,
+            256 + 24,
+            add4g(0x0000_1234_5678_9abc, 7),
+            comm.resource_local_ptr(3) as u64,
+            comm.resource_lsa_ptr(1, 1) as u64,
+            comm.resource_multimem_ptr(2) as u64,
+            lsa_rank as u64,
+        ]
+    };
+    // Independent spot checks of the model: our copy is `target`, peer p is p * 8 GiB away.
+    let spot = [
+        (got[0], target.device_ptr()),
+        (got[11], target.device_ptr() + 256),
+        (got[13], target.device_ptr() + 256 + 20),
+        (got[4], target.device_ptr() + 16 + 2 * (8 << 30)),
+        (got[7], 0),
+        (got[8], 0),
+        (got[10], 0x7000_0000_0000 + 9 * 4096 + 64),
+    ];
+    let written: Vec<f32> = ctx.download(&target, 64 + threads)?;
+    let want_written: Vec<f32> = (0..threads).map(|i| (i + 1) as f32).collect();
+    Ok(compare("pointer words", &got, &want)
+        .and_then(|()| {
+            let (g, e): (Vec<u64>, Vec<u64>) = spot.iter().copied().unzip();
+            compare("flat-VA spot checks", &g, &e)
+        })
+        .and_then(|()| compare("writes through SymPtr::local", &written[64..], &want_written))
+        .map(|()| "local/lsa/peer/try_peer/team/multimem pointers and SymPtr math match the host; writes land".into()))
+}
+
+fn check_reduce(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let n = 4096usize;
+    // Finite under every interpretation: clear the top exponent bit of each 16-bit half.
+    let random_pack = |rng: &mut Rng| U32x4([0; 4].map(|_| rng.next_u32() & 0xbfff_bfff));
+    let a: Vec<U32x4> = (0..n).map(|_| random_pack(rng)).collect();
+    let b: Vec<U32x4> = (0..n).map(|_| random_pack(rng)).collect();
+    let ops = layout::REDUCE_OPS;
+    let (ba, bb, bo) = (
+        ctx.upload(&a)?,
+        ctx.upload(&b)?,
+        ctx.poisoned::<U32x4>(ops * n)?,
+    );
+    let (mut pa, mut pb, mut po, mut k) =
+        (ba.device_ptr(), bb.device_ptr(), bo.device_ptr(), n as u64);
+    ctx.run(
+        "reduce_packs",
+        LaunchConfig::linear(16, 128),
+        &mut [p(&mut pa), p(&mut pb), p(&mut po), p(&mut k)],
+    )?;
+    let got: Vec<U32x4> = ctx.download(&bo, ops * n)?;
+    let mut want = Vec::with_capacity(ops * n);
+    for i in 0..n {
+        let (x, y) = (a[i], b[i]);
+        want.extend([
+            reduce_pack::<F16, Sum>(x, y),
+            reduce_pack::<Bf16, Sum>(x, y),
+            reduce_pack::<f32, Sum>(x, y),
+            reduce_pack::<f32, Max>(x, y),
+            reduce_pack::<i32, Min>(x, y),
+            reduce_pack::<u32, Prod>(x, y),
+            reduce_pack::<u64, Sum>(x, y),
+            reduce_pack::<f64, Sum>(x, y),
+        ]);
+    }
+    Ok(compare(
+        "packed results (f16+, bf16+, f32+, f32 max, i32 min, u32 *, u64+, f64+)",
+        &got,
+        &want,
+    )
+    .map(|()| format!("{n} vector pairs × {ops} ops bit-identical to the host")))
+}
+
+fn check_ll(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let n = 256usize;
+    let epoch = (rng.next_u32() | 2).max(2);
+    let stale = epoch - 1;
+    // Lines hold junk from the previous round: never accepted in this round.
+    let old: Vec<U32x4> = (0..=n)
+        .map(|_| U32x4([rng.next_u32(), stale, rng.next_u32(), stale]))
+        .collect();
+    let data: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    let (lines, bd, got, codes) = (
+        ctx.upload(&old)?,
+        ctx.upload(&data)?,
+        ctx.poisoned::<u64>(n)?,
+        ctx.poisoned::<u32>(n + 1)?,
+    );
+    let (mut pl, mut pd, mut pg, mut pc) = (
+        lines.device_ptr(),
+        bd.device_ptr(),
+        got.device_ptr(),
+        codes.device_ptr(),
+    );
+    let (mut k, mut e, mut to, mut short) = (n as u32, epoch, 2_000_000_000u64, 1_000_000u64);
+    ctx.run(
+        "ll_roundtrip",
+        LaunchConfig::linear(2, 128),
+        &mut [
+            p(&mut pl),
+            p(&mut pd),
+            p(&mut pg),
+            p(&mut pc),
+            p(&mut k),
+            p(&mut e),
+            p(&mut to),
+            p(&mut short),
+        ],
+    )?;
+    let g: Vec<u64> = ctx.download(&got, n)?;
+    let c: Vec<u32> = ctx.download(&codes, n + 1)?;
+    let mut want_codes = vec![0u32; n];
+    want_codes.push(1);
+    let rolled = rolling_le(stale, epoch);
+    Ok(compare("payloads", &g, &data)
+        .and_then(|()| {
+            compare(
+                "result codes (last: unwritten line must time out)",
+                &c,
+                &want_codes,
+            )
+        })
+        .and_then(|()| ensure(rolled, || "epoch order".into()))
+        .map(|()| format!("{n} lines in one round; stale and unwritten lines rejected")))
+}
+
+fn barrier_words(n_barriers: u32, n_ranks: u32) -> usize {
+    LsaBarrierHandle::buffer_bytes(n_barriers, n_ranks) / 4
+}
+
+fn check_barrier_team1(ctx: &Ctx) -> Result<Verdict> {
+    let blocks = 4u32;
+    let rounds = 5u32;
+    let res = ctx.zeroed::<u32>(barrier_words(blocks, 1))?;
+    let mut comm = DevComm::new(0, 1, 0, 1);
+    comm.resource = ResourceWindow {
+        lsa_flat_base: res.device_ptr(),
+        stride4g: 1,
+        mc_offset4k: 0,
+    };
+    comm.lsa_barrier = LsaBarrierHandle {
+        buf_handle: 0,
+        n_barriers: blocks as i32,
+    };
+    for launch in 1..=2u32 {
+        let out = ctx.poisoned::<u32>(2 * blocks as usize)?;
+        let (mut c, mut o, mut r, mut to) = (comm, out.device_ptr(), rounds, 1_000_000_000u64);
+        ctx.run(
+            "barrier_rounds",
+            LaunchConfig::linear(blocks, 128),
+            &mut [p(&mut c), p(&mut o), p(&mut r), p(&mut to)],
+        )?;
+        let got: Vec<u32> = ctx.download(&out, 2 * blocks as usize)?;
+        let mut want = vec![0; blocks as usize];
+        want.extend(vec![launch * rounds; blocks as usize]);
+        if let Err(e) = compare(&format!("launch {launch}: codes and epochs"), &got, &want) {
+            return Ok(Err(e));
+        }
+    }
+    let state: Vec<u32> = ctx.download(&res, barrier_words(blocks, 1))?;
+    let persisted = &state[blocks as usize..2 * blocks as usize];
+    Ok(compare(
+        "persisted unicast epochs",
+        persisted,
+        &vec![2 * rounds; blocks as usize],
+    )
+    .map(|()| {
+        format!(
+            "{blocks} barriers × {rounds} rounds × 2 launches; epochs persisted in device memory"
+        )
+    }))
+}
+
+/// Two 2 MiB memories mapped 4 GiB apart in one VA range: a real flat VA for two LSA ranks.
+struct FlatVa {
+    _maps: [Mapping; 2],
+    base: u64,
+}
+
+fn flat_va(ctx: &Ctx) -> Result<FlatVa> {
+    let slot = 4u64 << 30;
+    let va = VaRange::reserve(2 * slot as usize, 0)?;
+    let mem0: Arc<PhysicalMem> = PhysicalMem::new(ctx.dev, 2 << 20, Shareable::No)?;
+    let mem1 = PhysicalMem::new(ctx.dev, 2 << 20, Shareable::No)?;
+    let m0 = Mapping::new(&va, 0, &mem0, &[ctx.dev])?;
+    let m1 = Mapping::new(&va, slot as usize, &mem1, &[ctx.dev])?;
+    let base = va.base();
+    ctx.fill(base, (2 << 20) / 4, 0)?;
+    ctx.fill(base + slot, (2 << 20) / 4, 0)?;
+    Ok(FlatVa {
+        _maps: [m0, m1],
+        base,
+    })
+}
+
+fn check_barrier_pair(ctx: &Ctx) -> Result<Verdict> {
+    let va = flat_va(ctx)?;
+    let mut comm = DevComm::new(0, 2, 0, 2);
+    comm.resource = ResourceWindow {
+        lsa_flat_base: va.base,
+        stride4g: 1,
+        mc_offset4k: 0,
+    };
+    comm.lsa_barrier = LsaBarrierHandle {
+        buf_handle: 0,
+        n_barriers: 1,
+    };
+    let rounds = 50u32;
+    let mut detail = vec![];
+    for (launch, (coop_kind, name)) in [(0u32, "Cta"), (1, "Warp")].into_iter().enumerate() {
+        let out = ctx.poisoned::<u32>(2 * layout::BARRIER_PAIR_WORDS)?;
+        let (mut c, mut o, mut r, mut off, mut to, mut kind) = (
+            comm,
+            out.device_ptr(),
+            rounds,
+            4096u64,
+            2_000_000_000u64,
+            coop_kind,
+        );
+        ctx.run(
+            "barrier_pair",
+            LaunchConfig::linear(2, 128),
+            &mut [
+                p(&mut c),
+                p(&mut o),
+                p(&mut r),
+                p(&mut off),
+                p(&mut to),
+                p(&mut kind),
+            ],
+        )?;
+        let got: Vec<u32> = ctx.download(&out, 2 * layout::BARRIER_PAIR_WORDS)?;
+        let epoch = 2 * rounds * (launch as u32 + 1);
+        let want = [0, 0, epoch, rounds, 0, 0, epoch, rounds];
+        if let Err(e) = compare(
+            &format!("{name} coop: [code, mismatch, epoch, rounds] per rank"),
+            &got,
+            &want,
+        ) {
+            return Ok(Err(e));
+        }
+        detail.push(name);
+    }
+    // Persisted unicast epoch (word n + 0 = 1) of each rank's buffer.
+    let e0 = ctx.read_u32(va.base, 8)?;
+    let e1 = ctx.read_u32(va.base + (4 << 30), 8)?;
+    Ok(compare("persisted epochs (rank 0, rank 1)", &[e0[1], e1[1]], &[4 * rounds, 4 * rounds])
+        .map(|()| format!("2 ranks in a 4 GiB-stride flat VA, {rounds} publish rounds each with {} coops; data seen after acquire", detail.join(" and "))))
+}
+
+fn check_barrier_timeout(ctx: &Ctx) -> Result<Verdict> {
+    let res = ctx.zeroed::<u32>(barrier_words(1, 2))?;
+    let mut comm = DevComm::new(0, 2, 0, 2);
+    comm.resource = ResourceWindow {
+        lsa_flat_base: res.device_ptr(),
+        stride4g: 0,
+        mc_offset4k: 0,
+    };
+    comm.lsa_barrier = LsaBarrierHandle {
+        buf_handle: 0,
+        n_barriers: 1,
+    };
+    let timeout = 50_000_000u64;
+    let out = ctx.poisoned::<u32>(3)?;
+    let (mut c, mut o, mut to) = (comm, out.device_ptr(), timeout);
+    let t = Instant::now();
+    ctx.run(
+        "barrier_lonely",
+        LaunchConfig::linear(1, 64),
+        &mut [p(&mut c), p(&mut o), p(&mut to)],
+    )?;
+    let host = t.elapsed();
+    let got: Vec<u32> = ctx.download(&out, 3)?;
+    let dt = u64::from(got[1]) | (u64::from(got[2]) << 32);
+    Ok(ensure(got[0] == 1, || {
+        format!("result code {} (expected 1 = timeout)", got[0])
+    })
+    .and_then(|()| {
+        ensure(dt >= timeout && dt < 20 * timeout, || {
+            format!("waited {dt} ns for a {timeout} ns timeout")
+        })
+    })
+    .map(|()| {
+        format!(
+            "peer never arrives: Timeout after {:.1} ms (device), {:.1} ms launch",
+            dt as f64 / 1e6,
+            host.as_secs_f64() * 1e3
+        )
+    }))
+}
+
+fn check_barrier_abort(ctx: &Ctx) -> Result<Verdict> {
+    let res = ctx.zeroed::<u32>(barrier_words(1, 2))?;
+    let flag = ctx.upload(&[1u32])?;
+    let mut comm = DevComm::new(0, 2, 0, 2);
+    comm.resource = ResourceWindow {
+        lsa_flat_base: res.device_ptr(),
+        stride4g: 0,
+        mc_offset4k: 0,
+    };
+    comm.lsa_barrier = LsaBarrierHandle {
+        buf_handle: 0,
+        n_barriers: 1,
+    };
+    comm.abort_flag = flag.device_ptr();
+    let timeout = 10_000_000_000u64; // safety net only: the abort must end the wait first
+    let out = ctx.poisoned::<u32>(3)?;
+    let (mut c, mut o, mut to) = (comm, out.device_ptr(), timeout);
+    ctx.run(
+        "barrier_lonely",
+        LaunchConfig::linear(1, 64),
+        &mut [p(&mut c), p(&mut o), p(&mut to)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, 3)?;
+    let dt = u64::from(got[1]) | (u64::from(got[2]) << 32);
+    Ok(ensure(got[0] == 2, || {
+        format!("result code {} (expected 2 = aborted)", got[0])
+    })
+    .and_then(|()| ensure(dt < 1_000_000_000, || format!("abort took {dt} ns")))
+    .map(|()| {
+        format!(
+            "raised abort flag ends the wait: Aborted after {:.3} ms",
+            dt as f64 / 1e6
+        )
+    }))
+}
+
+// ---------------------------------------------------------------------------------------
+
+struct Args {
+    device: usize,
+}
+
+fn parse_args() -> std::result::Result<Args, String> {
+    let mut args = Args {
+        device: std::env::var("LOCAL_RANK")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(0),
+    };
+    let mut it = std::env::args().skip(1);
+    while let Some(flag) = it.next() {
+        match flag.as_str() {
+            "--device" => {
+                let v = it.next().ok_or("--device needs a value")?;
+                args.device = v
+                    .parse()
+                    .map_err(|_| format!("--device: not a number: {v}"))?;
+            }
+            "-h" | "--help" => return Err("usage: gpu_device [--device N]".into()),
+            other => return Err(format!("unknown argument {other}")),
+        }
+    }
+    Ok(args)
+}
+
+fn main() -> ExitCode {
+    let args = match parse_args() {
+        Ok(a) => a,
+        Err(msg) => {
+            eprintln!("gpu_device: {msg}");
+            return ExitCode::from(2);
+        }
+    };
+    match cuda::init_driver() {
+        Ok(()) => {}
+        Err(e @ Error::NoDriver(_)) => {
+            println!("gpu_device: skipped: {e}");
+            return ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("gpu_device: FAILED: {e}");
+            return ExitCode::FAILURE;
+        }
+    }
+    let _ctx = match cuda::open_device(args.device) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("gpu_device: FAILED: device {}: {e}", args.device);
+            return ExitCode::FAILURE;
+        }
+    };
+    let module = match Module::load(kernels::PTX) {
+        Ok(m) => m,
+        Err(e) => {
+            eprintln!("gpu_device: FAILED: loading the test kernels: {e}");
+            println!("gpu_device: 0 passed, 1 failed");
+            return ExitCode::FAILURE;
+        }
+    };
+    let ctx = Ctx {
+        dev: args.device as i32,
+        module,
+    };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut passed, mut failed) = (0, 0);
+    let mut report = |name: &str, r: Result<Verdict>| match r {
+        Ok(Ok(detail)) => {
+            passed += 1;
+            println!("ok    {name:<18} {detail}");
+        }
+        Ok(Err(detail)) => {
+            failed += 1;
+            println!("FAIL  {name:<18} {detail}");
+        }
+        Err(e) => {
+            failed += 1;
+            println!("FAIL  {name:<18} {e}");
+        }
+    };
+    println!(
+        "gpu_device: device {}, {} test kernels",
+        args.device,
+        kernels::ENTRY_POINTS.len()
+    );
+    report("module_load", check_module_load(&ctx));
+    report("geometry", check_geometry(&ctx));
+    report("smem_static", check_smem_static(&ctx, &mut rng));
+    report("smem_dynamic", check_smem_dynamic(&ctx, &mut rng));
+    report("warp_ops", check_warp_ops(&ctx, &mut rng));
+    report("block_votes", check_block_votes(&ctx, &mut rng));
+    report("timers", check_timers(&ctx));
+    report("coop", check_coop(&ctx));
+    report("atomic_add", check_atomic_add(&ctx));
+    report("red_add", check_red_add(&ctx));
+    report("atomic_cas", check_atomic_cas(&ctx));
+    report("atomic_exch", check_atomic_exch(&ctx));
+    report("fences_message", check_message_pass(&ctx));
+    report("vectors", check_vectors(&ctx, &mut rng));
+    report("load_const", check_load_const(&ctx, &mut rng));
+    report("div_fast", check_div(&ctx, &mut rng));
+    report("team_math", check_team(&ctx));
+    report("window_symptr", check_window(&ctx));
+    report("reduce_packs", check_reduce(&ctx, &mut rng));
+    report("ll_roundtrip", check_ll(&ctx, &mut rng));
+    report("barrier_team1", check_barrier_team1(&ctx));
+    report("barrier_pair", check_barrier_pair(&ctx));
+    report("barrier_timeout", check_barrier_timeout(&ctx));
+    report("barrier_abort", check_barrier_abort(&ctx));
+    println!("gpu_device: {passed} passed, {failed} failed");
+    if failed == 0 {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn host_references_are_self_consistent() {
+        assert!(is_permutation(vec![2, 0, 1], 3));
+        assert!(!is_permutation(vec![0, 0, 1], 3));
+        assert!(compare("x", &[1, 2], &[1, 3]).is_err());
+        let c = DevComm::new(5, 8, 1, 4);
+        assert_eq!(team_probe_values(&c).len(), layout::TEAM_PROBE_WORDS);
+        assert_eq!(symcomm_device::util::idiv_rcp32(1), 0);
+        assert_eq!(barrier_words(4, 1), 16);
+        let ptx = ".visible .entry k(\n\t.param .u64 .ptr .align 1 k_param_0,\n\t.param .align 8 .b8 k_param_1[80],\n\t.param .u32 k_param_2\n)\n{\n}\n";
+        assert_eq!(ptx_param_sizes(ptx, "k"), Some(vec![8, 80, 4]));
+        assert_eq!(ptx_param_sizes(ptx, "other"), None);
+        for k in kernels::ENTRY_POINTS {
+            assert!(ptx_param_sizes(kernels::PTX, k).is_some(), "{k}");
+        }
+        // DevComm and SymPtr travel by value with their Rust sizes.
+        assert_eq!(
+            ptx_param_sizes(kernels::PTX, "window_math"),
+            Some(vec![8, 80, 16, 8])
+        );
+        assert_eq!(
+            ptx_param_sizes(kernels::PTX, "barrier_pair"),
+            Some(vec![80, 8, 4, 8, 8, 4])
+        );
+    }
+}
