@@ -6,6 +6,7 @@
 //! [`Error::NoDriver`] instead of a panic.
 
 pub mod device;
+pub mod memory;
 pub mod vmm;
 
 use std::sync::Arc;

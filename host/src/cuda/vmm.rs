@@ -403,7 +403,12 @@ pub struct VmmBuffer {
 impl VmmBuffer {
     /// Allocates at least `bytes` on `device` (rounded up to the granularity).
     pub fn new(device: i32, bytes: usize) -> Result<Self> {
-        let mem = PhysicalMem::new(device, bytes, Shareable::No)?;
+        Self::with_share(device, bytes, Shareable::No)
+    }
+
+    /// Like [`VmmBuffer::new`], with the physical memory shareable as `share` says.
+    pub fn with_share(device: i32, bytes: usize, share: Shareable) -> Result<Self> {
+        let mem = PhysicalMem::new(device, bytes, share)?;
         let va = VaRange::reserve(mem.size(), 0)?;
         let mapping = Mapping::new(&va, 0, &mem, &[device])?;
         Ok(VmmBuffer {
