@@ -6,8 +6,12 @@
 
 #![warn(missing_docs)]
 
+pub mod bootstrap;
 pub mod cuda;
 pub mod error;
 pub mod launch;
+mod logging;
 
+pub use bootstrap::Bootstrap;
 pub use error::{Error, Result};
+pub use logging::init_logging;
