@@ -7,11 +7,13 @@
 #![warn(missing_docs)]
 
 pub mod bootstrap;
+pub mod comm;
 pub mod cuda;
 pub mod error;
 pub mod launch;
 mod logging;
 
 pub use bootstrap::Bootstrap;
+pub use comm::{CommOptions, Communicator, Team};
 pub use error::{Error, Result};
 pub use logging::init_logging;
