@@ -11,6 +11,7 @@ pub mod comm;
 pub mod cuda;
 pub mod error;
 pub mod launch;
+pub mod launcher;
 mod logging;
 
 pub use bootstrap::Bootstrap;

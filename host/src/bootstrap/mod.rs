@@ -49,7 +49,7 @@ use mailbox::{CollMsg, Failure, Incoming, Mailbox, Op, WaitError};
 use tcp::{SendError, TcpLinks};
 use wire::Kind;
 
-pub(crate) use unique_id::{fnv1a64, random_u64};
+pub(crate) use unique_id::fnv1a64;
 
 /// One rank's endpoint of the bootstrap network. See the module documentation.
 pub struct Bootstrap {
