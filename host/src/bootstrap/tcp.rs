@@ -130,7 +130,7 @@ pub(crate) fn serve(
     while joined < size {
         if Instant::now() >= deadline {
             let missing: Vec<usize> = (1..size).filter(|&r| links[r].is_none()).collect();
-            let mut step = format!("rendezvous waiting for rank(s) {}", rank_list(&missing));
+            let mut step = format!("rendezvous waiting for {}", rank_list(&missing));
             if !rejected.is_empty() {
                 step += &format!(
                     " (rejected {} connection(s): {})",
@@ -458,7 +458,7 @@ fn accept_mesh(
                 .collect();
             return Err(Error::Timeout {
                 rank: Some(rank),
-                step: format!("mesh setup waiting for rank(s) {}", rank_list(&missing)),
+                step: format!("mesh setup waiting for {}", rank_list(&missing)),
                 after: timeout,
             });
         }
@@ -842,11 +842,12 @@ fn local_addr(l: &TcpListener, what: &str) -> Result<SocketAddr> {
     })
 }
 
-/// `1, 2, 5` (at most 16 listed).
+/// `rank 3`, `ranks 1, 2, 5` (at most 16 listed).
 fn rank_list(ranks: &[usize]) -> String {
     let mut s: Vec<String> = ranks.iter().take(16).map(|r| r.to_string()).collect();
     if ranks.len() > 16 {
         s.push(format!("and {} more", ranks.len() - 16));
     }
-    s.join(", ")
+    let plural = if ranks.len() == 1 { "" } else { "s" };
+    format!("rank{plural} {}", s.join(", "))
 }

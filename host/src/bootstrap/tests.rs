@@ -297,7 +297,10 @@ fn a_root_that_never_completes_reports_the_missing_ranks_and_rejections() {
         let _ = Bootstrap::connect_tcp(&wrong, 2, 3, t);
         let joined = s.spawn(move || Bootstrap::connect_tcp(&id, 1, 3, T));
         let e = server.join().unwrap().unwrap_err().to_string();
-        assert!(e.contains("rendezvous waiting for rank(s) 2"), "{e}");
+        assert!(
+            e.contains("rendezvous waiting for rank 2 (rejected 1"),
+            "{e}"
+        );
         assert!(e.contains("wrong magic"), "{e}");
         // Rank 1 is told at once instead of waiting for its own (longer) timeout.
         let e = joined.join().unwrap().unwrap_err();
