@@ -4,7 +4,8 @@
 //! to run N in-process ranks. Modes:
 //! - `check` (default): `--iters` rounds of all-gather, broadcast and barrier plus a
 //!   point-to-point ring, verifying every byte; prints `rank r: ok ...`;
-//! - `bench`: times all-gather, broadcast and barrier; rank 0 prints `bench ...` lines;
+//! - `bench`: times all-gather, broadcast and barrier; rank 0 prints `bench ...` lines with
+//!   the slowest rank's average;
 //! - `barrier-loop`: barriers until an error (prints `rank r: ready` after 20), for
 //!   fault-injection tests.
 //!
@@ -201,18 +202,32 @@ fn bench(c: &Communicator, o: &Opts) -> Result<()> {
         Ok(start.elapsed() / o.iters.max(1) as u32)
     };
     let rows = [
-        ("all-gather", time(&|| b.all_gather(&data).map(|_| ()))?),
-        ("broadcast", time(&|| b.broadcast(0, &data).map(|_| ()))?),
-        ("barrier", time(&|| b.barrier())?),
+        (
+            "all-gather",
+            o.bytes,
+            time(&|| b.all_gather(&data).map(|_| ()))?,
+        ),
+        (
+            "broadcast",
+            o.bytes,
+            time(&|| b.broadcast(0, &data).map(|_| ()))?,
+        ),
+        ("barrier", 0, time(&|| b.barrier())?),
     ];
-    if c.rank() == 0 {
-        for (op, t) in rows {
+    // Report the slowest rank's average (the root of a broadcast does not wait for anyone).
+    for (op, bytes, t) in rows {
+        let all = b.all_gather(&t.as_secs_f64().to_le_bytes())?;
+        let slowest = all
+            .iter()
+            .filter_map(|v| <[u8; 8]>::try_from(v.as_slice()).ok())
+            .map(f64::from_le_bytes)
+            .fold(0.0, f64::max);
+        if c.rank() == 0 {
             println!(
-                "bench op={op} ranks={} bytes={} iters={} avg_us={:.1}",
+                "bench op={op} ranks={} bytes={bytes} iters={} avg_us={:.1}",
                 c.size(),
-                o.bytes,
                 o.iters,
-                t.as_secs_f64() * 1e6
+                slowest * 1e6
             );
         }
     }
