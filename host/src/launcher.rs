@@ -8,7 +8,9 @@
 //! - starts each rank with `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`,
 //!   `MASTER_ADDR`, `MASTER_PORT` (torchrun's names, so non-symcomm code can use them too),
 //!   `SYMCOMM_UNIQUE_ID` (root address and magic) and, with `--timeout`, `SYMCOMM_TIMEOUT`
-//!   ([`rank_env`]); each rank runs in its own process group, stdin is closed;
+//!   ([`rank_env`]); each rank runs in its own process group (so a terminal's Ctrl-C reaches
+//!   it once, through the launcher), gets SIGTERM if the launcher itself dies, and has stdin
+//!   closed;
 //! - prefixes every line a rank prints with `[rank k] ` ([`prefix_lines`]), stdout to stdout and
 //!   stderr to stderr, whole lines at a time;
 //! - forwards SIGINT and SIGTERM to every rank's process group (a second signal sends SIGKILL);
@@ -277,6 +279,15 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
             .process_group(0);
+        // SAFETY: the closure runs in the child between fork and exec and only calls `prctl`,
+        // which is async-signal-safe; it touches no memory of the parent.
+        unsafe {
+            cmd.pre_exec(|| {
+                // If the launcher dies without stopping its ranks, they get SIGTERM.
+                libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+                Ok(())
+            });
+        }
         let mut child = match cmd.spawn() {
             Ok(c) => c,
             Err(source) => {

@@ -8,7 +8,8 @@
 //! with identical semantics:
 //! - **TCP** ([`Bootstrap::connect_tcp`], [`Bootstrap::serve_tcp`]): one process per rank; a
 //!   rendezvous at rank 0 (address and magic from a [`UniqueId`]), then a full mesh of
-//!   connections (see [`tcp`]'s documentation for the handshake);
+//!   connections (the handshake is documented in `bootstrap/tcp.rs`, the framing and its size
+//!   limits in `bootstrap/wire.rs`);
 //! - **in-process** ([`Bootstrap::in_process`]): ranks are threads of one process.
 //!
 //! Launch conventions (torchrun, Open MPI, `symcomm-run`) are read by [`LaunchEnv`].
@@ -17,7 +18,8 @@
 //! - every blocking step has a deadline (the bootstrap's timeout, `SYMCOMM_TIMEOUT`); nothing
 //!   waits forever;
 //! - every message read from the network is size-checked before anything is allocated
-//!   ([`MAX_MESSAGE_BYTES`] per message; see [`wire`]); queues per peer are bounded;
+//!   ([`MAX_MESSAGE_BYTES`] per message, each frame kind its own smaller ceiling); queues per
+//!   peer are bounded;
 //! - a peer that dies is noticed when its connection ends; the first rank that notices tells all
 //!   others (an abort), so every rank fails promptly with an error naming the dead rank and the
 //!   step, e.g. `rank 2: barrier #17: rank 5 disconnected`;
@@ -31,9 +33,9 @@
 mod env;
 mod inproc;
 mod mailbox;
-pub mod tcp;
+mod tcp;
 mod unique_id;
-pub mod wire;
+pub(crate) mod wire;
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -297,6 +299,7 @@ impl Bootstrap {
         // Confirms every link end to end before anyone uses the bootstrap.
         let everyone: Vec<usize> = (0..size).collect();
         b.gather(Op::Connect, &everyone, &[])?;
+        tracing::debug!("rank {rank}: bootstrap connected to all {size} ranks over tcp");
         Ok(b)
     }
 

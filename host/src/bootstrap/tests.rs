@@ -88,6 +88,13 @@ fn collectives_and_point_to_point_deliver_every_ranks_data() {
 }
 
 #[test]
+fn endpoints_can_be_shared_and_moved_across_threads() {
+    fn send_sync<T: Send + Sync>() {}
+    send_sync::<Bootstrap>();
+    send_sync::<crate::Communicator>();
+}
+
+#[test]
 fn a_world_of_one_needs_no_network() {
     let id = UniqueId::new("192.0.2.1:1".parse().unwrap(), 1);
     let b = Bootstrap::connect_tcp(&id, 0, 1, Duration::from_millis(10)).unwrap();
