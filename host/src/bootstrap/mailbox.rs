@@ -15,8 +15,10 @@
 //!   the sender, so a flooding peer cannot make this rank allocate without bound;
 //! - once a peer is closed, nothing more is delivered from it; messages it sent before closing
 //!   are still handed out;
-//! - the first failure (an abort received from a peer, or one this rank detected) is kept; every
-//!   later wait reports it: a broken group stays broken.
+//! - the first failure (an abort received from a peer, or one this rank detected) is kept; a
+//!   wait that cannot be completed from what is already queued reports it (what has arrived
+//!   is still handed out, so a call whose data is all there completes the same way whether or
+//!   not some rank failed meanwhile).
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -277,16 +279,13 @@ impl Mailbox {
     }
 
     /// Takes one collective message from each of `peers` (in that order), waiting until
-    /// `deadline`. Fails with the recorded failure, with the earliest-closed needed peer, or
-    /// with the first peer still missing at the deadline.
+    /// `deadline`. When something is missing, fails with the recorded failure, else with the
+    /// earliest-closed needed peer, else (at the deadline) with the first peer still missing.
     pub fn take_coll(&self, peers: &[usize], deadline: Instant) -> Result<Vec<CollMsg>, WaitError> {
         let mut got: Vec<Option<CollMsg>> = peers.iter().map(|_| None).collect();
         let mut missing = peers.len();
         let mut st = self.lock();
         loop {
-            if let Some(f) = &st.failure {
-                return Err(WaitError::Failed(f.clone()));
-            }
             let mut took = false;
             for (slot, &p) in got.iter_mut().zip(peers) {
                 if slot.is_none()
@@ -303,6 +302,9 @@ impl Mailbox {
             }
             if missing == 0 {
                 return Ok(got.into_iter().flatten().collect());
+            }
+            if let Some(f) = &st.failure {
+                return Err(WaitError::Failed(f.clone()));
             }
             let gone = got
                 .iter()
@@ -334,14 +336,14 @@ impl Mailbox {
     pub fn take_p2p(&self, peer: usize, deadline: Instant) -> Result<Vec<u8>, WaitError> {
         let mut st = self.lock();
         loop {
-            if let Some(f) = &st.failure {
-                return Err(WaitError::Failed(f.clone()));
-            }
             if let Some(d) = st.peers[peer].p2p.pop_front() {
                 st.peers[peer].bytes -= d.len().max(MIN_MESSAGE_COST);
                 drop(st);
                 self.cv.notify_all();
                 return Ok(d);
+            }
+            if let Some(f) = &st.failure {
+                return Err(WaitError::Failed(f.clone()));
             }
             if let Some((_, how)) = &st.peers[peer].closed {
                 return Err(WaitError::Closed(peer, how.clone()));
@@ -414,6 +416,23 @@ mod tests {
         assert_eq!(f.culprit, 2);
         assert!(matches!(m.take_coll(&[1], soon()), Err(WaitError::Failed(f)) if f.culprit == 2));
         assert!(matches!(m.take_p2p(1, soon()), Err(WaitError::Failed(_))));
+    }
+
+    #[test]
+    fn data_that_has_arrived_is_handed_out_despite_a_failure() {
+        let m = Mailbox::new(3);
+        m.deliver(1, coll(b"a"), None).unwrap();
+        m.deliver(2, Incoming::P2p(b"b".to_vec()), None).unwrap();
+        m.fail(Failure {
+            culprit: 2,
+            reason: "disconnected".into(),
+        });
+        assert_eq!(m.take_coll(&[1], soon()).unwrap()[0].data, b"a");
+        assert_eq!(m.take_p2p(2, soon()).unwrap(), b"b");
+        assert!(matches!(
+            m.take_coll(&[1], soon()),
+            Err(WaitError::Failed(_))
+        ));
     }
 
     #[test]

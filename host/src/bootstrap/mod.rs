@@ -23,7 +23,8 @@
 //! - a peer that dies is noticed when its connection ends; the first rank that notices tells all
 //!   others (an abort), so every rank fails promptly with an error naming the dead rank and the
 //!   step, e.g. `rank 2: barrier #17: rank 5 disconnected`;
-//! - after one failure the bootstrap stays failed: every later call reports that failure;
+//! - after one failure the bootstrap stays failed: every call started later reports that
+//!   failure;
 //! - collectives carry their kind, so ranks calling different collectives get an error instead
 //!   of misreading each other's data.
 //!
