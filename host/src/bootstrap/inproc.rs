@@ -40,10 +40,13 @@ impl InProcLinks {
 
     /// Tells `peer` that this rank gives up because of `culprit`.
     pub fn abort(&self, peer: usize, culprit: usize, reason: &str) {
-        self.boxes[peer].fail(Failure {
-            culprit,
-            reason: format!("{reason} (reported by rank {})", self.rank),
-        });
+        self.boxes[peer].abort_from(
+            self.rank,
+            Failure {
+                culprit,
+                reason: format!("{reason} (reported by rank {})", self.rank),
+            },
+        );
     }
 
     /// Marks this rank as gone in every other rank's mailbox.

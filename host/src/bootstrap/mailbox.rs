@@ -15,10 +15,11 @@
 //!   the sender, so a flooding peer cannot make this rank allocate without bound;
 //! - once a peer is closed, nothing more is delivered from it; messages it sent before closing
 //!   are still handed out;
-//! - the first failure (an abort received from a peer, or one this rank detected) is kept; a
-//!   wait that cannot be completed from what is already queued reports it (what has arrived
-//!   is still handed out, so a call whose data is all there completes the same way whether or
-//!   not some rank failed meanwhile).
+//! - the first failure (an abort received from a peer, or one this rank detected) is kept. A
+//!   wait reports it as soon as a peer it still needs is *stuck*: closed, or gave up (sent an
+//!   abort). A wait whose missing peers are all alive keeps waiting for them (their data may be
+//!   in flight on their own connections, behind the abort that arrived on another one); what
+//!   has arrived is always handed out first.
 
 use std::collections::VecDeque;
 use std::sync::{Condvar, Mutex, MutexGuard};
@@ -140,6 +141,8 @@ struct PeerQueue {
     p2p: VecDeque<Vec<u8>>,
     bytes: usize,
     closed: Option<(u64, Closed)>,
+    /// The peer sent an abort: it has given up and will send nothing more.
+    gave_up: bool,
 }
 
 struct State {
@@ -147,6 +150,28 @@ struct State {
     failure: Option<Failure>,
     shutdown: bool,
     closes: u64,
+}
+
+impl State {
+    /// If `peer` will send nothing more (it closed or gave up): an order key (earliest close
+    /// first; peers that gave up first of all) and the peer.
+    fn stuck(&self, peer: usize) -> Option<(u64, usize)> {
+        let q = &self.peers[peer];
+        if q.gave_up {
+            return Some((0, peer));
+        }
+        q.closed.as_ref().map(|(seq, _)| (*seq, peer))
+    }
+
+    /// The error for a wait that needs `peer`, which is stuck: the recorded failure (it names
+    /// the root cause) if there is one, else how `peer` went away.
+    fn blame(&self, peer: usize) -> WaitError {
+        match (&self.failure, &self.peers[peer].closed) {
+            (Some(f), _) => WaitError::Failed(f.clone()),
+            (None, Some((_, how))) => WaitError::Closed(peer, how.clone()),
+            (None, None) => WaitError::Closed(peer, Closed::Died("gave up".into())),
+        }
+    }
 }
 
 /// See the module documentation.
@@ -240,6 +265,12 @@ impl Mailbox {
         self.cv.notify_all();
     }
 
+    /// Records that `from` gave up (it sent an abort) and the failure it reported.
+    pub fn abort_from(&self, from: usize, failure: Failure) {
+        self.lock().peers[from].gave_up = true;
+        self.fail(failure);
+    }
+
     /// Records a failure unless one is already recorded; returns the one that stands.
     pub fn fail(&self, failure: Failure) -> Failure {
         let mut st = self.lock();
@@ -279,8 +310,8 @@ impl Mailbox {
     }
 
     /// Takes one collective message from each of `peers` (in that order), waiting until
-    /// `deadline`. When something is missing, fails with the recorded failure, else with the
-    /// earliest-closed needed peer, else (at the deadline) with the first peer still missing.
+    /// `deadline`. Fails as soon as a missing peer is stuck (see the module documentation),
+    /// or at the deadline with the first peer still missing.
     pub fn take_coll(&self, peers: &[usize], deadline: Instant) -> Result<Vec<CollMsg>, WaitError> {
         let mut got: Vec<Option<CollMsg>> = peers.iter().map(|_| None).collect();
         let mut missing = peers.len();
@@ -303,17 +334,14 @@ impl Mailbox {
             if missing == 0 {
                 return Ok(got.into_iter().flatten().collect());
             }
-            if let Some(f) = &st.failure {
-                return Err(WaitError::Failed(f.clone()));
-            }
-            let gone = got
+            let stuck = got
                 .iter()
                 .zip(peers)
                 .filter(|(slot, _)| slot.is_none())
-                .filter_map(|(_, &p)| st.peers[p].closed.as_ref().map(|(seq, how)| (*seq, p, how)))
-                .min_by_key(|(seq, _, _)| *seq);
-            if let Some((_, p, how)) = gone {
-                return Err(WaitError::Closed(p, how.clone()));
+                .filter_map(|(_, &p)| st.stuck(p))
+                .min_by_key(|(seq, _)| *seq);
+            if let Some((_, p)) = stuck {
+                return Err(st.blame(p));
             }
             let now = Instant::now();
             if now >= deadline {
@@ -342,11 +370,8 @@ impl Mailbox {
                 self.cv.notify_all();
                 return Ok(d);
             }
-            if let Some(f) = &st.failure {
-                return Err(WaitError::Failed(f.clone()));
-            }
-            if let Some((_, how)) = &st.peers[peer].closed {
-                return Err(WaitError::Closed(peer, how.clone()));
+            if st.stuck(peer).is_some() {
+                return Err(st.blame(peer));
             }
             let now = Instant::now();
             if now >= deadline {
@@ -403,12 +428,15 @@ mod tests {
     }
 
     #[test]
-    fn a_recorded_failure_ends_every_wait_and_the_first_one_stands() {
+    fn a_peer_that_gave_up_ends_waits_for_it_and_the_first_failure_stands() {
         let m = Mailbox::new(3);
-        m.fail(Failure {
-            culprit: 2,
-            reason: "disconnected".into(),
-        });
+        m.abort_from(
+            1,
+            Failure {
+                culprit: 2,
+                reason: "disconnected".into(),
+            },
+        );
         let f = m.fail(Failure {
             culprit: 1,
             reason: "later".into(),
@@ -423,16 +451,39 @@ mod tests {
         let m = Mailbox::new(3);
         m.deliver(1, coll(b"a"), None).unwrap();
         m.deliver(2, Incoming::P2p(b"b".to_vec()), None).unwrap();
-        m.fail(Failure {
-            culprit: 2,
-            reason: "disconnected".into(),
-        });
+        m.abort_from(
+            2,
+            Failure {
+                culprit: 2,
+                reason: "disconnected".into(),
+            },
+        );
         assert_eq!(m.take_coll(&[1], soon()).unwrap()[0].data, b"a");
         assert_eq!(m.take_p2p(2, soon()).unwrap(), b"b");
         assert!(matches!(
-            m.take_coll(&[1], soon()),
+            m.take_coll(&[2], soon()),
             Err(WaitError::Failed(_))
         ));
+    }
+
+    #[test]
+    fn an_abort_from_one_peer_does_not_cut_short_data_in_flight_from_another() {
+        let m = Mailbox::new(3);
+        m.abort_from(
+            2,
+            Failure {
+                culprit: 2,
+                reason: "disconnected".into(),
+            },
+        );
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(20));
+                m.deliver(1, coll(b"late"), None).unwrap();
+            });
+            let deadline = Instant::now() + Duration::from_secs(5);
+            assert_eq!(m.take_coll(&[1], deadline).unwrap()[0].data, b"late");
+        });
     }
 
     #[test]

@@ -740,13 +740,16 @@ fn read_loop(stream: TcpStream, peer: usize, size: usize, mailbox: &Mailbox) {
             Kind::Abort => {
                 let culprit = f.aux as usize;
                 let culprit = if culprit < size { culprit } else { peer };
-                mailbox.fail(Failure {
-                    culprit,
-                    reason: format!(
-                        "{} (reported by rank {peer})",
-                        wire::reason_text(&f.payload)
-                    ),
-                });
+                mailbox.abort_from(
+                    peer,
+                    Failure {
+                        culprit,
+                        reason: format!(
+                            "{} (reported by rank {peer})",
+                            wire::reason_text(&f.payload)
+                        ),
+                    },
+                );
                 continue;
             }
             Kind::Goodbye => {
