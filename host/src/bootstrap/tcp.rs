@@ -6,8 +6,8 @@
 //!    mesh listener (same interface it reaches the root through, any port), connects to the root
 //!    (retrying while the root is not up yet) and sends a [`Hello`] with the magic, protocol
 //!    version, its rank, the world size and its mesh port. The root checks each hello in its own
-//!    thread, so a silent or garbage connection delays nobody: a wrong magic or version is
-//!    rejected (the connection gets a reject frame, the root keeps waiting for the real rank);
+//!    thread (at most 256 at once), so a silent or garbage connection delays nobody: a wrong
+//!    magic or version is rejected (the connection gets a reject frame, the root keeps waiting for the real rank);
 //!    a right magic with a wrong world size, an out-of-range or a duplicate rank means the job
 //!    itself is misconfigured, so the root aborts everyone at once. When all ranks have joined,
 //!    the root sends each a welcome: the magic and every rank's mesh address.
@@ -21,10 +21,15 @@
 //!
 //! A full mesh costs `size - 1` sockets and threads per rank: fine for the tens to hundreds of
 //! ranks this runtime targets, not for tens of thousands.
+//!
+//! Known limits: a rank still building the mesh does not read its root link, so if a peer dies
+//! during mesh setup the others fail at the setup deadline rather than at once; mesh hellos are
+//! read one at a time, so a silent stray connection to a rank's (ephemeral) mesh port delays that
+//! rank's setup by up to 10 s.
 
 use std::io;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, mpsc};
 use std::thread::{self, JoinHandle};
 use std::time::{Duration, Instant};
@@ -39,6 +44,8 @@ use crate::{Error, Result};
 
 /// How long one connection may take to say hello before it is dropped.
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
+/// Most connections whose hello the root reads at once; more are dropped unread.
+const MAX_PENDING_HELLOS: usize = 256;
 /// Pause between polls of a non-blocking listener, and between connection attempts.
 const POLL: Duration = Duration::from_millis(1);
 const RETRY: Duration = Duration::from_millis(20);
@@ -125,6 +132,7 @@ pub(crate) fn serve(
         source,
     })?;
     let (tx, rx) = mpsc::channel();
+    let pending = Arc::new(AtomicUsize::new(0));
     let mut joined = 1;
     let mut rejected: Vec<String> = Vec::new();
     while joined < size {
@@ -149,15 +157,23 @@ pub(crate) fn serve(
         loop {
             match listener.accept() {
                 Ok((stream, from)) => {
+                    if pending.fetch_add(1, Ordering::SeqCst) >= MAX_PENDING_HELLOS {
+                        pending.fetch_sub(1, Ordering::SeqCst);
+                        tracing::warn!("rendezvous: too many pending connections, dropping {from}");
+                        continue;
+                    }
                     let tx = tx.clone();
+                    let in_flight = pending.clone();
                     let spawned =
                         thread::Builder::new()
                             .name("symcomm-hello".into())
                             .spawn(move || {
                                 let r = read_hello(stream, magic, Role::Rendezvous, deadline);
+                                in_flight.fetch_sub(1, Ordering::SeqCst);
                                 let _ = tx.send((from, r));
                             });
                     if let Err(e) = spawned {
+                        pending.fetch_sub(1, Ordering::SeqCst);
                         tracing::warn!("rendezvous: dropping connection from {from}: {e}");
                     }
                 }
