@@ -268,6 +268,13 @@ impl Communicator {
         self.rank() % self.lsa_size
     }
 
+    /// The world ranks of this rank's LSA team, in team order (e.g. for
+    /// [`Bootstrap::all_gather_ranks`] among the ranks that share memory).
+    pub fn lsa_team_ranks(&self) -> Vec<usize> {
+        let first = self.rank() - self.lsa_rank();
+        (first..first + self.lsa_size).collect()
+    }
+
     /// The world team `{size, rank, 1}`.
     #[doc(alias = "ncclTeamWorld")]
     pub fn world_team(&self) -> Team {
@@ -609,6 +616,8 @@ mod tests {
             assert_eq!(c.rail_team(), Team::new(5, (r / 2) as i32, 2));
             assert_eq!(c.team_rank_to_world(c.rail_team(), 4), (8 + r % 2) as i32);
             assert_eq!(c.team_rank_to_lsa(c.lsa_team(), 1), 1);
+            let block = r / 2 * 2;
+            assert_eq!(c.lsa_team_ranks(), vec![block, block + 1]);
         }
         let capped = threads_with_nodes(&["a", "a", "a", "a"], 2);
         assert!(capped.iter().all(|c| c.lsa_size() == 2));

@@ -7,8 +7,8 @@
 //!   random magic;
 //! - starts each rank with `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`,
 //!   `MASTER_ADDR`, `MASTER_PORT` (torchrun's names, so non-symcomm code can use them too),
-//!   `SYMCOMM_UNIQUE_ID` (root address and magic) and, with `--timeout`, `SYMCOMM_TIMEOUT`
-//!   ([`rank_env`]); each rank runs in its own process group (so a terminal's Ctrl-C reaches
+//!   `SYMCOMM_UNIQUE_ID` (root address and magic), with `--timeout` `SYMCOMM_TIMEOUT`, and
+//!   with `--gpus` `SYMCOMM_DEVICE` ([`rank_env`]); each rank runs in its own process group (so a terminal's Ctrl-C reaches
 //!   it once, through the launcher), gets SIGTERM if the launcher itself dies, and has stdin
 //!   closed;
 //! - prefixes every line a rank prints with `[rank k] ` ([`prefix_lines`]), stdout to stdout and
@@ -36,7 +36,7 @@ use crate::{Error, Result};
 
 /// Command-line help of `symcomm-run`.
 pub const USAGE: &str = "\
-usage: symcomm-run -n N [--timeout SECONDS] [--grace SECONDS] [--] PROGRAM [ARGS...]
+usage: symcomm-run -n N [--gpus LIST] [--timeout SECONDS] [--grace SECONDS] [--] PROGRAM [ARGS...]
 
 Starts N ranks of PROGRAM on this machine with RANK, WORLD_SIZE, LOCAL_RANK,
 LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and SYMCOMM_UNIQUE_ID set, prefixes
@@ -45,6 +45,8 @@ rank's exit code.
 
 options:
   -n, --nprocs N     number of ranks to start (1 or more)
+  --gpus LIST        CUDA devices of the ranks, e.g. 4,5,6,7: rank k uses the k-th
+                     (sets SYMCOMM_DEVICE; default: device = local rank)
   --timeout SECONDS  bootstrap timeout for the ranks (sets SYMCOMM_TIMEOUT)
   --grace SECONDS    after a rank fails, how long the others may take to exit
                      before they are terminated (default 10)
@@ -64,6 +66,8 @@ pub struct LaunchArgs {
     pub nprocs: usize,
     /// Bootstrap timeout handed to the ranks.
     pub timeout: Option<Duration>,
+    /// CUDA device of each rank (`--gpus`), if given.
+    pub gpus: Option<Vec<usize>>,
     /// How long the other ranks may take to exit after one failed.
     pub grace: Duration,
     /// The program to run.
@@ -88,6 +92,7 @@ impl LaunchArgs {
         let mut it = args.into_iter();
         let mut nprocs = None;
         let mut timeout = None;
+        let mut gpus = None;
         let mut grace = DEFAULT_GRACE;
         let mut program = None;
         while let Some(arg) = it.next() {
@@ -102,6 +107,13 @@ impl LaunchArgs {
                 "-n" | "--nprocs" | "--nproc-per-node" => {
                     let v = value(&text)?;
                     nprocs = Some(parse_nprocs(&v)?);
+                }
+                "--gpus" => {
+                    let v = value("--gpus")?;
+                    let list: std::result::Result<Vec<usize>, _> =
+                        v.split(',').map(|d| d.trim().parse::<usize>()).collect();
+                    gpus =
+                        Some(list.map_err(|_| format!("--gpus: {v:?} is not a list like 0,1,2"))?);
                 }
                 "--timeout" => {
                     let v = value("--timeout")?;
@@ -125,9 +137,18 @@ impl LaunchArgs {
         }
         let nprocs = nprocs.ok_or("the number of ranks is missing (-n N)")?;
         let program = program.ok_or("the program to run is missing")?;
+        if let Some(g) = &gpus
+            && g.len() < nprocs
+        {
+            return Err(format!(
+                "--gpus lists {} device(s) for {nprocs} ranks",
+                g.len()
+            ));
+        }
         Ok(Parsed::Run(LaunchArgs {
             nprocs,
             timeout,
+            gpus,
             grace,
             program,
             args: it.collect(),
@@ -275,6 +296,11 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
         let mut cmd = Command::new(&args.program);
         cmd.args(&args.args)
             .envs(rank_env(rank, n, &id, args.timeout))
+            .envs(
+                args.gpus
+                    .as_ref()
+                    .map(|g| ("SYMCOMM_DEVICE", g[rank].to_string())),
+            )
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
             .stderr(Stdio::piped())
@@ -411,6 +437,11 @@ mod tests {
         let Ok(Parsed::Run(a)) = parse(&["-n8", "--grace", "1", "prog"]) else {
             panic!("not parsed")
         };
+        assert_eq!(a.gpus, None);
+        let Ok(Parsed::Run(g)) = parse(&["-n", "2", "--gpus", "6,7", "prog"]) else {
+            panic!("not parsed")
+        };
+        assert_eq!(g.gpus, Some(vec![6, 7]));
         assert_eq!(
             (a.nprocs, a.grace, a.args.len()),
             (8, Duration::from_secs(1), 0)
@@ -427,6 +458,11 @@ mod tests {
             (&["-n"][..], "needs a value"),
             (&["--frobnicate", "prog"][..], "unknown option"),
             (&["-n", "2", "--timeout", "0", "prog"][..], "--timeout"),
+            (
+                &["-n", "3", "--gpus", "0,1", "prog"][..],
+                "2 device(s) for 3 ranks",
+            ),
+            (&["-n", "1", "--gpus", "a", "prog"][..], "--gpus"),
         ] {
             let e = parse(args).unwrap_err();
             assert!(e.contains(says), "{args:?}: {e}");

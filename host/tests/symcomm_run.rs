@@ -49,6 +49,26 @@ fn symcomm_run_prefixes_output_and_exits_with_the_failing_ranks_code() {
 }
 
 #[test]
+fn symcomm_run_assigns_the_listed_gpus_in_rank_order() {
+    let (out, _) = run(&[
+        "-n",
+        "2",
+        "--gpus",
+        "5,3",
+        "--",
+        "sh",
+        "-c",
+        "echo dev $SYMCOMM_DEVICE",
+    ]);
+    let stdout = text(&out.stdout);
+    assert!(out.status.success());
+    assert!(
+        stdout.contains("[rank 0] dev 5\n") && stdout.contains("[rank 1] dev 3\n"),
+        "{stdout}"
+    );
+}
+
+#[test]
 fn symcomm_run_succeeds_when_every_rank_does() {
     let (out, _) = run(&[
         "-n",
