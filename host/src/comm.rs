@@ -305,6 +305,11 @@ impl Communicator {
         self.lsa_rank() as i32 + (r - team.rank) * team.stride
     }
 
+    /// A number shared by every rank of this job (see [`Bootstrap::job_id`]).
+    pub fn job_id(&self) -> u64 {
+        self.bootstrap.job_id()
+    }
+
     /// The bootstrap, for exchanging host-side data with the other ranks.
     pub fn bootstrap(&self) -> &Bootstrap {
         &self.bootstrap

@@ -59,6 +59,7 @@ pub struct Bootstrap {
     rank: usize,
     size: usize,
     timeout: Duration,
+    job: u64,
     mailbox: Arc<Mailbox>,
     transport: Transport,
     /// Number of calls made so far; the lock serialises calls.
@@ -103,24 +104,25 @@ impl Bootstrap {
     ) -> Result<Bootstrap> {
         check_world(rank, size)?;
         if size == 1 {
-            return Ok(Self::single(timeout));
+            return Ok(Self::single(timeout, id.magic()));
         }
         if rank == 0 {
             return Self::serve_tcp(RootListener::bind_id(id)?, size, timeout);
         }
         let links = tcp::join(id, rank, size, timeout)?;
-        Self::over_tcp(rank, size, links, timeout)
+        Self::over_tcp(rank, size, id.magic(), links, timeout)
     }
 
     /// Collective: rank 0's side of [`Bootstrap::connect_tcp`], on a listener bound beforehand
     /// (e.g. on port 0, so that its [`RootListener::unique_id`] can be handed to the others).
     pub fn serve_tcp(root: RootListener, size: usize, timeout: Duration) -> Result<Bootstrap> {
         check_world(0, size)?;
+        let job = root.unique_id().magic();
         if size == 1 {
-            return Ok(Self::single(timeout));
+            return Ok(Self::single(timeout, job));
         }
         let links = tcp::serve(root, size, timeout)?;
-        Self::over_tcp(0, size, links, timeout)
+        Self::over_tcp(0, size, job, links, timeout)
     }
 
     /// `size` endpoints of one in-process group, index = rank; hand each to its own thread.
@@ -128,8 +130,9 @@ impl Bootstrap {
         check_world(0, size)?;
         let boxes: Arc<Vec<Arc<Mailbox>>> =
             Arc::new((0..size).map(|_| Arc::new(Mailbox::new(size))).collect());
+        let job = unique_id::random_u64();
         Ok((0..size)
-            .map(|rank| Self::in_process_rank(rank, &boxes, timeout))
+            .map(|rank| Self::in_process_rank(rank, &boxes, timeout, job))
             .collect())
     }
 
@@ -141,6 +144,13 @@ impl Bootstrap {
     /// Number of ranks.
     pub fn size(&self) -> usize {
         self.size
+    }
+
+    /// A number shared by every rank of this job and, with high probability, by no other job
+    /// on the machine (the unique id's magic; random for an in-process group). Use it to name
+    /// per-job resources, e.g. abstract Unix sockets.
+    pub fn job_id(&self) -> u64 {
+        self.job
     }
 
     /// The deadline applied to every blocking call.
@@ -262,19 +272,21 @@ impl Bootstrap {
 
     // ---- private helpers -------------------------------------------------------------------
 
-    fn single(timeout: Duration) -> Bootstrap {
-        Self::in_process_rank(0, &Arc::new(vec![Arc::new(Mailbox::new(1))]), timeout)
+    fn single(timeout: Duration, job: u64) -> Bootstrap {
+        Self::in_process_rank(0, &Arc::new(vec![Arc::new(Mailbox::new(1))]), timeout, job)
     }
 
     fn in_process_rank(
         rank: usize,
         boxes: &Arc<Vec<Arc<Mailbox>>>,
         timeout: Duration,
+        job: u64,
     ) -> Bootstrap {
         Bootstrap {
             rank,
             size: boxes.len(),
             timeout,
+            job,
             mailbox: boxes[rank].clone(),
             transport: Transport::InProc(InProcLinks::new(rank, boxes.clone())),
             calls: Mutex::new(0),
@@ -284,6 +296,7 @@ impl Bootstrap {
     fn over_tcp(
         rank: usize,
         size: usize,
+        job: u64,
         links: Vec<Option<std::net::TcpStream>>,
         timeout: Duration,
     ) -> Result<Bootstrap> {
@@ -293,6 +306,7 @@ impl Bootstrap {
             rank,
             size,
             timeout,
+            job,
             mailbox,
             transport: Transport::Tcp(links),
             calls: Mutex::new(0),

@@ -49,6 +49,8 @@ fn group<R: Send>(
 
 fn exercise(b: &Bootstrap) -> Result<()> {
     let (r, n) = (b.rank(), b.size());
+    let jobs = b.all_gather(&b.job_id().to_le_bytes())?;
+    assert!(jobs.iter().all(|j| *j == jobs[0]), "job ids differ");
     for round in 0..20usize {
         // Lengths differ per rank and per round.
         let mine = vec![(r * 7 + round) as u8; r + round];
