@@ -30,6 +30,15 @@
 //!
 //! Calls on one bootstrap are serialised (an internal lock): use it from one thread per rank at
 //! a time. Collectives match by call order, like NCCL's.
+//!
+//! # Errors
+//! Every call returns [`Error::InvalidArgument`] for a bad argument (out-of-range rank, message
+//! over [`MAX_MESSAGE_BYTES`]) before communicating, and the bootstrap stays usable. Otherwise a
+//! call fails with [`Error::PeerFailed`] naming the step (`barrier #17`, `recv #4 from rank 2`)
+//! and the rank at fault when a rank it needs disconnected, closed its communicator, gave up,
+//! sent something malformed or is in a different collective; or with [`Error::Timeout`] naming
+//! the step and the rank it waited for. After such a failure every later call fails with
+//! [`Error::PeerFailed`] naming the same rank.
 
 mod env;
 mod inproc;
@@ -160,6 +169,8 @@ impl Bootstrap {
 
     /// Collective: every rank calls this with its own `data` (lengths may differ); returns every
     /// rank's data, indexed by rank.
+    ///
+    /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapAllGather")]
     pub fn all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
         let everyone: Vec<usize> = (0..self.size).collect();
@@ -169,6 +180,8 @@ impl Bootstrap {
     /// Collective over `ranks`: every rank listed calls this with the same list (distinct ranks,
     /// containing the caller); returns their data in the order of the list. Ranks not listed
     /// are not involved (e.g. an all-gather among the ranks of one node).
+    ///
+    /// Errors: see [the module documentation](self#errors).
     pub fn all_gather_ranks(&self, ranks: &[usize], data: &[u8]) -> Result<Vec<Vec<u8>>> {
         let mut seen = vec![false; self.size];
         for &r in ranks {
@@ -191,6 +204,8 @@ impl Bootstrap {
 
     /// Collective: every rank calls this with the same `root`; returns the root's `data` on
     /// every rank (the others' `data` is ignored).
+    ///
+    /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapBroadcast")]
     pub fn broadcast(&self, root: usize, data: &[u8]) -> Result<Vec<u8>> {
         if root >= self.size {
@@ -225,6 +240,8 @@ impl Bootstrap {
     }
 
     /// Collective: returns once every rank has called it.
+    ///
+    /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapBarrier")]
     pub fn barrier(&self) -> Result<()> {
         let everyone: Vec<usize> = (0..self.size).collect();
@@ -233,6 +250,8 @@ impl Bootstrap {
 
     /// Sends `data` to `peer` (which receives it with [`recv`](Bootstrap::recv)). Returns once
     /// the message is handed to the transport; messages between two ranks arrive in order.
+    ///
+    /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapSend")]
     pub fn send(&self, peer: usize, data: &[u8]) -> Result<()> {
         self.check_peer("send", peer)?;
@@ -257,6 +276,8 @@ impl Bootstrap {
     }
 
     /// Receives the next message `peer` sent to this rank with [`send`](Bootstrap::send).
+    ///
+    /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapRecv")]
     pub fn recv(&self, peer: usize) -> Result<Vec<u8>> {
         self.check_peer("recv", peer)?;
