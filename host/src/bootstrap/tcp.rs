@@ -10,7 +10,9 @@
 //!    magic or version is rejected (the connection gets a reject frame, the root keeps waiting for the real rank);
 //!    a right magic with a wrong world size, an out-of-range or a duplicate rank means the job
 //!    itself is misconfigured, so the root aborts everyone at once. When all ranks have joined,
-//!    the root sends each a welcome: the magic and every rank's mesh address.
+//!    the root sends each a welcome: the magic and every rank's mesh address. A rank waits for
+//!    its welcome a little past the deadline (a quarter of the timeout, at most 2 s), so that
+//!    when ranks are missing it gets the root's abort naming them rather than a bare timeout.
 //! 2. **Mesh.** Rank `j` dials every rank `0 < i < j` and accepts from every rank `k > j`; each
 //!    link starts with a mesh hello answered by an ack, both checked (magic, version, size,
 //!    sender, addressee). The rendezvous connection is the link between the root and each rank.
@@ -49,6 +51,9 @@ const MAX_PENDING_HELLOS: usize = 256;
 /// Pause between polls of a non-blocking listener, and between connection attempts.
 const POLL: Duration = Duration::from_millis(1);
 const RETRY: Duration = Duration::from_millis(20);
+/// How much longer than the root a rank waits for the welcome (at most; a quarter of the
+/// timeout when that is shorter).
+const WELCOME_GRACE: Duration = Duration::from_secs(2);
 /// How long a goodbye may take to write when a communicator is closed.
 const GOODBYE_LIMIT: Duration = Duration::from_millis(200);
 
@@ -304,7 +309,10 @@ pub(crate) fn join(
             reason: "disconnected before the hello".into(),
         }
     })?;
-    set_read_deadline(&root, deadline, rank)?;
+    // Wait a little longer than the root waits for the others, so that when the job does not
+    // come together the root's report (which names the missing ranks) arrives first.
+    let welcome_deadline = deadline + (timeout / 4).min(WELCOME_GRACE);
+    set_read_deadline(&root, welcome_deadline, rank)?;
     let limit = wire::welcome_len(size).max(MAX_REASON_BYTES);
     let frame = wire::read_frame(&mut root, limit).map_err(|e| {
         read_error(
