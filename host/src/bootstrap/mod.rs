@@ -377,7 +377,9 @@ impl Bootstrap {
         let deadline = Instant::now() + self.timeout;
         self.check_failed(&step)?;
         let others: Vec<usize> = ranks.iter().copied().filter(|&p| p != self.rank).collect();
-        for &p in &others {
+        // Start with the next rank up, so that not every rank writes to the same peer first.
+        let first = others.iter().position(|&p| p > self.rank).unwrap_or(0);
+        for &p in others[first..].iter().chain(&others[..first]) {
             self.send_coll(p, op, n, data, deadline)
                 .map_err(|e| self.send_failed(&step(), p, e))?;
         }
