@@ -77,6 +77,39 @@ pub enum Error {
         /// The largest free block at the time of the request.
         largest_free: u64,
     },
+    /// A peer rank failed during a step: it disconnected, stopped answering, sent something
+    /// malformed, or is in a different collective. Raised on every rank that notices, and on
+    /// the ranks that those tell (the reason then says who reported it).
+    #[error("{}{step}: rank {peer} {reason}", rank_prefix(*rank))]
+    PeerFailed {
+        /// The rank that reports the failure (this process's rank), if known.
+        rank: Option<usize>,
+        /// The step that failed, e.g. `barrier #17`.
+        step: String,
+        /// The rank that failed.
+        peer: usize,
+        /// What happened to it, e.g. `disconnected`.
+        reason: String,
+    },
+    /// A connection broke the bootstrap protocol: wrong magic or version, a malformed or
+    /// oversized frame, an inconsistent rank; or the root rejected this rank.
+    #[error("{}{step}: {reason}", rank_prefix(*rank))]
+    Protocol {
+        /// The rank that noticed (this process's rank), if known.
+        rank: Option<usize>,
+        /// The step, e.g. `rendezvous`.
+        step: String,
+        /// What was wrong.
+        reason: String,
+    },
+    /// A launch environment variable is missing or malformed.
+    #[error("environment variable {var}: {reason}")]
+    Env {
+        /// The variable, e.g. `WORLD_SIZE`.
+        var: String,
+        /// What is wrong with it and how to fix it.
+        reason: String,
+    },
     /// An operating-system I/O step failed.
     #[error("{what}: {source}")]
     Io {
@@ -119,5 +152,12 @@ mod tests {
             "window size differs across ranks: rank 0 has 4096, rank 2 has 8192"
         );
         assert!(!e.to_string().contains('\n'));
+        let e = Error::PeerFailed {
+            rank: Some(2),
+            step: "barrier #17".into(),
+            peer: 5,
+            reason: "disconnected".into(),
+        };
+        assert_eq!(e.to_string(), "rank 2: barrier #17: rank 5 disconnected");
     }
 }

@@ -6,12 +6,19 @@
 
 #![warn(missing_docs)]
 
+pub mod bootstrap;
+pub mod comm;
 pub mod cuda;
 pub mod error;
 #[cfg(target_os = "linux")]
 pub mod ipc;
 pub mod launch;
+pub mod launcher;
+mod logging;
 pub mod space;
 pub mod symmem;
 
+pub use bootstrap::Bootstrap;
+pub use comm::{CommOptions, Communicator, Team};
 pub use error::{Error, Result};
+pub use logging::init_logging;

@@ -1,0 +1,568 @@
+//! Bootstrap: how the ranks of a job find each other and exchange small host-side messages
+//! (sizes, handles, node identities) before and besides any GPU communication.
+//!
+//! A [`Bootstrap`] is one rank's endpoint. It offers byte-oriented collectives
+//! ([`all_gather`](Bootstrap::all_gather), [`all_gather_ranks`](Bootstrap::all_gather_ranks),
+//! [`broadcast`](Bootstrap::broadcast), [`barrier`](Bootstrap::barrier)) and point-to-point
+//! messages ([`send`](Bootstrap::send) / [`recv`](Bootstrap::recv)) over one of two transports
+//! with identical semantics:
+//! - **TCP** ([`Bootstrap::connect_tcp`], [`Bootstrap::serve_tcp`]): one process per rank; a
+//!   rendezvous at rank 0 (address and magic from a [`UniqueId`]), then a full mesh of
+//!   connections (the handshake is documented in `bootstrap/tcp.rs`, the framing and its size
+//!   limits in `bootstrap/wire.rs`);
+//! - **in-process** ([`Bootstrap::in_process`]): ranks are threads of one process.
+//!
+//! Launch conventions (torchrun, Open MPI, `symcomm-run`) are read by [`LaunchEnv`].
+//!
+//! Guarantees:
+//! - every blocking step has a deadline (the bootstrap's timeout, `SYMCOMM_TIMEOUT`); nothing
+//!   waits forever;
+//! - every message read from the network is size-checked before anything is allocated
+//!   ([`MAX_MESSAGE_BYTES`] per message, each frame kind its own smaller ceiling); queues per
+//!   peer are bounded;
+//! - a peer that dies is noticed when its connection ends; the first rank that notices tells all
+//!   others (an abort), so every rank fails promptly with an error naming the dead rank and the
+//!   step, e.g. `rank 2: barrier #17: rank 5 disconnected`;
+//! - after one failure the bootstrap stays failed: every call started later reports that
+//!   failure;
+//! - collectives carry their kind, so ranks calling different collectives get an error instead
+//!   of misreading each other's data.
+//!
+//! Calls on one bootstrap are serialised (an internal lock): use it from one thread per rank at
+//! a time. Collectives match by call order, like NCCL's.
+//!
+//! # Errors
+//! Every call returns [`Error::InvalidArgument`] for a bad argument (out-of-range rank, message
+//! over [`MAX_MESSAGE_BYTES`]) before communicating, and the bootstrap stays usable. Otherwise a
+//! call fails with [`Error::PeerFailed`] naming the step (`barrier #17`, `recv #4 from rank 2`)
+//! and the rank at fault when a rank it needs disconnected, closed its communicator, gave up,
+//! sent something malformed or is in a different collective; or with [`Error::Timeout`] naming
+//! the step and the rank it waited for. After such a failure every later call fails with
+//! [`Error::PeerFailed`] naming the same rank.
+
+mod env;
+mod inproc;
+mod mailbox;
+mod tcp;
+mod unique_id;
+pub(crate) mod wire;
+
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+pub use env::{DEFAULT_TIMEOUT, LaunchEnv, Launcher, parse_timeout};
+pub use tcp::RootListener;
+pub use unique_id::UniqueId;
+pub use wire::{MAX_MESSAGE_BYTES, MAX_WORLD_SIZE, PROTOCOL_VERSION};
+
+use crate::{Error, Result};
+use inproc::InProcLinks;
+use mailbox::{CollMsg, Failure, Incoming, Mailbox, Op, WaitError};
+use tcp::{SendError, TcpLinks};
+use wire::Kind;
+
+pub(crate) use unique_id::fnv1a64;
+
+/// One rank's endpoint of the bootstrap network. See the module documentation.
+pub struct Bootstrap {
+    rank: usize,
+    size: usize,
+    timeout: Duration,
+    job: u64,
+    mailbox: Arc<Mailbox>,
+    transport: Transport,
+    /// Number of calls made so far; the lock serialises calls.
+    calls: Mutex<u64>,
+}
+
+enum Transport {
+    Tcp(TcpLinks),
+    InProc(InProcLinks),
+}
+
+impl std::fmt::Debug for Bootstrap {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Bootstrap")
+            .field("rank", &self.rank)
+            .field("size", &self.size)
+            .field(
+                "transport",
+                &match self.transport {
+                    Transport::Tcp(_) => "tcp",
+                    Transport::InProc(_) => "in-process",
+                },
+            )
+            .field("timeout", &self.timeout)
+            .finish()
+    }
+}
+
+impl Bootstrap {
+    /// Collective: every rank of the job calls this with the same `id` and `size`, each with
+    /// its own `rank`; returns once all ranks are connected to each other.
+    ///
+    /// Rank 0 listens at `id.addr()`; the others connect to it (retrying until it is up). Every
+    /// rank gets an error if the job does not come together within `timeout`, if the world
+    /// sizes disagree, or if two processes claim one rank; a process with a different magic is
+    /// rejected (it gets an error, the others keep waiting for the real rank).
+    pub fn connect_tcp(
+        id: &UniqueId,
+        rank: usize,
+        size: usize,
+        timeout: Duration,
+    ) -> Result<Bootstrap> {
+        check_world(rank, size)?;
+        if size == 1 {
+            return Ok(Self::single(timeout, id.magic()));
+        }
+        if rank == 0 {
+            return Self::serve_tcp(RootListener::bind_id(id)?, size, timeout);
+        }
+        let links = tcp::join(id, rank, size, timeout)?;
+        Self::over_tcp(rank, size, id.magic(), links, timeout)
+    }
+
+    /// Collective: rank 0's side of [`Bootstrap::connect_tcp`], on a listener bound beforehand
+    /// (e.g. on port 0, so that its [`RootListener::unique_id`] can be handed to the others).
+    pub fn serve_tcp(root: RootListener, size: usize, timeout: Duration) -> Result<Bootstrap> {
+        check_world(0, size)?;
+        let job = root.unique_id().magic();
+        if size == 1 {
+            return Ok(Self::single(timeout, job));
+        }
+        let links = tcp::serve(root, size, timeout)?;
+        Self::over_tcp(0, size, job, links, timeout)
+    }
+
+    /// `size` endpoints of one in-process group, index = rank; hand each to its own thread.
+    pub fn in_process(size: usize, timeout: Duration) -> Result<Vec<Bootstrap>> {
+        check_world(0, size)?;
+        let boxes: Arc<Vec<Arc<Mailbox>>> =
+            Arc::new((0..size).map(|_| Arc::new(Mailbox::new(size))).collect());
+        let job = unique_id::random_u64();
+        Ok((0..size)
+            .map(|rank| Self::in_process_rank(rank, &boxes, timeout, job))
+            .collect())
+    }
+
+    /// This rank, in `0..size()`.
+    pub fn rank(&self) -> usize {
+        self.rank
+    }
+
+    /// Number of ranks.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// A number shared by every rank of this job and, with high probability, by no other job
+    /// on the machine (the unique id's magic; random for an in-process group). Use it to name
+    /// per-job resources, e.g. abstract Unix sockets.
+    pub fn job_id(&self) -> u64 {
+        self.job
+    }
+
+    /// The deadline applied to every blocking call.
+    pub fn timeout(&self) -> Duration {
+        self.timeout
+    }
+
+    /// Collective: every rank calls this with its own `data` (lengths may differ); returns every
+    /// rank's data, indexed by rank.
+    ///
+    /// Errors: see [the module documentation](self#errors).
+    #[doc(alias = "bootstrapAllGather")]
+    pub fn all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let everyone: Vec<usize> = (0..self.size).collect();
+        self.gather(Op::AllGather, &everyone, data)
+    }
+
+    /// Collective over `ranks`: every rank listed calls this with the same list (distinct ranks,
+    /// containing the caller); returns their data in the order of the list. Ranks not listed
+    /// are not involved (e.g. an all-gather among the ranks of one node).
+    ///
+    /// Errors: see [the module documentation](self#errors).
+    pub fn all_gather_ranks(&self, ranks: &[usize], data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let mut seen = vec![false; self.size];
+        for &r in ranks {
+            if r >= self.size || std::mem::replace(&mut seen[r], true) {
+                return Err(Error::InvalidArgument(format!(
+                    "all_gather_ranks: rank list {ranks:?} has an out-of-range or repeated rank \
+                     (world size {})",
+                    self.size
+                )));
+            }
+        }
+        if !seen[self.rank] {
+            return Err(Error::InvalidArgument(format!(
+                "all_gather_ranks: rank list {ranks:?} does not contain the caller (rank {})",
+                self.rank
+            )));
+        }
+        self.gather(Op::AllGather, ranks, data)
+    }
+
+    /// Collective: every rank calls this with the same `root`; returns the root's `data` on
+    /// every rank (the others' `data` is ignored).
+    ///
+    /// Errors: see [the module documentation](self#errors).
+    #[doc(alias = "bootstrapBroadcast")]
+    pub fn broadcast(&self, root: usize, data: &[u8]) -> Result<Vec<u8>> {
+        if root >= self.size {
+            return Err(Error::InvalidArgument(format!(
+                "broadcast: root {root} is not a rank (world size {})",
+                self.size
+            )));
+        }
+        check_len(data)?;
+        let mut calls = self.lock_calls();
+        *calls += 1;
+        let n = *calls;
+        let step = || format!("broadcast #{n}");
+        let deadline = Instant::now() + self.timeout;
+        self.check_failed(&step)?;
+        if root == self.rank {
+            for p in (0..self.size).filter(|&p| p != self.rank) {
+                self.send_coll(p, Op::Broadcast, n, data, deadline)
+                    .map_err(|e| self.send_failed(&step(), p, e))?;
+            }
+            return Ok(data.to_vec());
+        }
+        let mut got = self
+            .mailbox
+            .take_coll(&[root], deadline)
+            .map_err(|e| self.wait_failed(&step(), e))?;
+        let msg = got
+            .pop()
+            .ok_or_else(|| self.peer_failed(&step(), root, "sent nothing".into()))?;
+        self.check_op(&step, root, Op::Broadcast, &msg)?;
+        Ok(msg.data)
+    }
+
+    /// Collective: returns once every rank has called it.
+    ///
+    /// Errors: see [the module documentation](self#errors).
+    #[doc(alias = "bootstrapBarrier")]
+    pub fn barrier(&self) -> Result<()> {
+        // Dissemination barrier: in round k every rank signals rank + 2^k and waits for
+        // rank - 2^k; after ceil(log2 n) rounds everyone has (transitively) heard from everyone.
+        // n log n messages instead of the n^2 of an all-to-all.
+        let mut calls = self.lock_calls();
+        *calls += 1;
+        let n = *calls;
+        let step = || format!("barrier #{n}");
+        let deadline = Instant::now() + self.timeout;
+        self.check_failed(&step)?;
+        let (me, size) = (self.rank, self.size);
+        let mut dist = 1;
+        while dist < size {
+            let to = (me + dist) % size;
+            let from = (me + size - dist) % size;
+            self.send_coll(to, Op::Barrier, n, &[], deadline)
+                .map_err(|e| self.send_failed(&step(), to, e))?;
+            let got = self
+                .mailbox
+                .take_coll(&[from], deadline)
+                .map_err(|e| self.wait_failed(&step(), e))?;
+            for m in &got {
+                self.check_op(&step, from, Op::Barrier, m)?;
+            }
+            dist *= 2;
+        }
+        Ok(())
+    }
+
+    /// Sends `data` to `peer` (which receives it with [`recv`](Bootstrap::recv)). Returns once
+    /// the message is handed to the transport; messages between two ranks arrive in order.
+    ///
+    /// Errors: see [the module documentation](self#errors).
+    #[doc(alias = "bootstrapSend")]
+    pub fn send(&self, peer: usize, data: &[u8]) -> Result<()> {
+        self.check_peer("send", peer)?;
+        check_len(data)?;
+        let mut calls = self.lock_calls();
+        *calls += 1;
+        let n = *calls;
+        let step = || format!("send #{n} to rank {peer}");
+        let deadline = Instant::now() + self.timeout;
+        self.check_failed(&step)?;
+        let sent = if peer == self.rank {
+            self.mailbox
+                .deliver(peer, Incoming::P2p(data.to_vec()), Some(deadline))
+                .map_err(|_| SendError::TimedOut)
+        } else {
+            match &self.transport {
+                Transport::Tcp(t) => t.send(peer, Kind::PointToPoint, 0, n, data),
+                Transport::InProc(t) => t.send(peer, Incoming::P2p(data.to_vec()), deadline),
+            }
+        };
+        sent.map_err(|e| self.send_failed(&step(), peer, e))
+    }
+
+    /// Receives the next message `peer` sent to this rank with [`send`](Bootstrap::send).
+    ///
+    /// Errors: see [the module documentation](self#errors).
+    #[doc(alias = "bootstrapRecv")]
+    pub fn recv(&self, peer: usize) -> Result<Vec<u8>> {
+        self.check_peer("recv", peer)?;
+        let mut calls = self.lock_calls();
+        *calls += 1;
+        let n = *calls;
+        let step = || format!("recv #{n} from rank {peer}");
+        self.check_failed(&step)?;
+        self.mailbox
+            .take_p2p(peer, Instant::now() + self.timeout)
+            .map_err(|e| self.wait_failed(&step(), e))
+    }
+
+    // ---- private helpers -------------------------------------------------------------------
+
+    fn single(timeout: Duration, job: u64) -> Bootstrap {
+        Self::in_process_rank(0, &Arc::new(vec![Arc::new(Mailbox::new(1))]), timeout, job)
+    }
+
+    fn in_process_rank(
+        rank: usize,
+        boxes: &Arc<Vec<Arc<Mailbox>>>,
+        timeout: Duration,
+        job: u64,
+    ) -> Bootstrap {
+        Bootstrap {
+            rank,
+            size: boxes.len(),
+            timeout,
+            job,
+            mailbox: boxes[rank].clone(),
+            transport: Transport::InProc(InProcLinks::new(rank, boxes.clone())),
+            calls: Mutex::new(0),
+        }
+    }
+
+    fn over_tcp(
+        rank: usize,
+        size: usize,
+        job: u64,
+        links: Vec<Option<std::net::TcpStream>>,
+        timeout: Duration,
+    ) -> Result<Bootstrap> {
+        let mailbox = Arc::new(Mailbox::new(size));
+        let links = TcpLinks::start(rank, links, mailbox.clone(), timeout)?;
+        let b = Bootstrap {
+            rank,
+            size,
+            timeout,
+            job,
+            mailbox,
+            transport: Transport::Tcp(links),
+            calls: Mutex::new(0),
+        };
+        // Confirms every link end to end before anyone uses the bootstrap.
+        let everyone: Vec<usize> = (0..size).collect();
+        b.gather(Op::Connect, &everyone, &[])?;
+        tracing::debug!("rank {rank}: bootstrap connected to all {size} ranks over tcp");
+        Ok(b)
+    }
+
+    fn lock_calls(&self) -> MutexGuard<'_, u64> {
+        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// All-gather among `ranks` (already validated), tagged with `op`.
+    fn gather(&self, op: Op, ranks: &[usize], data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        check_len(data)?;
+        let mut calls = self.lock_calls();
+        *calls += 1;
+        let n = *calls;
+        let step = || format!("{} #{n}", op.name());
+        let deadline = Instant::now() + self.timeout;
+        self.check_failed(&step)?;
+        let others: Vec<usize> = ranks.iter().copied().filter(|&p| p != self.rank).collect();
+        // Start with the next rank up, so that not every rank writes to the same peer first.
+        let first = others.iter().position(|&p| p > self.rank).unwrap_or(0);
+        for &p in others[first..].iter().chain(&others[..first]) {
+            self.send_coll(p, op, n, data, deadline)
+                .map_err(|e| self.send_failed(&step(), p, e))?;
+        }
+        let msgs = self
+            .mailbox
+            .take_coll(&others, deadline)
+            .map_err(|e| self.wait_failed(&step(), e))?;
+        let mut msgs = others.iter().zip(msgs);
+        let mut out = Vec::with_capacity(ranks.len());
+        for &r in ranks {
+            if r == self.rank {
+                out.push(data.to_vec());
+            } else if let Some((&p, m)) = msgs.next() {
+                self.check_op(&step, p, op, &m)?;
+                out.push(m.data);
+            }
+        }
+        Ok(out)
+    }
+
+    fn send_coll(
+        &self,
+        peer: usize,
+        op: Op,
+        n: u64,
+        data: &[u8],
+        deadline: Instant,
+    ) -> std::result::Result<(), SendError> {
+        match &self.transport {
+            Transport::Tcp(t) => t.send(peer, Kind::Collective, op as u32, n, data),
+            Transport::InProc(t) => t.send(
+                peer,
+                Incoming::Coll(CollMsg {
+                    op,
+                    step: n,
+                    data: data.to_vec(),
+                }),
+                deadline,
+            ),
+        }
+    }
+
+    fn check_peer(&self, what: &str, peer: usize) -> Result<()> {
+        if peer < self.size {
+            Ok(())
+        } else {
+            Err(Error::InvalidArgument(format!(
+                "{what}: peer {peer} is not a rank (world size {})",
+                self.size
+            )))
+        }
+    }
+
+    /// Fails at once when the bootstrap already failed.
+    fn check_failed(&self, step: &dyn Fn() -> String) -> Result<()> {
+        match self.mailbox.failure() {
+            None => Ok(()),
+            Some(f) => Err(Error::PeerFailed {
+                rank: Some(self.rank),
+                step: step(),
+                peer: f.culprit,
+                reason: format!("{} (earlier failure)", f.reason),
+            }),
+        }
+    }
+
+    fn check_op(&self, step: &dyn Fn() -> String, peer: usize, op: Op, m: &CollMsg) -> Result<()> {
+        if m.op == op {
+            return Ok(());
+        }
+        Err(self.peer_failed(
+            &step(),
+            peer,
+            format!(
+                "is in a different collective ({} #{} on that rank)",
+                m.op.name(),
+                m.step
+            ),
+        ))
+    }
+
+    /// Records that `peer` failed (telling every other rank, if this is the first failure)
+    /// and returns the error for this rank.
+    fn peer_failed(&self, step: &str, peer: usize, reason: String) -> Error {
+        let f = self.record(peer, reason);
+        Error::PeerFailed {
+            rank: Some(self.rank),
+            step: step.into(),
+            peer: f.culprit,
+            reason: f.reason,
+        }
+    }
+
+    /// Records a failure; if it is the first, sends an abort to every other rank.
+    fn record(&self, culprit: usize, reason: String) -> Failure {
+        let mine = Failure { culprit, reason };
+        let stands = self.mailbox.fail(mine.clone());
+        if stands.culprit == mine.culprit && stands.reason == mine.reason {
+            tracing::warn!(
+                "rank {}: rank {culprit} {}; telling the others",
+                self.rank,
+                mine.reason
+            );
+            for p in (0..self.size).filter(|&p| p != self.rank && p != culprit) {
+                if self.mailbox.is_closed(p) {
+                    continue;
+                }
+                match &self.transport {
+                    Transport::Tcp(t) => t.abort(p, culprit, &mine.reason),
+                    Transport::InProc(t) => t.abort(p, culprit, &mine.reason),
+                }
+            }
+        }
+        stands
+    }
+
+    fn wait_failed(&self, step: &str, e: WaitError) -> Error {
+        match e {
+            WaitError::Failed(f) => Error::PeerFailed {
+                rank: Some(self.rank),
+                step: step.into(),
+                peer: f.culprit,
+                reason: f.reason,
+            },
+            WaitError::Closed(p, how) => self.peer_failed(step, p, how.reason()),
+            WaitError::TimedOut(p) => self.timed_out(step, p),
+        }
+    }
+
+    fn send_failed(&self, step: &str, peer: usize, e: SendError) -> Error {
+        match e {
+            SendError::Closed(how) => {
+                // The reader thread may know better (e.g. a goodbye): prefer its account.
+                let how = self.mailbox.closed_reason(peer).unwrap_or(how);
+                self.peer_failed(step, peer, how)
+            }
+            SendError::TimedOut => self.timed_out(step, peer),
+        }
+    }
+
+    fn timed_out(&self, step: &str, peer: usize) -> Error {
+        self.record(peer, format!("did not respond within {:?}", self.timeout));
+        Error::Timeout {
+            rank: Some(self.rank),
+            step: format!("{step} waiting for rank {peer}"),
+            after: self.timeout,
+        }
+    }
+}
+
+impl Drop for Bootstrap {
+    fn drop(&mut self) {
+        let graceful = !std::thread::panicking();
+        match &mut self.transport {
+            Transport::Tcp(t) => t.close(graceful),
+            Transport::InProc(t) => t.close(graceful),
+        }
+    }
+}
+
+fn check_world(rank: usize, size: usize) -> Result<()> {
+    if size == 0 || size > MAX_WORLD_SIZE {
+        return Err(Error::InvalidArgument(format!(
+            "world size {size} is not in 1..={MAX_WORLD_SIZE}"
+        )));
+    }
+    if rank >= size {
+        return Err(Error::InvalidArgument(format!(
+            "rank {rank} is not below the world size {size}"
+        )));
+    }
+    Ok(())
+}
+
+fn check_len(data: &[u8]) -> Result<()> {
+    if data.len() > MAX_MESSAGE_BYTES {
+        return Err(Error::InvalidArgument(format!(
+            "bootstrap message of {} bytes exceeds the limit of {MAX_MESSAGE_BYTES} bytes",
+            data.len()
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests;
