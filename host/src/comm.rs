@@ -22,11 +22,13 @@
 //! device is `SYMCOMM_DEVICE`, else the launcher's local rank, else 0; it is only recorded here,
 //! CUDA is not touched.
 
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use symcomm_device::team::Team;
 
 use crate::bootstrap::{Bootstrap, DEFAULT_TIMEOUT, LaunchEnv, fnv1a64, parse_timeout};
+use crate::window::SymState;
 use crate::{Error, Result};
 
 /// Longest node name exchanged (longer ones are cut; the node id hashes the full name).
@@ -96,6 +98,10 @@ pub struct Communicator {
     device: usize,
     ranks: Vec<RankInfo>,
     lsa_size: usize,
+    /// Symmetric-memory state (flat VA, slot space, fd server), created by the first window
+    /// registration; shared with the windows so they can deregister after the communicator
+    /// is gone.
+    symm: Arc<Mutex<Option<SymState>>>,
 }
 
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -162,6 +168,7 @@ impl Communicator {
             device,
             ranks,
             lsa_size,
+            symm: Arc::new(Mutex::new(None)),
         };
         comm.log_topology(options.lsa_cap);
         Ok(comm)
@@ -313,6 +320,11 @@ impl Communicator {
     /// The bootstrap, for exchanging host-side data with the other ranks.
     pub fn bootstrap(&self) -> &Bootstrap {
         &self.bootstrap
+    }
+
+    /// The symmetric-memory state slot (see [`crate::window`]).
+    pub(crate) fn symm_slot(&self) -> &Arc<Mutex<Option<SymState>>> {
+        &self.symm
     }
 
     fn log_topology(&self, cap: Option<usize>) {

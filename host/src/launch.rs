@@ -209,6 +209,11 @@ macro_rules! kernel_arg {
     )* };
 }
 kernel_arg!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64);
+// SAFETY: the device communicator is `#[repr(C)]` plain data, passed by value (its layout is
+// asserted in the device crate).
+unsafe impl KernelArg for symcomm_device::comm::DevComm {}
+// SAFETY: a symmetric pointer is `#[repr(C)]` `{window pointer, offset}` plain data.
+unsafe impl<T> KernelArg for symcomm_device::ptr::SymPtr<T> {}
 // SAFETY: raw pointers are 8-byte plain data; what they point to is the launcher's contract.
 unsafe impl<T> KernelArg for *const T {}
 // SAFETY: as above.

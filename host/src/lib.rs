@@ -6,19 +6,27 @@
 
 #![warn(missing_docs)]
 
+#[cfg(not(target_os = "linux"))]
+compile_error!(
+    "the symcomm host runtime supports Linux only (CUDA VMM handles are passed as POSIX fds)"
+);
+
 pub mod bootstrap;
 pub mod comm;
 pub mod cuda;
+pub mod devcomm;
 pub mod error;
-#[cfg(target_os = "linux")]
 pub mod ipc;
 pub mod launch;
 pub mod launcher;
 mod logging;
 pub mod space;
 pub mod symmem;
+pub mod window;
 
 pub use bootstrap::Bootstrap;
 pub use comm::{CommOptions, Communicator, Team};
+pub use devcomm::{DevComm, Requirements};
 pub use error::{Error, Result};
 pub use logging::init_logging;
+pub use window::{SymmetricMemory, Window};

@@ -1,0 +1,153 @@
+//! Device communicators: what a kernel needs to synchronise with its LSA peers.
+//!
+//! [`DevComm::create`] (collective) allocates and registers a **resource window** that holds
+//! the LSA barrier state (epochs and per-peer inboxes, laid out as the device crate's
+//! `LsaBarrier` expects), zeroes it on every rank before any rank can use it, and fills the
+//! plain-data [`symcomm_device::comm::DevComm`] that kernels take by value. It also allocates
+//! an **abort flag** in device-mapped host memory: [`DevComm::abort`] raises it, and every
+//! barrier wait polls it, so a stuck kernel can be released from the host.
+//!
+//! Multicast (NVLink SHARP) is not used unless requested *and* `SYMCOMM_NVLS=1` is set; the
+//! default is unicast barriers, which need nothing from the switch.
+
+use symcomm_device::comm::{
+    DevComm as RawDevComm, LsaBarrierHandle, RESOURCE_UNIT, ResourceWindow,
+};
+
+use crate::comm::Communicator;
+use crate::cuda::memory::HostMapped;
+use crate::window::{SymmetricMemory, Window};
+use crate::{Error, Result};
+
+/// Environment variable that must be `1` before multicast may be requested.
+pub const NVLS_ENV: &str = "SYMCOMM_NVLS";
+
+/// What a device communicator must provide (NCCL's `ncclDevCommRequirements`).
+#[doc(alias = "ncclDevCommRequirements")]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Requirements {
+    lsa_barriers: u32,
+    lsa_multimem: bool,
+}
+
+impl Requirements {
+    /// Nothing: no barriers, no multicast.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// `n` independent LSA barriers (a kernel usually uses one per block: `n ≥ grid size`).
+    pub fn lsa_barriers(mut self, n: u32) -> Self {
+        self.lsa_barriers = n;
+        self
+    }
+
+    /// Asks for an LSA multicast range (NVLink SHARP). Refused unless `SYMCOMM_NVLS=1`.
+    pub fn lsa_multimem(mut self, on: bool) -> Self {
+        self.lsa_multimem = on;
+        self
+    }
+
+    /// Bytes of the resource window these requirements need (before rounding to the
+    /// allocation granularity).
+    pub fn resource_bytes(&self, lsa_size: usize) -> usize {
+        let barriers = LsaBarrierHandle::buffer_bytes(self.lsa_barriers, lsa_size as u32);
+        barriers.next_multiple_of(RESOURCE_UNIT).max(RESOURCE_UNIT)
+    }
+}
+
+/// A device communicator: owns the resource window and the abort flag; [`DevComm::raw`] is
+/// the kernel argument. Destroyed on drop (local; do it in the same order on every rank, like
+/// window deregistration).
+#[doc(alias = "ncclDevComm")]
+#[derive(Debug)]
+pub struct DevComm {
+    raw: RawDevComm,
+    // Field order is drop order: the window goes before the memory it maps.
+    _resource_window: Window,
+    _resource_memory: SymmetricMemory,
+    abort: HostMapped<u32>,
+}
+
+impl DevComm {
+    /// Collective: every rank of `comm` calls this with the same requirements; creates the
+    /// device communicator. Every rank gets the same error if a rank cannot take part.
+    #[doc(alias = "ncclDevCommCreate")]
+    pub fn create(comm: &Communicator, req: Requirements) -> Result<DevComm> {
+        if req.lsa_multimem && std::env::var(NVLS_ENV).as_deref() != Ok("1") {
+            return Err(Error::Unsupported {
+                what: "LSA multicast (NVLink SHARP)".into(),
+                hint: format!(
+                    "multicast is off unless {NVLS_ENV}=1; use unicast barriers and LSA pointers"
+                ),
+            });
+        }
+        if req.lsa_multimem {
+            return Err(Error::Unsupported {
+                what: "LSA multicast (NVLink SHARP)".into(),
+                hint: "multicast teams are not implemented yet; use unicast barriers".into(),
+            });
+        }
+        let bytes = req.resource_bytes(comm.lsa_size());
+        let memory = SymmetricMemory::alloc(comm, bytes)?;
+        // Zero before registering: registration ends with a barrier of the LSA team, so no peer
+        // can write into our inboxes before they are zeroed.
+        memory.buffer().fill_bytes(0)?;
+        let window = comm.register_window(&memory)?;
+        let abort = HostMapped::new(0u32)?;
+        let d = window.descriptor();
+        let mut raw = RawDevComm::new(
+            comm.rank() as i32,
+            comm.size() as i32,
+            comm.lsa_rank() as i32,
+            comm.lsa_size() as i32,
+        );
+        raw.resource_window = window.device_ptr();
+        raw.resource = ResourceWindow {
+            lsa_flat_base: d.lsa_flat_base,
+            stride4g: d.stride4g,
+            mc_offset4k: d.mc_offset4k,
+        };
+        raw.lsa_barrier = LsaBarrierHandle {
+            buf_handle: 0,
+            n_barriers: req.lsa_barriers as i32,
+        };
+        raw.abort_flag = abort.device_ptr();
+        comm.bootstrap().barrier()?;
+        Ok(DevComm {
+            raw,
+            _resource_window: window,
+            _resource_memory: memory,
+            abort,
+        })
+    }
+
+    /// The plain-data communicator kernels take by value.
+    pub fn raw(&self) -> RawDevComm {
+        self.raw
+    }
+
+    /// Raises the abort flag: every barrier wait of kernels using this communicator returns
+    /// `Aborted` soon after (they poll it). Irreversible for this communicator's barriers.
+    pub fn abort(&self) {
+        self.abort.set(1);
+    }
+
+    /// True once [`DevComm::abort`] was called.
+    pub fn is_aborted(&self) -> bool {
+        self.abort.get() != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_bytes_hold_the_barrier_layout_in_128_byte_units() {
+        // (3n + n·ranks) words: 32 barriers × 8 ranks = (96 + 256) × 4 = 1408 → 1408 (11 units).
+        assert_eq!(Requirements::new().lsa_barriers(32).resource_bytes(8), 1408);
+        assert_eq!(Requirements::new().lsa_barriers(1).resource_bytes(2), 128);
+        assert_eq!(Requirements::new().resource_bytes(8), 128);
+    }
+}

@@ -1,0 +1,482 @@
+//! Windows: buffers registered collectively so that every LSA peer's copy is reachable from a
+//! kernel with one multiply-add.
+//!
+//! Each rank reserves one flat virtual range of `lsa_size × stride` bytes (stride = the team's
+//! largest device memory rounded up to 4 GiB, or `SYMCOMM_WIN_STRIDE`). Registering a window
+//! allocates the same slot offset on every rank from a deterministic first-fit
+//! [`Space`](crate::space::Space) and maps LSA peer `p`'s physical allocation at
+//! `flat_base + p × stride + slot_offset` on every rank. A 72-byte device descriptor
+//! ([`symcomm_device::window::Window`], NCCL's `ncclWindow_vidmem` layout) lets kernels turn
+//! `(offset, peer)` into a pointer.
+//!
+//! Registration is collective and validated: every rank all-gathers either its registration
+//! record or the reason it cannot register, so a bad pointer or a size that differs across
+//! ranks gives every rank the same error instead of a hang. File descriptors of the physical
+//! allocations travel over abstract Unix sockets ([`crate::ipc`]); nothing needs ptrace
+//! rights. Deregistration is local (drop the [`Window`] or call [`Window::deregister`]) and
+//! must happen in the same order on every rank, because it frees slot space that later
+//! registrations reuse.
+//!
+//! Ownership keeps teardown ordered: a window owns its mappings, each mapping holds the flat
+//! range and the physical memory it maps, so nothing is released while still mapped.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::window::Window as DeviceWindow;
+
+use crate::comm::Communicator;
+use crate::cuda::memory::DeviceBox;
+use crate::cuda::vmm::{self, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer};
+use crate::ipc::FdServer;
+use crate::space::Space;
+use crate::symmem::{
+    FlatLayout, HandleKind, RegistrationRecord, team_stride_from_env, validate_registration,
+    window_offset_in_alloc,
+};
+use crate::{Error, Result};
+
+/// Device memory that can be registered as a window: a cuMem allocation exportable as a POSIX
+/// file descriptor, mapped for this rank's device. NCCL's `ncclMemAlloc`.
+///
+/// Local (not collective). Freed on drop; a window registered on it keeps the physical memory
+/// alive until the window is gone too.
+#[doc(alias = "ncclMemAlloc")]
+#[derive(Debug)]
+pub struct SymmetricMemory {
+    buf: VmmBuffer,
+}
+
+impl SymmetricMemory {
+    /// Allocates at least `bytes` on the communicator's device (rounded up to the allocation
+    /// granularity). The device's context must be current on this thread.
+    pub fn alloc(comm: &Communicator, bytes: usize) -> Result<SymmetricMemory> {
+        let device = device_i32(comm.device())?;
+        Ok(SymmetricMemory {
+            buf: VmmBuffer::with_share(device, bytes, Shareable::PosixFd)?,
+        })
+    }
+
+    /// The device address of byte 0.
+    pub fn device_ptr(&self) -> u64 {
+        self.buf.device_ptr()
+    }
+
+    /// The bytes asked for.
+    pub fn len(&self) -> usize {
+        self.buf.len()
+    }
+
+    /// Never true (zero-byte allocations are refused).
+    pub fn is_empty(&self) -> bool {
+        self.buf.is_empty()
+    }
+
+    /// The underlying buffer (host copies, fills).
+    pub fn buffer(&self) -> &VmmBuffer {
+        &self.buf
+    }
+}
+
+/// A registered window, seen from this rank. Deregistered on drop.
+#[derive(Debug)]
+pub struct Window {
+    state: Arc<Mutex<Option<SymState>>>,
+    descriptor: DeviceBox<DeviceWindow>,
+    host: DeviceWindow,
+    user_ptr: u64,
+    size: usize,
+    slot_offset: u64,
+    slot_size: u64,
+    layout: FlatLayout,
+    flat_base: u64,
+    mappings: Vec<Mapping>,
+    active: bool,
+}
+
+impl Window {
+    /// The device address of the window's descriptor: the `*const Window` kernels take.
+    #[doc(alias = "ncclWindow_t")]
+    pub fn device_ptr(&self) -> u64 {
+        self.descriptor.device_ptr()
+    }
+
+    /// A symmetric pointer to element `index` of type `T` in this window (a kernel argument).
+    pub fn sym<T>(&self, index: usize) -> SymPtr<T> {
+        SymPtr::new(
+            self.device_ptr() as *const DeviceWindow,
+            index * std::mem::size_of::<T>(),
+        )
+    }
+
+    /// The descriptor's contents as written to the device.
+    pub fn descriptor(&self) -> &DeviceWindow {
+        &self.host
+    }
+
+    /// The registered pointer (this rank's own copy, in its original mapping).
+    #[doc(alias = "ncclWinGetUserPtr")]
+    pub fn user_ptr(&self) -> u64 {
+        self.user_ptr
+    }
+
+    /// Window size in bytes.
+    pub fn size(&self) -> usize {
+        self.size
+    }
+
+    /// Address of byte `offset` of LSA peer `peer`'s copy, in this rank's flat range (host
+    /// arithmetic; `None` when out of range).
+    #[doc(alias = "ncclGetLsaDevicePointer")]
+    pub fn lsa_ptr(&self, offset: usize, peer: usize) -> Option<u64> {
+        if offset >= self.size {
+            return None;
+        }
+        let in_slot = self.host.lsa_flat_base - self.flat_base + offset as u64;
+        self.layout.peer_addr(self.flat_base, peer, in_slot).ok()
+    }
+
+    /// Deregisters now (otherwise done on drop). Local, but every rank must deregister its
+    /// windows in the same order, since later registrations reuse the freed slot space. The
+    /// caller guarantees no kernel still uses the window.
+    #[doc(alias = "ncclCommWindowDeregister")]
+    pub fn deregister(mut self) -> Result<()> {
+        self.release()
+    }
+
+    fn release(&mut self) -> Result<()> {
+        if !self.active {
+            return Ok(());
+        }
+        self.active = false;
+        self.mappings.clear(); // unmap every peer before the slot can be reused
+        let mut guard = lock(&self.state)?;
+        if let Some(state) = guard.as_mut() {
+            state.space.free(self.slot_offset, self.slot_size)?;
+            state
+                .windows
+                .retain(|w| w.user_ptr != self.user_ptr || w.size != self.size);
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Window {
+    fn drop(&mut self) {
+        if let Err(e) = self.release() {
+            tracing::warn!("deregistering a window: {e}");
+        }
+    }
+}
+
+/// Per-communicator symmetric-memory state, created by the first registration.
+#[derive(Debug)]
+pub(crate) struct SymState {
+    layout: FlatLayout,
+    flat: Arc<VaRange>,
+    space: Space,
+    server: FdServer,
+    next_seq: u64,
+    lsa_world_ranks: Vec<usize>,
+    windows: Vec<WindowEntry>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct WindowEntry {
+    user_ptr: u64,
+    size: usize,
+    descriptor: u64,
+}
+
+/// What one rank says in a registration's all-gather.
+enum Offer {
+    Ready(RegistrationRecord),
+    Refused(String),
+}
+
+impl Offer {
+    fn encode(&self) -> Vec<u8> {
+        match self {
+            Offer::Ready(r) => [&b"R"[..], &r.encode()].concat(),
+            Offer::Refused(why) => [&b"E"[..], why.as_bytes()].concat(),
+        }
+    }
+
+    fn decode(rank: usize, bytes: &[u8]) -> Result<Offer> {
+        match bytes.split_first() {
+            Some((b'R', rest)) => Ok(Offer::Ready(RegistrationRecord::decode(rest)?)),
+            Some((b'E', rest)) => Ok(Offer::Refused(String::from_utf8_lossy(rest).into_owned())),
+            _ => Err(Error::InvalidArgument(format!(
+                "rank {rank} sent a malformed registration message"
+            ))),
+        }
+    }
+}
+
+/// Everything a rank checks about its own pointer before it may register.
+struct LocalPart {
+    alloc: vmm::Allocation,
+    offset_in_alloc: u64,
+    granularity: u64,
+    total_mem: u64,
+}
+
+impl Communicator {
+    /// Collective: every rank of the communicator calls this, in the same order relative to
+    /// its other registrations, with a window of the same size. Registers `size` bytes at
+    /// device address `ptr` (VMM memory, e.g. from [`SymmetricMemory::alloc`], starting at a
+    /// 4 KiB-aligned offset of its allocation) as a window.
+    ///
+    /// On a bad pointer on any rank, or sizes/offsets that differ across ranks, every rank gets
+    /// the same error naming the rank(s) at fault. The device's context must be current.
+    #[doc(alias = "ncclCommWindowRegister")]
+    pub fn register_window_ptr(&self, ptr: u64, size: usize) -> Result<Window> {
+        let me = self.rank();
+        let local = self.check_local(ptr, size);
+        let seq = self.peek_seq()?;
+        let offer = match &local {
+            Ok(l) => Offer::Ready(RegistrationRecord {
+                rank: me as u32,
+                seq_no: seq,
+                window_size: size as u64,
+                offset_in_alloc: l.offset_in_alloc,
+                alloc_size: l.alloc.size as u64,
+                granularity: l.granularity,
+                device_total_mem: l.total_mem,
+                handle_kind: HandleKind::PosixFd,
+            }),
+            Err(e) => Offer::Refused(e.to_string()),
+        };
+        let gathered = self.bootstrap().all_gather(&offer.encode())?;
+        let mut records = Vec::with_capacity(gathered.len());
+        for (rank, bytes) in gathered.iter().enumerate() {
+            match Offer::decode(rank, bytes)? {
+                Offer::Ready(r) => records.push(r),
+                Offer::Refused(why) => {
+                    return Err(if rank == me {
+                        local.err().unwrap_or(Error::InvalidArgument(why))
+                    } else {
+                        Error::InvalidArgument(format!(
+                            "window registration refused by rank {rank}: {why}"
+                        ))
+                    });
+                }
+            }
+        }
+        let agreed = validate_registration(&records)?;
+        let local = local?; // every rank was ready, including this one
+        let (slot_size, align) = agreed.space_request()?;
+
+        let state_arc = self.symmetric_state(&records)?;
+        let mut guard = lock(&state_arc)?;
+        let state = guard
+            .as_mut()
+            .ok_or_else(|| Error::InvalidArgument("symmetric state missing".into()))?;
+        state.next_seq = seq + 1;
+        let slot_offset = state.space.alloc(slot_size, align)?;
+        let mapped = state.map_peers(self, &local, &agreed, seq, slot_offset);
+        let mappings = match mapped {
+            Ok(m) => m,
+            Err(e) => {
+                let _ = state.space.free(slot_offset, slot_size);
+                return Err(e);
+            }
+        };
+        let window_flat = state.flat.base() + slot_offset + local.offset_in_alloc;
+        let host = DeviceWindow {
+            win_host: 0,
+            lsa_flat_base: window_flat,
+            lsa_rank: self.lsa_rank() as i32,
+            world_rank: me as i32,
+            stride4g: state.layout.stride4g(),
+            mc_offset4k: ((slot_offset + local.offset_in_alloc) >> 12) as u32,
+            gin_offset4k: (local.offset_in_alloc >> 12) as u32,
+            pad: 0,
+            gin_wins: [0; 4],
+        };
+        let descriptor = match DeviceBox::new(&host) {
+            Ok(d) => d,
+            Err(e) => {
+                drop(mappings);
+                let _ = state.space.free(slot_offset, slot_size);
+                return Err(e);
+            }
+        };
+        let (layout, flat_base) = (state.layout, state.flat.base());
+        state.windows.push(WindowEntry {
+            user_ptr: ptr,
+            size,
+            descriptor: descriptor.device_ptr(),
+        });
+        drop(guard);
+        tracing::debug!(
+            "rank {me}: window {size} B at {ptr:#x} registered (slot offset {slot_offset:#x}, seq {seq})"
+        );
+        Ok(Window {
+            state: state_arc,
+            descriptor,
+            host,
+            user_ptr: ptr,
+            size,
+            slot_offset,
+            slot_size,
+            layout,
+            flat_base,
+            mappings,
+            active: true,
+        })
+    }
+
+    /// Collective: registers all of `mem` as a window (see
+    /// [`Communicator::register_window_ptr`]).
+    #[doc(alias = "ncclCommWindowRegister")]
+    pub fn register_window(&self, mem: &SymmetricMemory) -> Result<Window> {
+        self.register_window_ptr(mem.device_ptr(), mem.len())
+    }
+
+    /// The device descriptor of the registered window that contains `ptr`, if any.
+    #[doc(alias = "ncclFindWindow")]
+    pub fn find_window(&self, ptr: u64) -> Option<u64> {
+        let state = self.symm_slot();
+        let guard = lock(state).ok()?;
+        guard.as_ref()?.windows.iter().find_map(|w| {
+            (ptr >= w.user_ptr && ptr - w.user_ptr < w.size as u64).then_some(w.descriptor)
+        })
+    }
+
+    fn check_local(&self, ptr: u64, size: usize) -> Result<LocalPart> {
+        if size == 0 {
+            return Err(Error::InvalidArgument("window size is 0".into()));
+        }
+        let device = device_i32(self.device())?;
+        let alloc = vmm::find_allocation(ptr)?;
+        let offset_in_alloc =
+            window_offset_in_alloc(ptr, size as u64, alloc.base, alloc.size as u64)?;
+        if alloc.mem.shareable() != Shareable::PosixFd {
+            return Err(Error::InvalidArgument(format!(
+                "the allocation behind {ptr:#x} cannot be exported as a POSIX fd; allocate it \
+                 with SymmetricMemory::alloc (or cuMemCreate with POSIX_FILE_DESCRIPTOR handles)"
+            )));
+        }
+        if alloc.mem.device() != device {
+            return Err(Error::InvalidArgument(format!(
+                "{ptr:#x} is memory of device {}, but this rank uses device {device}",
+                alloc.mem.device()
+            )));
+        }
+        Ok(LocalPart {
+            granularity: vmm::granularity(device, Shareable::PosixFd)? as u64,
+            total_mem: crate::cuda::device::total_memory(self.device())?,
+            offset_in_alloc,
+            alloc,
+        })
+    }
+
+    /// The sequence number the next registration will carry.
+    fn peek_seq(&self) -> Result<u64> {
+        let guard = lock(self.symm_slot())?;
+        Ok(guard.as_ref().map_or(0, |s| s.next_seq))
+    }
+
+    /// Creates the symmetric state on first use (collective: every rank is here, right after
+    /// the same all-gather) and returns it.
+    fn symmetric_state(
+        &self,
+        records: &[RegistrationRecord],
+    ) -> Result<Arc<Mutex<Option<SymState>>>> {
+        let slot = self.symm_slot();
+        if lock(slot)?.is_some() {
+            return Ok(Arc::clone(slot));
+        }
+        let lsa = self.lsa_size();
+        let lsa_world_ranks = self.lsa_team_ranks();
+        let mems: Vec<u64> = lsa_world_ranks
+            .iter()
+            .filter_map(|&r| records.get(r).map(|rec| rec.device_total_mem))
+            .collect();
+        let stride = team_stride_from_env(&mems)?;
+        let layout = FlatLayout::new(lsa, self.lsa_rank(), stride)?;
+        let granularity = records.first().map_or(2 << 20, |r| r.granularity) as usize;
+        let flat = VaRange::reserve(layout.total_size() as usize, granularity)?;
+        // The job id (the same on every rank) names this job's fd sockets.
+        let server = FdServer::bind(self.job_id(), self.rank())?;
+        tracing::info!(
+            "rank {}: flat VA {:#x} + {} × {} GiB (LSA team of {lsa})",
+            self.rank(),
+            flat.base(),
+            lsa,
+            stride >> 30
+        );
+        *lock(slot)? = Some(SymState {
+            layout,
+            flat,
+            space: Space::new(stride),
+            server,
+            next_seq: 0,
+            lsa_world_ranks,
+            windows: Vec::new(),
+        });
+        Ok(Arc::clone(slot))
+    }
+}
+
+impl SymState {
+    /// Exchanges file descriptors with the LSA team and maps every member's allocation at
+    /// its slot. Returns the mappings (own included).
+    fn map_peers(
+        &mut self,
+        comm: &Communicator,
+        local: &LocalPart,
+        agreed: &crate::symmem::AgreedRegistration,
+        seq: u64,
+        slot_offset: u64,
+    ) -> Result<Vec<Mapping>> {
+        let device = device_i32(comm.device())?;
+        let me = comm.rank();
+        self.server.publish(seq, local.alloc.mem.export_fd()?)?;
+        let result = (|| {
+            let peers: Vec<usize> = self
+                .lsa_world_ranks
+                .iter()
+                .copied()
+                .filter(|&r| r != me)
+                .collect();
+            let fds = self
+                .server
+                .fetch_from(&peers, seq, comm.bootstrap().timeout())?;
+            let mut mappings = Vec::with_capacity(self.lsa_world_ranks.len());
+            let mut fds = fds.into_iter();
+            for (lsa_peer, &world) in self.lsa_world_ranks.iter().enumerate() {
+                let mem: Arc<PhysicalMem> = if world == me {
+                    Arc::clone(&local.alloc.mem)
+                } else {
+                    let fd = fds.next().ok_or_else(|| {
+                        Error::InvalidArgument(format!("no fd received from rank {world}"))
+                    })?;
+                    PhysicalMem::import_fd(
+                        std::os::fd::AsFd::as_fd(&fd),
+                        agreed.alloc_size as usize,
+                    )?
+                };
+                let offset = self.layout.peer_offset(lsa_peer, slot_offset)?;
+                mappings.push(Mapping::new(&self.flat, offset as usize, &mem, &[device])?);
+            }
+            // Everyone has imported this registration's fds before they are withdrawn.
+            comm.bootstrap()
+                .all_gather_ranks(&self.lsa_world_ranks, &[])?;
+            Ok(mappings)
+        })();
+        self.server.withdraw(seq);
+        result
+    }
+}
+
+fn device_i32(device: usize) -> Result<i32> {
+    i32::try_from(device)
+        .map_err(|_| Error::InvalidArgument(format!("device ordinal {device} out of range")))
+}
+
+fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| Error::InvalidArgument("symmetric-memory state poisoned by a panic".into()))
+}
