@@ -5,6 +5,8 @@
 
 #![warn(missing_docs)]
 
+pub mod ranks;
+
 /// The example kernels as PTX, with their entry points.
 pub mod kernels {
     include!(concat!(env!("OUT_DIR"), "/symcomm_example_kernels.rs"));

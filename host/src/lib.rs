@@ -29,4 +29,4 @@ pub use comm::{CommOptions, Communicator, Team};
 pub use devcomm::{DevComm, Requirements};
 pub use error::{Error, Result};
 pub use logging::init_logging;
-pub use window::{SymmetricMemory, Window};
+pub use window::{SymmetricMemory, SymmetricUsage, Window};

@@ -169,6 +169,19 @@ impl Drop for Window {
     }
 }
 
+/// What the symmetric-memory state of a communicator holds right now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SymmetricUsage {
+    /// Base of the flat virtual range (reserved once, at the first registration).
+    pub flat_base: u64,
+    /// Size of the flat virtual range (`lsa_size × stride`).
+    pub flat_bytes: u64,
+    /// Bytes of each rank's slot currently allocated to windows.
+    pub slot_bytes_used: u64,
+    /// Windows currently registered.
+    pub windows: usize,
+}
+
 /// Per-communicator symmetric-memory state, created by the first registration.
 #[derive(Debug)]
 pub(crate) struct SymState {
@@ -341,6 +354,18 @@ impl Communicator {
         let guard = lock(state).ok()?;
         guard.as_ref()?.windows.iter().find_map(|w| {
             (ptr >= w.user_ptr && ptr - w.user_ptr < w.size as u64).then_some(w.descriptor)
+        })
+    }
+
+    /// The symmetric-memory state, or `None` before the first registration.
+    pub fn symmetric_usage(&self) -> Option<SymmetricUsage> {
+        let guard = lock(self.symm_slot()).ok()?;
+        let s = guard.as_ref()?;
+        Some(SymmetricUsage {
+            flat_base: s.flat.base(),
+            flat_bytes: s.flat.size() as u64,
+            slot_bytes_used: s.space.used(),
+            windows: s.windows.len(),
         })
     }
 

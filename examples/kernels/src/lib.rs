@@ -20,3 +20,58 @@ pub unsafe fn vector_add(a: *const f32, b: *const f32, c: *mut f32, n: u64) {
         i += stride;
     }
 }
+
+/// The value LSA rank `rank` writes at index `i` of its slot in `hello_window`.
+pub const fn hello_pattern(rank: u32, i: u64) -> u32 {
+    rank.wrapping_mul(0x9e37_79b1) ^ (i as u32).wrapping_mul(0x85eb_ca77) ^ 0x0005_eed5
+}
+
+/// Every rank writes [`hello_pattern`] into *its* slot of *every* LSA peer's copy of the window,
+/// then the LSA team synchronises; afterwards every rank's own copy holds every peer's pattern.
+///
+/// The window holds `lsa_size` slots of `n` u32; slot `p` is written by LSA rank `p`. Each block
+/// synchronises on its own barrier (index = block index). `status[block]` receives the
+/// barrier's result code (0 = ok, 1 = timed out after `timeout_ns`, 2 = aborted).
+///
+/// # Safety
+/// - `comm` comes from `DevComm::create` with at least `grid_dim.x` LSA barriers;
+/// - `win` is the device descriptor of a window of at least `lsa_size × n × 4` bytes;
+/// - `status` holds `grid_dim.x` u32 of this device;
+/// - every LSA rank launches this kernel with the same grid, block and `n`.
+#[kernel]
+pub unsafe fn hello_window(
+    comm: DevComm,
+    win: *const Window,
+    n: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    let cta = Cta::new();
+    let b = block_idx().x;
+    // SAFETY: one session per block index, every LSA rank opens it (launch contract).
+    let mut bar = unsafe { LsaBarrier::new(&cta, &comm, b) };
+    let me = comm.lsa_rank;
+    let slot = me as usize * n as usize * 4;
+    let stride = u64::from(block_dim().x) * u64::from(grid_dim().x);
+    let first = u64::from(b) * u64::from(block_dim().x) + u64::from(thread_idx().x);
+    for p in 0..comm.lsa_size {
+        // SAFETY: `win` is a live descriptor; slot `me` of peer `p` holds n u32.
+        let dst = unsafe { (*win).lsa_ptr(slot, p) }.cast::<u32>();
+        let mut i = first;
+        while i < n {
+            // SAFETY: i < n, inside slot `me`.
+            unsafe {
+                dst.add(i as usize)
+                    .write(hello_pattern(comm.rank as u32, i))
+            };
+            i += stride;
+        }
+    }
+    // Release our stores to the peers; acquire theirs into our copy.
+    let res = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
+    bar.finish(&cta);
+    if cta.is_leader() {
+        // SAFETY: status holds grid_dim.x words.
+        unsafe { *status.add(b as usize) = WaitError::result_code(res) };
+    }
+}

@@ -51,6 +51,16 @@ pub fn device_count() -> Result<usize> {
     Ok(n.max(0) as usize)
 }
 
+/// Free and total memory (bytes) of the current context's device (`cuMemGetInfo`).
+pub fn mem_info() -> Result<(usize, usize)> {
+    let (mut free, mut total) = (0usize, 0usize);
+    // SAFETY: both are valid out-pointers; needs a current context.
+    check("cuMemGetInfo", unsafe {
+        sys::cuMemGetInfo_v2(&mut free, &mut total)
+    })?;
+    Ok((free, total))
+}
+
 /// Opens the primary context of device `ordinal` and makes it current on this thread.
 pub fn open_device(ordinal: usize) -> Result<Arc<CudaContext>> {
     let count = device_count()?;

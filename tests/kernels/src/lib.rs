@@ -10,6 +10,9 @@
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
 
+mod symmem;
+pub use symmem::*;
+
 use symcomm_device::arch::{self, FULL_MASK};
 use symcomm_device::barrier::{BarrierMode, LsaBarrier};
 use symcomm_device::comm::DevComm;
