@@ -20,7 +20,10 @@ fn example_ptx_targets_sm90_and_exports_vector_add() {
             .any(|l| l.trim_start().starts_with(".visible .entry vector_add(")),
         "no `.visible .entry vector_add(` in the example PTX"
     );
-    assert_eq!(symcomm_examples::kernels::ENTRY_POINTS, ["vector_add"]);
+    assert_eq!(
+        symcomm_examples::kernels::ENTRY_POINTS,
+        ["vector_add", "hello_window"]
+    );
 }
 
 #[test]
