@@ -22,7 +22,7 @@ fn example_ptx_targets_sm90_and_exports_vector_add() {
     );
     assert_eq!(
         symcomm_examples::kernels::ENTRY_POINTS,
-        ["vector_add", "hello_window"]
+        ["hello_window", "vector_add"]
     );
 }
 
