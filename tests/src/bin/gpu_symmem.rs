@@ -40,16 +40,17 @@ fn fail(msg: impl Into<String>) -> Error {
 
 /// Per-rank setup shared by the checks.
 struct Rank {
+    // Drop order: the module before the communicator, the context last.
+    module: Module,
     comm: Communicator,
     ctx: Arc<CudaContext>,
-    module: Module,
 }
 
 impl Rank {
     fn open(comm: Communicator) -> Result<Rank> {
         let ctx = cuda::open_device(comm.device())?;
         let module = Module::load(kernels::PTX)?;
-        Ok(Rank { comm, ctx, module })
+        Ok(Rank { module, comm, ctx })
     }
 
     fn device(&self) -> i32 {
@@ -169,6 +170,9 @@ fn cycles(r: &Rank, count: u32) -> Result<String> {
     };
     one_cycle()?; // creates the symmetric state (flat VA, fd server) once
     synchronize()?;
+    // A rank's physical memory lives until the last peer has unmapped it: measure only once
+    // every rank is done with the previous cycle.
+    r.comm.bootstrap().barrier()?;
     let (free0, _) = cuda::mem_info()?;
     let usage0 = r
         .comm
@@ -180,6 +184,7 @@ fn cycles(r: &Rank, count: u32) -> Result<String> {
     }
     synchronize()?;
     let elapsed = t0.elapsed();
+    r.comm.bootstrap().barrier()?;
     let (free1, _) = cuda::mem_info()?;
     let usage1 = r
         .comm
