@@ -217,7 +217,13 @@ impl Offer {
 
     fn decode(rank: usize, bytes: &[u8]) -> Result<Offer> {
         match bytes.split_first() {
-            Some((b'R', rest)) => Ok(Offer::Ready(RegistrationRecord::decode(rest)?)),
+            Some((b'R', rest)) => RegistrationRecord::decode(rest)
+                .map(Offer::Ready)
+                .map_err(|e| {
+                    Error::InvalidArgument(format!(
+                        "rank {rank} sent a malformed registration record: {e}"
+                    ))
+                }),
             Some((b'E', rest)) => Ok(Offer::Refused(String::from_utf8_lossy(rest).into_owned())),
             _ => Err(Error::InvalidArgument(format!(
                 "rank {rank} sent a malformed registration message"
@@ -504,4 +510,47 @@ fn device_i32(device: usize) -> Result<i32> {
 fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
     m.lock()
         .map_err(|_| Error::InvalidArgument("symmetric-memory state poisoned by a panic".into()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(rank: u32) -> RegistrationRecord {
+        RegistrationRecord {
+            rank,
+            seq_no: 3,
+            window_size: 1 << 20,
+            offset_in_alloc: 4096,
+            alloc_size: 2 << 20,
+            granularity: 2 << 20,
+            device_total_mem: 141 << 30,
+            handle_kind: HandleKind::PosixFd,
+        }
+    }
+
+    #[test]
+    fn registration_offers_round_trip() {
+        let ready = Offer::Ready(record(5)).encode();
+        match Offer::decode(5, &ready) {
+            Ok(Offer::Ready(r)) => assert_eq!(r, record(5)),
+            _ => panic!("a ready offer did not decode"),
+        }
+        let refused = Offer::Refused("window start is not 4096-aligned".into()).encode();
+        match Offer::decode(2, &refused) {
+            Ok(Offer::Refused(why)) => assert_eq!(why, "window start is not 4096-aligned"),
+            _ => panic!("a refusal did not decode"),
+        }
+    }
+
+    #[test]
+    fn a_garbled_offer_is_an_error_naming_the_rank() {
+        for bad in [&b""[..], b"X", b"R\x01\x02"] {
+            let err = Offer::decode(6, bad)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
+            assert!(err.contains("rank 6"), "{err}");
+        }
+    }
 }

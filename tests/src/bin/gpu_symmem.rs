@@ -202,10 +202,30 @@ fn cycles(r: &Rank, count: u32) -> Result<String> {
             "symmetric state grew: before {usage0:?}, after {usage1:?}"
         )));
     }
+    // The same allocation registered several times at once takes one slot per window, and
+    // all of it comes back when they are deregistered.
+    let mem = SymmetricMemory::alloc(&r.comm, bytes)?;
+    let wins = (0..3)
+        .map(|_| r.comm.register_window(&mem))
+        .collect::<Result<Vec<_>>>()?;
+    let during = r.comm.symmetric_usage().map_or(0, |u| u.windows);
+    for w in wins {
+        w.deregister()?;
+    }
+    let after = r
+        .comm
+        .symmetric_usage()
+        .ok_or_else(|| fail("symmetric state vanished"))?;
+    if during != usage0.windows + 3 || after != usage0 {
+        return Err(fail(format!(
+            "re-registering one allocation: {during} windows while registered, state after {after:?}"
+        )));
+    }
     Ok(format!(
         "cycles: {count} × alloc/register/deregister/free of {} MiB: free memory back to start \
          (diff {} B, granule {granule} B), slot space {} B used, {} windows, flat VA unchanged \
-         ({} GiB at {:#x}); {:.2} ms per cycle",
+         ({} GiB at {:#x}); {:.2} ms per cycle; one allocation registered 3× at once and \
+         deregistered: state back to start",
         bytes >> 20,
         free0 as i64 - free1 as i64,
         usage1.slot_bytes_used,
