@@ -11,16 +11,15 @@
 //! default is unicast barriers, which need nothing from the switch.
 
 use symcomm_device::comm::{
-    DevComm as RawDevComm, LsaBarrierHandle, RESOURCE_UNIT, ResourceWindow,
+    DevComm as RawDevComm, LsaBarrierHandle, MultimemHandle, RESOURCE_UNIT, ResourceWindow,
 };
 
+use crate::Result;
 use crate::comm::Communicator;
 use crate::cuda::memory::HostMapped;
 use crate::window::{SymmetricMemory, Window};
-use crate::{Error, Result};
 
-/// Environment variable that must be `1` before multicast may be requested.
-pub const NVLS_ENV: &str = "SYMCOMM_NVLS";
+pub use crate::cuda::multicast::NVLS_ENV;
 
 /// What a device communicator must provide (NCCL's `ncclDevCommRequirements`).
 #[doc(alias = "ncclDevCommRequirements")]
@@ -74,20 +73,6 @@ impl DevComm {
     /// device communicator. Every rank gets the same error if a rank cannot take part.
     #[doc(alias = "ncclDevCommCreate")]
     pub fn create(comm: &Communicator, req: Requirements) -> Result<DevComm> {
-        if req.lsa_multimem && std::env::var(NVLS_ENV).as_deref() != Ok("1") {
-            return Err(Error::Unsupported {
-                what: "LSA multicast (NVLink SHARP)".into(),
-                hint: format!(
-                    "multicast is off unless {NVLS_ENV}=1; use unicast barriers and LSA pointers"
-                ),
-            });
-        }
-        if req.lsa_multimem {
-            return Err(Error::Unsupported {
-                what: "LSA multicast (NVLink SHARP)".into(),
-                hint: "multicast teams are not implemented yet; use unicast barriers".into(),
-            });
-        }
         let bytes = req.resource_bytes(comm.lsa_size());
         let memory = SymmetricMemory::alloc(comm, bytes)?;
         // Zero before registering: registration ends with a barrier of the LSA team, so no peer
@@ -113,6 +98,12 @@ impl DevComm {
             n_barriers: req.lsa_barriers as i32,
         };
         raw.abort_flag = abort.device_ptr();
+        if req.lsa_multimem {
+            // Collective; refused on every rank unless every rank opted in (SYMCOMM_NVLS=1).
+            raw.lsa_multimem = MultimemHandle {
+                mc_base: comm.lsa_multicast_base()?,
+            };
+        }
         comm.bootstrap().barrier()?;
         Ok(DevComm {
             raw,

@@ -27,6 +27,7 @@ use symcomm_device::window::Window as DeviceWindow;
 
 use crate::comm::Communicator;
 use crate::cuda::memory::DeviceBox;
+use crate::cuda::multicast::{self, McBinding, Multicast};
 use crate::cuda::vmm::{self, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer};
 use crate::ipc::FdServer;
 use crate::space::Space;
@@ -152,6 +153,9 @@ impl Window {
         self.mappings.clear(); // unmap every peer before the slot can be reused
         let mut guard = lock(&self.state)?;
         if let Some(state) = guard.as_mut() {
+            if let Some(team) = state.mc.as_mut() {
+                team.bindings.retain(|(off, _)| *off != self.slot_offset);
+            }
             state.space.free(self.slot_offset, self.slot_size)?;
             state
                 .windows
@@ -192,14 +196,29 @@ pub(crate) struct SymState {
     next_seq: u64,
     lsa_world_ranks: Vec<usize>,
     windows: Vec<WindowEntry>,
+    mc: Option<McTeam>,
 }
 
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 struct WindowEntry {
     user_ptr: u64,
     size: usize,
     descriptor: u64,
+    slot_offset: u64,
+    mem: Arc<PhysicalMem>,
 }
+
+/// The LSA team's multicast object, mapped locally, with every window's memory bound at its
+/// slot offset. Field order is teardown order: unbind, unmap, release.
+#[derive(Debug)]
+struct McTeam {
+    bindings: Vec<(u64, McBinding)>,
+    mapping: Mapping,
+    mc: Multicast,
+}
+
+/// fd-server key under which LSA rank 0 offers the multicast object.
+const MC_KEY: u64 = u64::MAX;
 
 /// What one rank says in a registration's all-gather.
 enum Offer {
@@ -321,11 +340,33 @@ impl Communicator {
                 return Err(e);
             }
         };
+        if let Some(team) = state.mc.as_mut() {
+            let device = device_i32(self.device())?;
+            let bound = team
+                .mc
+                .bind(slot_offset as usize, &local.alloc.mem, device)
+                .and_then(|b| {
+                    // Every member has bound before anyone uses the multicast range.
+                    self.bootstrap()
+                        .all_gather_ranks(&state.lsa_world_ranks, &[])?;
+                    Ok(b)
+                });
+            match bound {
+                Ok(b) => team.bindings.push((slot_offset, b)),
+                Err(e) => {
+                    drop(mappings);
+                    let _ = state.space.free(slot_offset, slot_size);
+                    return Err(e);
+                }
+            }
+        }
         let (layout, flat_base) = (state.layout, state.flat.base());
         state.windows.push(WindowEntry {
             user_ptr: ptr,
             size,
             descriptor: descriptor.device_ptr(),
+            slot_offset,
+            mem: Arc::clone(&local.alloc.mem),
         });
         drop(guard);
         tracing::debug!(
@@ -361,6 +402,115 @@ impl Communicator {
         guard.as_ref()?.windows.iter().find_map(|w| {
             (ptr >= w.user_ptr && ptr - w.user_ptr < w.size as u64).then_some(w.descriptor)
         })
+    }
+
+    /// Collective over the LSA team (every member calls it, after the same registrations):
+    /// creates the team's NVLink SHARP multicast object once, maps it, and binds every
+    /// window's memory at its slot offset (windows registered later are bound too). Returns
+    /// the base of the multicast range: byte `o` of a window is at
+    /// `base + 4096 × mc_offset4k + o`.
+    ///
+    /// Refused on every member unless every member has `SYMCOMM_NVLS=1` and a device with
+    /// multicast support.
+    pub(crate) fn lsa_multicast_base(&self) -> Result<u64> {
+        let device = device_i32(self.device())?;
+        let local = multicast::require_enabled().and_then(|_| {
+            let attr = sys_attr_multicast(self.device())?;
+            if attr {
+                Ok(())
+            } else {
+                Err(Error::Unsupported {
+                    what: format!("multicast on device {device}"),
+                    hint: "the device reports no NVLink SHARP multicast support".into(),
+                })
+            }
+        });
+        let lsa_ranks = self.lsa_team_ranks();
+        let verdict = match &local {
+            Ok(()) => Vec::new(),
+            Err(e) => e.to_string().into_bytes(),
+        };
+        let votes = self.bootstrap().all_gather_ranks(&lsa_ranks, &verdict)?;
+        if let Some((i, why)) = votes.iter().enumerate().find(|(_, v)| !v.is_empty()) {
+            return Err(match local {
+                Err(e) => e,
+                Ok(()) => Error::Unsupported {
+                    what: "LSA multicast".into(),
+                    hint: format!(
+                        "rank {} cannot take part: {}",
+                        lsa_ranks[i],
+                        String::from_utf8_lossy(why)
+                    ),
+                },
+            });
+        }
+        let mut guard = lock(self.symm_slot())?;
+        let state = guard.as_mut().ok_or_else(|| {
+            Error::InvalidArgument("register a window before asking for multicast".into())
+        })?;
+        if let Some(team) = &state.mc {
+            return Ok(team.mapping.ptr());
+        }
+        let lsa = self.lsa_size();
+        let size = vmm::round_up(state.layout.stride() as usize, multicast::granularity(lsa)?)?;
+        // LSA rank 0 creates the object and offers it; everyone learns whether that worked.
+        let created = if self.lsa_rank() == 0 {
+            Multicast::create(lsa, size, device)
+                .and_then(|mc| state.server.publish(MC_KEY, mc.export_fd()?).map(|_| mc))
+                .map(Some)
+        } else {
+            Ok(None)
+        };
+        let status = match &created {
+            Ok(_) => Vec::new(),
+            Err(e) => e.to_string().into_bytes(),
+        };
+        let statuses = self.bootstrap().all_gather_ranks(&lsa_ranks, &status)?;
+        if !statuses[0].is_empty() {
+            return Err(Error::Unsupported {
+                what: "LSA multicast".into(),
+                hint: format!(
+                    "creating the multicast object failed on rank {}: {}",
+                    lsa_ranks[0],
+                    String::from_utf8_lossy(&statuses[0])
+                ),
+            });
+        }
+        let result = (|| {
+            let mc = match created? {
+                Some(mc) => mc,
+                None => {
+                    let fd =
+                        state
+                            .server
+                            .fetch(lsa_ranks[0], MC_KEY, self.bootstrap().timeout())?;
+                    Multicast::import_fd(std::os::fd::AsFd::as_fd(&fd), size)?
+                }
+            };
+            mc.add_device(device)?;
+            self.bootstrap().all_gather_ranks(&lsa_ranks, &[])?;
+            let va = VaRange::reserve(mc.size(), multicast::granularity(lsa)?)?;
+            let mapping = Mapping::new(&va, 0, mc.as_mem(), &[device])?;
+            let mut bindings = Vec::with_capacity(state.windows.len());
+            for w in &state.windows {
+                bindings.push((
+                    w.slot_offset,
+                    mc.bind(w.slot_offset as usize, &w.mem, device)?,
+                ));
+            }
+            self.bootstrap().all_gather_ranks(&lsa_ranks, &[])?;
+            Ok(McTeam {
+                bindings,
+                mapping,
+                mc,
+            })
+        })();
+        state.server.withdraw(MC_KEY);
+        let team = result?;
+        let base = team.mapping.ptr();
+        tracing::info!("rank {}: LSA multicast range at {base:#x}", self.rank());
+        state.mc = Some(team);
+        Ok(base)
     }
 
     /// The symmetric-memory state, or `None` before the first registration.
@@ -446,6 +596,7 @@ impl Communicator {
             next_seq: 0,
             lsa_world_ranks,
             windows: Vec::new(),
+            mc: None,
         });
         Ok(Arc::clone(slot))
     }
@@ -500,6 +651,14 @@ impl SymState {
         self.server.withdraw(seq);
         result
     }
+}
+
+fn sys_attr_multicast(device: usize) -> Result<bool> {
+    crate::cuda::device::attribute(
+        device,
+        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
+    )
+    .map(|v| v != 0)
 }
 
 fn device_i32(device: usize) -> Result<i32> {

@@ -7,6 +7,7 @@
 
 pub mod device;
 pub mod memory;
+pub mod multicast;
 pub mod vmm;
 
 use std::sync::Arc;

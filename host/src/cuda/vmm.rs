@@ -112,6 +112,22 @@ impl PhysicalMem {
         }))
     }
 
+    /// Takes ownership of a handle the driver returned (e.g. a multicast object): it is
+    /// released with `cuMemRelease` on drop.
+    pub(crate) fn from_owned_handle(
+        handle: sys::CUmemGenericAllocationHandle,
+        size: usize,
+        device: i32,
+        share: Shareable,
+    ) -> Arc<Self> {
+        Arc::new(PhysicalMem {
+            handle,
+            size,
+            device,
+            share,
+        })
+    }
+
     /// Size in bytes (a multiple of the granularity).
     pub fn size(&self) -> usize {
         self.size
