@@ -78,6 +78,20 @@ struct BlockSync {
     bars: Vec<Option<PendingBar>>,
     warps: Vec<Vec<PendingWarp>>,
     warp_exited: Vec<u32>,
+    /// Per warp: the lanes blocked in any rendezvous.
+    warp_blocked: Vec<u32>,
+    /// Per warp: the lanes waiting in `activemask`.
+    warp_active: Vec<u32>,
+}
+
+impl BlockSync {
+    /// Hands `mail` to blocked thread `t` and wakes it.
+    fn deliver(&mut self, wake: &[Condvar], t: u32, mail: Mail) {
+        self.mail[t as usize] = Some(mail);
+        self.blocked -= 1;
+        self.warp_blocked[(t / WARP_SIZE) as usize] &= !(1 << (t % WARP_SIZE));
+        wake[t as usize].notify_one();
+    }
 }
 
 /// A zeroed, 16-byte aligned buffer of one block's shared memory.
@@ -148,6 +162,8 @@ impl Slot {
                 bars: (0..N_BARRIERS).map(|_| None).collect(),
                 warps: (0..warps).map(|_| Vec::new()).collect(),
                 warp_exited: vec![0; warps],
+                warp_blocked: vec![0; warps],
+                warp_active: vec![0; warps],
             }),
             wake: (0..threads).map(|_| Condvar::new()).collect(),
             dynamic: SharedBuf::new(dynamic_bytes as usize, 16)?,
@@ -223,10 +239,36 @@ impl Slot {
         }
     }
 
-    /// The lanes of the caller's warp that exist and have not exited (`activemask`).
+    /// `activemask`: the lanes of the caller's warp that reach `activemask` together. The
+    /// caller waits until every other lane of its warp that exists and has not exited is
+    /// either here too or blocked elsewhere (a barrier, a collective); the lanes here are
+    /// the result.
     pub(crate) fn active_mask(&self, c: &ThreadCtx<'_>) -> u32 {
-        let st = lock(&self.state);
-        self.existing_lanes(c.warp) & !st.warp_exited[c.warp as usize]
+        let mut st = lock(&self.state);
+        st.warp_active[c.warp as usize] |= 1 << c.lane;
+        match self.wait(st, c) {
+            Mail::Word(m) => m,
+            other => internal(c, other),
+        }
+    }
+
+    /// Completes the `activemask` round of warp `w` once no other live lane of it can still
+    /// arrive.
+    fn settle_active(&self, st: &mut BlockSync, w: usize) {
+        let here = st.warp_active[w];
+        if here == 0 {
+            return;
+        }
+        let live = self.existing_lanes(w as u32) & !st.warp_exited[w];
+        if live & !here & !st.warp_blocked[w] != 0 {
+            return;
+        }
+        st.warp_active[w] = 0;
+        for lane in 0..WARP_SIZE {
+            if here & (1 << lane) != 0 {
+                st.deliver(&self.wake, w as u32 * WARP_SIZE + lane, Mail::Word(here));
+            }
+        }
     }
 
     /// Block barrier `id` over `n` threads (0: the whole block): arrives with `pred` and, unless
@@ -283,10 +325,8 @@ impl Slot {
             let (or, count) = (bar.or, bar.count);
             let waiters = core::mem::take(&mut bar.waiters);
             st.bars[id as usize] = None;
-            st.blocked -= waiters.len() as u32;
             for w in waiters {
-                st.mail[w as usize] = Some(Mail::Bar { or, count });
-                self.wake[w as usize].notify_one();
+                st.deliver(&self.wake, w, Mail::Bar { or, count });
             }
             return (or, count);
         }
@@ -294,7 +334,6 @@ impl Slot {
             return (false, 0);
         }
         bar.waiters.push(c.linear);
-        st.blocked += 1;
         match self.wait(guard, c) {
             Mail::Bar { or, count } => (or, count),
             other => internal(c, other),
@@ -364,7 +403,6 @@ impl Slot {
         p.operands[c.lane as usize] = operand;
         p.arrived |= me;
         if p.arrived != mask {
-            st.blocked += 1;
             return match self.wait(guard, c) {
                 Mail::Word(r) => r,
                 other => internal(c, other),
@@ -372,7 +410,6 @@ impl Slot {
         }
         let p = pending.swap_remove(i);
         let mut mine = 0;
-        let mut woken = 0;
         for lane in 0..WARP_SIZE {
             if p.mask & (1 << lane) == 0 {
                 continue;
@@ -381,20 +418,21 @@ impl Slot {
             if lane == c.lane {
                 mine = r;
             } else {
-                let t = (w as u32 * WARP_SIZE + lane) as usize;
-                st.mail[t] = Some(Mail::Word(r));
-                self.wake[t].notify_one();
-                woken += 1;
+                st.deliver(&self.wake, w as u32 * WARP_SIZE + lane, Mail::Word(r));
             }
         }
-        st.blocked -= woken;
         mine
     }
 
-    /// Sleeps until mail arrives; the caller registered itself as blocked. Unwinds when the
-    /// launch fails or the block can no longer make progress.
+    /// Blocks the caller (registered in a pending rendezvous) until mail arrives. Unwinds
+    /// when the launch fails or the block can no longer make progress.
     fn wait(&self, mut st: MutexGuard<'_, BlockSync>, c: &ThreadCtx<'_>) -> Mail {
-        if let Some(why) = self.stuck(&st) {
+        st.blocked += 1;
+        st.warp_blocked[c.warp as usize] |= 1 << c.lane;
+        self.settle_active(&mut st, c.warp as usize);
+        if st.mail[c.linear as usize].is_none()
+            && let Some(why) = self.stuck(&st)
+        {
             let block = st.block;
             drop(st);
             c.launch.fail(EmuError::Deadlock {
@@ -442,6 +480,13 @@ impl Slot {
             }
         }
         for (w, ps) in st.warps.iter().enumerate() {
+            if st.warp_active[w] != 0 {
+                let _ = write!(
+                    s,
+                    " warp {w} activemask has lanes {:#010x};",
+                    st.warp_active[w]
+                );
+            }
             for p in ps {
                 let _ = write!(
                     s,
@@ -461,6 +506,7 @@ impl Slot {
         st.exited += 1;
         let w = c.warp as usize;
         st.warp_exited[w] |= 1 << c.lane;
+        self.settle_active(&mut st, w);
         let failed = c.launch.failed();
         if !failed {
             let lane = 1u32 << c.lane;
@@ -499,6 +545,8 @@ impl Slot {
             st.exited = 0;
             st.blocked = 0;
             st.warp_exited.iter_mut().for_each(|m| *m = 0);
+            st.warp_blocked.iter_mut().for_each(|m| *m = 0);
+            st.warp_active.iter_mut().for_each(|m| *m = 0);
             st.bars.iter_mut().for_each(|b| *b = None);
             st.warps.iter_mut().for_each(Vec::clear);
             // SAFETY: every thread of the slot has finished the previous block and waits for

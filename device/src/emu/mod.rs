@@ -66,8 +66,10 @@
 //! same warp may run collectives with disjoint masks concurrently. A full mask in a partial
 //! last warp (block size not a multiple of 32) means the lanes that exist. A shuffle whose
 //! source lane is outside the mask (undefined on the GPU) returns the caller's own value.
-//! `activemask` returns the lanes of the warp that exist and have not exited (the GPU may
-//! report fewer: it is only a snapshot there).
+//! `activemask` is a soft rendezvous: the caller waits until every other live lane of its
+//! warp is either in `activemask` too or blocked elsewhere (barrier, collective), and gets
+//! the lanes that met there. Converged code sees the whole warp, lanes that returned early
+//! are left out, as on the GPU; a lane spinning on memory meanwhile delays the answer.
 
 mod block;
 pub(crate) mod ctx;

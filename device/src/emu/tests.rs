@@ -137,13 +137,31 @@ fn a_partial_last_warp_counts_only_its_existing_lanes() {
             let active = arch::active_mask();
             if arch::thread_idx().x == 39 {
                 out.store(b, A::Relaxed);
-                // lanes that already left are not active; the caller is, and no lane past 7
-                assert_eq!(active & !0xff, 0);
-                assert_ne!(active & (1 << 7), 0);
+                assert_eq!(active, 0xff);
             }
         })
         .unwrap();
     assert_eq!(out.load(A::Relaxed), 0xff);
+}
+
+#[test]
+fn activemask_leaves_out_lanes_that_returned_early() {
+    let out: Vec<AtomicU32> = (0..64).map(|_| AtomicU32::new(0)).collect();
+    Launch::new(1, 64)
+        .run(|| {
+            let t = arch::thread_idx().x;
+            if arch::lane_id() < 16 {
+                return;
+            }
+            let active = Lanes::coalesced();
+            let v = arch::shfl_down(active.mask(), t, 1);
+            out[t as usize].store(active.mask() ^ v, A::Relaxed);
+        })
+        .unwrap();
+    for t in (0..64u32).filter(|t| t % 32 >= 16) {
+        let next = if t % 32 == 31 { t } else { t + 1 };
+        assert_eq!(out[t as usize].load(A::Relaxed), 0xffff_0000 ^ next, "thread {t}");
+    }
 }
 
 #[test]
