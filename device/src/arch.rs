@@ -453,8 +453,7 @@ impl<T> HostShared<T> {
 #[cfg(not(target_arch = "nvptx64"))]
 pub fn host_shared_array<T>(name: &'static str, fallback: *mut HostShared<T>) -> *mut u8 {
     let layout = core::alloc::Layout::new::<HostShared<T>>();
-    crate::emu::static_shared(name, layout.size(), layout.align())
-        .unwrap_or(fallback.cast::<u8>())
+    crate::emu::static_shared(name, layout.size(), layout.align()).unwrap_or(fallback.cast::<u8>())
 }
 
 /// The GPU backend: every PTX instruction of this module.

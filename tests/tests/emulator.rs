@@ -279,7 +279,10 @@ fn atomics_count_exactly_across_blocks() {
     })
     .unwrap();
     assert_eq!(counter as usize, n);
-    assert!(is_permutation(olds.iter().map(|&x| u64::from(x)).collect(), n));
+    assert!(is_permutation(
+        olds.iter().map(|&x| u64::from(x)).collect(),
+        n
+    ));
 
     let (mut c32, mut c64, mut c64b) = (0u32, 0u64, 0u64);
     let (a, b, c) = (&raw mut c32, &raw mut c64, &raw mut c64b);
@@ -303,11 +306,19 @@ fn atomics_count_exactly_across_blocks() {
     })
     .unwrap();
     assert_eq!(counter as usize, n, "CAS loop count");
-    assert!(is_permutation(olds.iter().map(|&x| u64::from(x)).collect(), n));
+    assert!(is_permutation(
+        olds.iter().map(|&x| u64::from(x)).collect(),
+        n
+    ));
 
     let (mut s32, mut s64) = (0u32, 0u64);
     let (mut o32, mut o64) = (vec![u32::MAX; n], vec![u64::MAX; n]);
-    let (a, b, c, d) = (&raw mut s32, o32.as_mut_ptr(), &raw mut s64, o64.as_mut_ptr());
+    let (a, b, c, d) = (
+        &raw mut s32,
+        o32.as_mut_ptr(),
+        &raw mut s64,
+        o64.as_mut_ptr(),
+    );
     // SAFETY: zeroed slots, one old value per thread.
     run(Launch::new(blocks, t), || unsafe {
         k::atomic_exch_chain(a, b, c, d)
@@ -402,7 +413,10 @@ fn vectors_and_constant_loads_copy_bit_exactly() {
 fn division_team_and_reduction_kernels_match_the_host() {
     let mut rng = Rng(5);
     let (mut xs, mut ds) = (vec![], vec![]);
-    for d in (1u32..=1024).step_by(7).chain([65_535, 65_536, 1 << 31, u32::MAX]) {
+    for d in (1u32..=1024)
+        .step_by(7)
+        .chain([65_535, 65_536, 1 << 31, u32::MAX])
+    {
         for x in [0, 1, d - 1, d, d.wrapping_add(1), u32::MAX, rng.next_u32()] {
             xs.push(x);
             ds.push(d);
@@ -416,8 +430,16 @@ fn division_team_and_reduction_kernels_match_the_host() {
         k::div_fast(px, pd, pq, pr, n as u64)
     })
     .unwrap();
-    check("quotients", &q, &(0..n).map(|i| xs[i] / ds[i]).collect::<Vec<_>>());
-    check("remainders", &r, &(0..n).map(|i| xs[i] % ds[i]).collect::<Vec<_>>());
+    check(
+        "quotients",
+        &q,
+        &(0..n).map(|i| xs[i] / ds[i]).collect::<Vec<_>>(),
+    );
+    check(
+        "remainders",
+        &r,
+        &(0..n).map(|i| xs[i] % ds[i]).collect::<Vec<_>>(),
+    );
 
     let comm = DevComm::new(5, 8, 1, 4);
     let mut out = [i32::MAX; k::TEAM_PROBE_WORDS];
@@ -427,8 +449,12 @@ fn division_team_and_reduction_kernels_match_the_host() {
     check("team facts", &out, &k::team_probe_values(&comm));
 
     let n = 500usize;
-    let a: Vec<U32x4> = (0..n).map(|_| U32x4([0; 4].map(|_| rng.next_u32()))).collect();
-    let b: Vec<U32x4> = (0..n).map(|_| U32x4([0; 4].map(|_| rng.next_u32()))).collect();
+    let a: Vec<U32x4> = (0..n)
+        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
+        .collect();
+    let b: Vec<U32x4> = (0..n)
+        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
+        .collect();
     let mut out = vec![U32x4([u32::MAX; 4]); k::REDUCE_OPS * n];
     let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
     // SAFETY: n vector pairs, 8n outputs.
@@ -482,7 +508,11 @@ fn ll_lines_round_trip_and_an_unwritten_line_times_out() {
     check("payloads", &got, &data);
     let mut want = vec![0u32; n];
     want.push(1);
-    check("result codes (last: unwritten line times out)", &codes, &want);
+    check(
+        "result codes (last: unwritten line times out)",
+        &codes,
+        &want,
+    );
     assert!(rolling_le(stale, epoch));
 }
 
@@ -653,7 +683,14 @@ unsafe fn ring_exchange(comm: DevComm, data_offset: u64, rounds: u32, timeout: u
     let (mut bad, mut code) = (0, 0);
     for round in 0..rounds {
         // SAFETY: the successor's data area (launch contract).
-        unsafe { mem::store(theirs, ring_payload(me, round, b, t), StoreOrder::Weak, Scope::Sys) };
+        unsafe {
+            mem::store(
+                theirs,
+                ring_payload(me, round, b, t),
+                StoreOrder::Weak,
+                Scope::Sys,
+            )
+        };
         let r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout);
         code |= WaitError::result_code(r);
         // SAFETY: our own data area.
@@ -792,7 +829,7 @@ unsafe fn broken_off_by_one(a: *const f32, b: *const f32, c: *mut f32, n: u64) {
 /// `sync_threads` inside a branch that only the even warps take.
 #[kernel]
 fn broken_divergent_barrier() {
-    if arch::warp_idx() % 2 == 0 {
+    if arch::warp_idx().is_multiple_of(2) {
         arch::sync_threads();
     }
 }
@@ -816,7 +853,10 @@ fn a_missing_barrier_gives_wrong_results_under_emulation() {
         .unwrap();
         out != want
     });
-    assert!(caught, "five runs without the barrier all gave the right result");
+    assert!(
+        caught,
+        "five runs without the barrier all gave the right result"
+    );
 }
 
 #[test]

@@ -2,16 +2,19 @@
 //! its shared memory, and the checks that turn a stuck block into an error.
 //!
 //! All rendezvous state of a block sits behind one mutex. A thread that must wait registers
-//! in the pending rendezvous, counts itself as blocked and sleeps on its own condition
-//! variable until the thread that completes the rendezvous mails it the result. Because every
-//! waiter is counted, "every live thread of the block is blocked" is seen the moment it
-//! happens, and reported as a deadlock.
+//! in the pending rendezvous, counts itself as blocked, releases the mutex and parks until
+//! the thread that completes the rendezvous puts the result in its mailbox and unparks it
+//! (woken threads never touch the mutex again, so a barrier of 1024 threads releases them
+//! without a stampede on it). Because every waiter is counted, "every live thread of the
+//! block is blocked" is seen the moment it happens, and reported as a deadlock.
 
 use core::fmt::Write as _;
 use std::alloc::{self, Layout};
 use std::format;
 use std::string::String;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard, OnceLock, PoisonError};
+use std::thread::{self, Thread};
 use std::vec;
 use std::vec::Vec;
 
@@ -36,7 +39,7 @@ pub(crate) enum WarpOp {
 }
 
 /// What a completed rendezvous hands a waiting thread.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Mail {
     /// Block barrier result: OR and popcount of the predicates.
     Bar { or: bool, count: u32 },
@@ -44,6 +47,52 @@ enum Mail {
     Word(u32),
     /// The slot's next block starts.
     NextBlock,
+}
+
+impl Mail {
+    /// Packed into a non-zero word (0 = empty mailbox).
+    fn pack(self) -> u64 {
+        match self {
+            Mail::Bar { or, count } => 1 | (u64::from(or) << 8) | (u64::from(count) << 32),
+            Mail::Word(w) => 2 | (u64::from(w) << 32),
+            Mail::NextBlock => 3,
+        }
+    }
+
+    fn unpack(m: u64) -> Mail {
+        match m & 0xff {
+            1 => Mail::Bar {
+                or: m & 0x100 != 0,
+                count: (m >> 32) as u32,
+            },
+            2 => Mail::Word((m >> 32) as u32),
+            _ => Mail::NextBlock,
+        }
+    }
+}
+
+/// One mailbox and one thread handle per thread of the slot.
+struct Mailboxes {
+    boxes: Vec<AtomicU64>,
+    threads: Vec<OnceLock<Thread>>,
+}
+
+impl Mailboxes {
+    /// Puts `mail` in thread `t`'s mailbox and unparks it.
+    fn post(&self, t: u32, mail: Mail) {
+        self.boxes[t as usize].store(mail.pack(), Ordering::Release);
+        if let Some(th) = self.threads[t as usize].get() {
+            th.unpark();
+        }
+    }
+
+    /// Takes thread `t`'s mail, if any.
+    fn take(&self, t: u32) -> Option<Mail> {
+        match self.boxes[t as usize].swap(0, Ordering::Acquire) {
+            0 => None,
+            m => Some(Mail::unpack(m)),
+        }
+    }
 }
 
 /// A block barrier that some threads have reached.
@@ -74,7 +123,6 @@ struct BlockSync {
     block: Dim3,
     exited: u32,
     blocked: u32,
-    mail: Vec<Option<Mail>>,
     bars: Vec<Option<PendingBar>>,
     warps: Vec<Vec<PendingWarp>>,
     warp_exited: Vec<u32>,
@@ -86,11 +134,10 @@ struct BlockSync {
 
 impl BlockSync {
     /// Hands `mail` to blocked thread `t` and wakes it.
-    fn deliver(&mut self, wake: &[Condvar], t: u32, mail: Mail) {
-        self.mail[t as usize] = Some(mail);
+    fn deliver(&mut self, mail_boxes: &Mailboxes, t: u32, mail: Mail) {
         self.blocked -= 1;
         self.warp_blocked[(t / WARP_SIZE) as usize] &= !(1 << (t % WARP_SIZE));
-        wake[t as usize].notify_one();
+        mail_boxes.post(t, mail);
     }
 }
 
@@ -137,7 +184,7 @@ pub(crate) struct Slot {
     /// Threads per block.
     threads: u32,
     state: Mutex<BlockSync>,
-    wake: Vec<Condvar>,
+    mail: Mailboxes,
     dynamic: SharedBuf,
     dynamic_bytes: u32,
     statics: Mutex<Vec<(&'static str, SharedBuf)>>,
@@ -158,25 +205,31 @@ impl Slot {
                 block: first_block,
                 exited: 0,
                 blocked: 0,
-                mail: vec![None; threads as usize],
                 bars: (0..N_BARRIERS).map(|_| None).collect(),
                 warps: (0..warps).map(|_| Vec::new()).collect(),
                 warp_exited: vec![0; warps],
                 warp_blocked: vec![0; warps],
                 warp_active: vec![0; warps],
             }),
-            wake: (0..threads).map(|_| Condvar::new()).collect(),
+            mail: Mailboxes {
+                boxes: (0..threads).map(|_| AtomicU64::new(0)).collect(),
+                threads: (0..threads).map(|_| OnceLock::new()).collect(),
+            },
             dynamic: SharedBuf::new(dynamic_bytes as usize, 16)?,
             dynamic_bytes,
             statics: Mutex::new(Vec::new()),
         })
     }
 
+    /// Records the calling OS thread as thread `t` of the slot (before it can wait).
+    pub(crate) fn register(&self, t: u32) {
+        let _ = self.mail.threads[t as usize].set(thread::current());
+    }
+
     /// Wakes every waiting thread (they then see that the launch failed).
     pub(crate) fn wake_all(&self) {
-        let _g = lock(&self.state);
-        for cv in &self.wake {
-            cv.notify_one();
+        for th in self.mail.threads.iter().filter_map(OnceLock::get) {
+            th.unpark();
         }
     }
 
@@ -266,7 +319,7 @@ impl Slot {
         st.warp_active[w] = 0;
         for lane in 0..WARP_SIZE {
             if here & (1 << lane) != 0 {
-                st.deliver(&self.wake, w as u32 * WARP_SIZE + lane, Mail::Word(here));
+                st.deliver(&self.mail, w as u32 * WARP_SIZE + lane, Mail::Word(here));
             }
         }
     }
@@ -326,7 +379,7 @@ impl Slot {
             let waiters = core::mem::take(&mut bar.waiters);
             st.bars[id as usize] = None;
             for w in waiters {
-                st.deliver(&self.wake, w, Mail::Bar { or, count });
+                st.deliver(&self.mail, w, Mail::Bar { or, count });
             }
             return (or, count);
         }
@@ -418,7 +471,7 @@ impl Slot {
             if lane == c.lane {
                 mine = r;
             } else {
-                st.deliver(&self.wake, w as u32 * WARP_SIZE + lane, Mail::Word(r));
+                st.deliver(&self.mail, w as u32 * WARP_SIZE + lane, Mail::Word(r));
             }
         }
         mine
@@ -430,29 +483,23 @@ impl Slot {
         st.blocked += 1;
         st.warp_blocked[c.warp as usize] |= 1 << c.lane;
         self.settle_active(&mut st, c.warp as usize);
-        if st.mail[c.linear as usize].is_none()
-            && let Some(why) = self.stuck(&st)
-        {
+        let settled = st.warp_blocked[c.warp as usize] & (1 << c.lane) == 0;
+        if !settled && let Some(why) = self.stuck(&st) {
             let block = st.block;
             drop(st);
-            c.launch.fail(EmuError::Deadlock {
-                block,
-                detail: why,
-            });
+            c.launch.fail(EmuError::Deadlock { block, detail: why });
             cancel();
         }
-        let t = c.linear as usize;
+        drop(st);
+        c.polls.set(0);
         loop {
-            if let Some(m) = st.mail[t].take() {
+            if let Some(m) = self.mail.take(c.linear) {
                 return m;
             }
             if c.launch.failed() {
-                drop(st);
                 cancel();
             }
-            st = self.wake[t]
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
+            thread::park();
         }
     }
 
@@ -460,9 +507,11 @@ impl Slot {
     /// pending barrier needs more arrivals than there are threads left to make them.
     fn stuck(&self, st: &BlockSync) -> Option<String> {
         let live = self.threads - st.exited;
-        let hopeless = st.bars.iter().flatten().any(|b| {
-            b.expected - b.arrived > live.saturating_sub(b.waiters.len() as u32)
-        });
+        let hopeless = st
+            .bars
+            .iter()
+            .flatten()
+            .any(|b| b.expected - b.arrived > live.saturating_sub(b.waiters.len() as u32));
         if live == 0 || (st.blocked < live && !hopeless) {
             return None;
         }
@@ -557,28 +606,24 @@ impl Slot {
                     buf.clear();
                 }
             }
-            for t in 0..self.threads as usize {
-                if t != c.linear as usize {
-                    st.mail[t] = Some(Mail::NextBlock);
-                    self.wake[t].notify_one();
+            for t in 0..self.threads {
+                if t != c.linear {
+                    self.mail.post(t, Mail::NextBlock);
                 }
             }
             return true;
         }
-        let t = c.linear as usize;
+        drop(st);
         loop {
-            if let Some(m) = st.mail[t].take() {
-                return matches!(m, Mail::NextBlock);
+            if let Some(m) = self.mail.take(c.linear) {
+                return m == Mail::NextBlock;
             }
             if c.launch.failed() {
                 return false;
             }
-            st = self.wake[t]
-                .wait(st)
-                .unwrap_or_else(PoisonError::into_inner);
+            thread::park();
         }
     }
-
 }
 
 /// The result lane `lane` gets from a completed collective.

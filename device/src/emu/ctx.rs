@@ -37,7 +37,7 @@ pub(crate) struct ThreadCtx<'a> {
     pub launch: &'a LaunchShared,
     /// Static shared arrays already looked up by this thread: name → block buffer.
     pub smem_cache: RefCell<Vec<(&'static str, *mut u8)>>,
-    /// Spin polls seen (drives the back-off of [`poll`]).
+    /// Spin polls since the thread last passed a rendezvous (drives the back-off of [`poll`]).
     pub polls: Cell<u32>,
 }
 
@@ -60,7 +60,7 @@ impl Drop for Installed {
 pub(crate) fn install(ctx: &ThreadCtx<'_>) -> Installed {
     // Lifetime erasure only: `with` hands the context out for the duration of a call, and the
     // guard (dropped before `ctx`) uninstalls it.
-    let p = ptr::from_ref(ctx) as *const ThreadCtx<'static>;
+    let p = ptr::from_ref(ctx).cast::<ThreadCtx<'static>>();
     CURRENT.with(|c| c.set(p));
     Installed(())
 }
@@ -101,16 +101,23 @@ pub(crate) fn trap() -> ! {
 
 /// Called by every poll of a spin loop (and by timer reads and `nanosleep`): stops the thread
 /// if the launch failed, and gives the CPU away so that the threads being waited for run
-/// (there are far more emulated threads than cores). Every 16th call sleeps briefly.
+/// (there are far more emulated threads than cores): the first polls yield, later ones sleep
+/// longer and longer, up to [`MAX_BACKOFF`]. Passing a block or warp rendezvous resets the
+/// back-off.
 pub(crate) fn poll(c: &ThreadCtx<'_>) {
     if c.launch.failed() {
         cancel();
     }
-    let n = c.polls.get().wrapping_add(1);
+    let n = c.polls.get().saturating_add(1);
     c.polls.set(n);
-    if n.is_multiple_of(16) {
-        thread::sleep(Duration::from_micros(20));
-    } else {
+    if n < 8 {
         thread::yield_now();
+    } else {
+        let us = 20 * u64::from(n - 7);
+        thread::sleep(Duration::from_micros(us).min(MAX_BACKOFF));
     }
 }
+
+/// The longest sleep of a polling thread: long enough that hundreds of spinning emulated
+/// threads leave the cores to the threads they wait for, short against the timeouts.
+const MAX_BACKOFF: Duration = Duration::from_millis(2);

@@ -83,11 +83,7 @@ fn check_config(l: &Launch) -> Result<(u32, u32), EmuError> {
     let (g, b) = (l.grid, l.block);
     let bad = |what: String| Err(EmuError::InvalidLaunch(what));
     if count(g) == 0 || count(b) == 0 {
-        return bad(format!(
-            "empty grid {} or block {}",
-            fmt_dim(g),
-            fmt_dim(b)
-        ));
+        return bad(format!("empty grid {} or block {}", fmt_dim(g), fmt_dim(b)));
     }
     if b.x > 1024 || b.y > 1024 || b.z > 64 || count(b) > 1024 {
         return bad(format!(
@@ -197,9 +193,7 @@ pub(crate) fn run(l: &Launch, kernel: &(dyn Fn() + Sync)) -> Result<(), EmuError
                         drop(done);
                         shared.fail(EmuError::Timeout {
                             after: limit,
-                            detail: format!(
-                                "{left} of {spawned} emulated threads still running"
-                            ),
+                            detail: format!("{left} of {spawned} emulated threads still running"),
                         });
                         // Threads stuck in emulator calls stop now; the scope joins them.
                         return;
@@ -254,6 +248,7 @@ fn worker(
         smem_cache: RefCell::new(Vec::new()),
         polls: Cell::new(0),
     };
+    slot.register(t);
     let _installed = ctx::install(&ctx);
     let mut b = s;
     loop {

@@ -47,7 +47,7 @@ fn sync_threads_orders_shared_memory_in_a_block_of_1024() {
             let b = arch::block_idx().x as usize;
             // SAFETY: t < 1024; every block has its own tile.
             unsafe { tile.add(t).write_volatile((b * 1024 + t) as u32 + 1) };
-            let n = arch::sync_threads_count(t % 3 == 0);
+            let n = arch::sync_threads_count(t.is_multiple_of(3));
             // SAFETY: as above; the barrier ordered the writes.
             let v = unsafe { tile.add(1023 - t).read_volatile() };
             out[b * 1024 + t].store(v ^ (n << 16), A::Relaxed);
@@ -55,7 +55,10 @@ fn sync_threads_orders_shared_memory_in_a_block_of_1024() {
         .unwrap();
     for (i, o) in out.iter().enumerate() {
         let (b, t) = (i / 1024, i % 1024);
-        assert_eq!(o.load(A::Relaxed), ((b * 1024 + 1023 - t) as u32 + 1) ^ (342 << 16));
+        assert_eq!(
+            o.load(A::Relaxed),
+            ((b * 1024 + 1023 - t) as u32 + 1) ^ (342 << 16)
+        );
     }
 }
 
@@ -103,7 +106,7 @@ fn warp_collectives_follow_ptx_and_partial_masks_meet_separately() {
                 arch::shfl_down(FULL_MASK, v, 31),
                 arch::shfl_xor(FULL_MASK, (u64::from(v) << 32) | 5, 16) as u32,
                 u32::from(l.any(t == 40)),
-                arch::ballot(half, lane % 2 == 0),
+                arch::ballot(half, lane.is_multiple_of(2)),
             ];
             Warp::new().sync();
             for (k, w) in words.into_iter().enumerate() {
@@ -114,7 +117,11 @@ fn warp_collectives_follow_ptx_and_partial_masks_meet_separately() {
     for t in 0..96u32 {
         let lane = t % 32;
         let w0 = t - lane;
-        let half = if lane < 16 { 0x0000_ffffu32 } else { 0xffff_0000 };
+        let half = if lane < 16 {
+            0x0000_ffffu32
+        } else {
+            0xffff_0000
+        };
         let want = [
             (w0 + 3) * 10,
             if lane >= 2 { (t - 2) * 10 } else { t * 10 },
@@ -123,7 +130,9 @@ fn warp_collectives_follow_ptx_and_partial_masks_meet_separately() {
             u32::from(t / 16 == 40 / 16),
             0x5555_5555 & half,
         ];
-        let got: Vec<u32> = (0..6).map(|k| out[6 * t as usize + k].load(A::Relaxed)).collect();
+        let got: Vec<u32> = (0..6)
+            .map(|k| out[6 * t as usize + k].load(A::Relaxed))
+            .collect();
         assert_eq!(got, want, "thread {t}");
     }
 }
@@ -160,7 +169,11 @@ fn activemask_leaves_out_lanes_that_returned_early() {
         .unwrap();
     for t in (0..64u32).filter(|t| t % 32 >= 16) {
         let next = if t % 32 == 31 { t } else { t + 1 };
-        assert_eq!(out[t as usize].load(A::Relaxed), 0xffff_0000 ^ next, "thread {t}");
+        assert_eq!(
+            out[t as usize].load(A::Relaxed),
+            0xffff_0000 ^ next,
+            "thread {t}"
+        );
     }
 }
 
