@@ -66,6 +66,7 @@ fn is_permutation(mut v: Vec<u64>, n: usize) -> bool {
 // ---------------------------------------------------------------------------------------
 // The example kernel.
 
+// ANCHOR: emulate
 #[test]
 fn vector_add_over_blocks_of_1024_threads_is_exact() {
     let (blocks, threads) = (4u32, 1024u32);
@@ -82,6 +83,7 @@ fn vector_add_over_blocks_of_1024_threads_is_exact() {
     let want: Vec<f32> = (0..n).map(|i| a[i] + b[i]).collect();
     check("c = a + b", &c, &want);
 }
+// ANCHOR_END: emulate
 
 // ---------------------------------------------------------------------------------------
 // arch: geometry, shared memory, warp ops, block votes, timers, coops.
