@@ -228,6 +228,45 @@ fn a_warp_collective_missing_exited_lanes_is_an_error() {
 }
 
 #[test]
+fn collectives_used_against_their_contract_are_reported() {
+    let not_in_mask = Launch::new(1, 32)
+        .run(|| {
+            arch::sync_warp(0xffff_fffe);
+        })
+        .unwrap_err();
+    assert!(
+        not_in_mask
+            .to_string()
+            .contains("excludes the calling lane 0"),
+        "{not_in_mask}"
+    );
+    let mixed = Launch::new(1, 32)
+        .run(|| {
+            if arch::lane_id() < 16 {
+                arch::ballot(FULL_MASK, true);
+            } else {
+                arch::vote_any(FULL_MASK, true);
+            }
+        })
+        .unwrap_err();
+    assert!(
+        mixed.to_string().contains("in different collectives"),
+        "{mixed}"
+    );
+    let counts = Launch::new(1, 128)
+        .run(|| {
+            let n = if arch::thread_idx().x < 64 { 64 } else { 128 };
+            arch::barrier_sync(1, n);
+        })
+        .unwrap_err();
+    // Misuse when the two counts meet in one round, a deadlock when the 64 completed first.
+    assert!(
+        matches!(counts, EmuError::Misuse { .. } | EmuError::Deadlock { .. }),
+        "{counts}"
+    );
+}
+
+#[test]
 fn trap_and_panic_name_the_block_and_thread() {
     let e = Launch::new(3, 32)
         .run(|| {
