@@ -130,14 +130,17 @@ struct BlockSync {
     warp_blocked: Vec<u32>,
     /// Per warp: the lanes waiting in `activemask`.
     warp_active: Vec<u32>,
+    /// Mail to post once the lock is released (waking threads while holding it would make
+    /// them queue on it).
+    outbox: Vec<(u32, Mail)>,
 }
 
 impl BlockSync {
-    /// Hands `mail` to blocked thread `t` and wakes it.
-    fn deliver(&mut self, mail_boxes: &Mailboxes, t: u32, mail: Mail) {
+    /// Unblocks thread `t` with `mail` (posted by [`Slot::unlock`]).
+    fn deliver(&mut self, t: u32, mail: Mail) {
         self.blocked -= 1;
         self.warp_blocked[(t / WARP_SIZE) as usize] &= !(1 << (t % WARP_SIZE));
-        mail_boxes.post(t, mail);
+        self.outbox.push((t, mail));
     }
 }
 
@@ -210,6 +213,7 @@ impl Slot {
                 warp_exited: vec![0; warps],
                 warp_blocked: vec![0; warps],
                 warp_active: vec![0; warps],
+                outbox: Vec::new(),
             }),
             mail: Mailboxes {
                 boxes: (0..threads).map(|_| AtomicU64::new(0)).collect(),
@@ -219,6 +223,15 @@ impl Slot {
             dynamic_bytes,
             statics: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Releases the lock, then posts the mail that the holder left in the outbox.
+    fn unlock(&self, mut st: MutexGuard<'_, BlockSync>) {
+        let out = core::mem::take(&mut st.outbox);
+        drop(st);
+        for (t, m) in out {
+            self.mail.post(t, m);
+        }
     }
 
     /// Records the calling OS thread as thread `t` of the slot (before it can wait).
@@ -319,7 +332,7 @@ impl Slot {
         st.warp_active[w] = 0;
         for lane in 0..WARP_SIZE {
             if here & (1 << lane) != 0 {
-                st.deliver(&self.mail, w as u32 * WARP_SIZE + lane, Mail::Word(here));
+                st.deliver(w as u32 * WARP_SIZE + lane, Mail::Word(here));
             }
         }
     }
@@ -379,8 +392,9 @@ impl Slot {
             let waiters = core::mem::take(&mut bar.waiters);
             st.bars[id as usize] = None;
             for w in waiters {
-                st.deliver(&self.mail, w, Mail::Bar { or, count });
+                st.deliver(w, Mail::Bar { or, count });
             }
+            self.unlock(guard);
             return (or, count);
         }
         if arrive_only {
@@ -471,9 +485,10 @@ impl Slot {
             if lane == c.lane {
                 mine = r;
             } else {
-                st.deliver(&self.mail, w as u32 * WARP_SIZE + lane, Mail::Word(r));
+                st.deliver(w as u32 * WARP_SIZE + lane, Mail::Word(r));
             }
         }
+        self.unlock(guard);
         mine
     }
 
@@ -490,7 +505,7 @@ impl Slot {
             c.launch.fail(EmuError::Deadlock { block, detail: why });
             cancel();
         }
-        drop(st);
+        self.unlock(st);
         c.polls.set(0);
         loop {
             if let Some(m) = self.mail.take(c.linear) {
@@ -577,16 +592,18 @@ impl Slot {
                 }),
             };
             if let Some(e) = problem {
-                drop(st);
+                self.unlock(st);
                 c.launch.fail(e);
                 return false;
             }
         }
         let Some(next) = next else {
+            self.unlock(st);
             return false;
         };
         if st.exited == self.threads {
             if failed {
+                self.unlock(st);
                 return false;
             }
             // Last one out: set the slot up for its next block and start everyone.
@@ -606,14 +623,16 @@ impl Slot {
                     buf.clear();
                 }
             }
-            for t in 0..self.threads {
-                if t != c.linear {
-                    self.mail.post(t, Mail::NextBlock);
-                }
-            }
+            let me = c.linear;
+            st.outbox.extend(
+                (0..self.threads)
+                    .filter(|&t| t != me)
+                    .map(|t| (t, Mail::NextBlock)),
+            );
+            self.unlock(st);
             return true;
         }
-        drop(st);
+        self.unlock(st);
         loop {
             if let Some(m) = self.mail.take(c.linear) {
                 return m == Mail::NextBlock;
