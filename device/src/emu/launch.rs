@@ -2,6 +2,7 @@
 
 use core::cell::{Cell, RefCell};
 use std::any::Any;
+use std::boxed::Box;
 use std::format;
 use std::string::{String, ToString};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -125,8 +126,6 @@ fn report(payload: Box<dyn Any + Send>, block: Dim3, thread: Dim3) -> Option<Emu
         message,
     })
 }
-
-use std::boxed::Box;
 
 /// Runs `kernel` over the launch's grid (see [`Launch::run`]).
 pub(crate) fn run(l: &Launch, kernel: &(dyn Fn() + Sync)) -> Result<(), EmuError> {

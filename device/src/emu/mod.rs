@@ -3,10 +3,11 @@
 //!
 //! ```ignore
 //! use symcomm_device::emu::Launch;
-//! // 4 blocks of 1024 threads, no dynamic shared memory:
-//! Launch::new(4, 1024).run(|| unsafe { vector_add(a.0, b.0, c.0, n) })?;
-//! // raw pointers are not `Sync`: `run_unsync` takes the closure as it is (unsafe)
-//! unsafe { Launch::new((2, 2), 256).shared(4096).run_unsync(|| vector_add(a, b, c, n)) }?;
+//! // 4 blocks of 1024 threads. Kernel arguments are usually raw pointers, which are not
+//! // `Sync`: `run_unsync` takes such a closure (unsafe: it runs on many threads at once).
+//! unsafe { Launch::new(4, 1024).run_unsync(|| vector_add(a, b, c, n)) }?;
+//! // A 2-D grid of 256-thread blocks with 4 KiB of dynamic shared memory, `Sync` closure:
+//! Launch::new((2, 2), 256).shared(4096).run(|| histogram(&bins))?;
 //! ```
 //!
 //! # What a launch does
@@ -57,7 +58,7 @@
 //! requested order, scopes are ignored, and x86 is TSO: a missing fence or a relaxed access
 //! that needed acquire/release works here and fails on the GPU); races that need a GPU
 //! schedule (warps in lockstep, thousands of threads truly in parallel); anything about
-//! performance (OS threads are ~1000× slower to synchronise than warps); PTX-level issues
+//! performance (an OS-thread barrier costs microseconds, a warp's nanoseconds); PTX-level issues
 //! (`.aligned` barrier divergence inside a warp, register or shared-memory limits beyond the
 //! launch-configuration checks). The GPU stress tests cover those.
 //!
