@@ -280,7 +280,7 @@ pub fn shfl_xor<T: Shuffle>(mask: u32, v: T, lane_mask: u32) -> T {
 
 /// Which lane a shuffle reads from.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum ShflMode {
+pub(crate) enum ShflMode {
     Idx,
     Up,
     Down,
@@ -319,7 +319,7 @@ pub fn ballot(mask: u32, pred: bool) -> u32 {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum VoteMode {
+pub(crate) enum VoteMode {
     All,
     Any,
     Uni,
@@ -349,6 +349,13 @@ pub fn nanosleep(ns: u32) {
     backend::nanosleep(ns)
 }
 
+/// One failed poll of a spin loop ([`Spin`](crate::wait::Spin) calls it): nothing on the GPU;
+/// under CPU emulation it yields the core to the threads being waited for.
+#[inline(always)]
+pub(crate) fn spin_hint() {
+    backend::spin_hint()
+}
+
 /// Aborts the kernel (`trap`): the launch fails and the host sees an error.
 #[doc(alias = "__trap")]
 #[inline(always)]
@@ -360,7 +367,8 @@ pub fn trap() -> ! {
 ///
 /// Its size is the launch's `shared_mem_bytes` ([`dynamic_shared_size`]). The base is 16-byte
 /// aligned. Every kernel of a module sees the same symbol, so two views of it alias.
-/// On the host it is a 64 KiB process-wide buffer (one block at a time).
+/// On the host: the block's buffer of the emulated launch ([`crate::emu`]); outside an
+/// emulated launch a 64 KiB process-wide buffer.
 #[inline(always)]
 pub fn dynamic_shared<T>() -> *mut T {
     backend::dynamic_shared().cast()
@@ -382,7 +390,8 @@ pub fn dynamic_shared_size() -> u32 {
 /// - every expansion of the same call site (e.g. after inlining) denotes the same array: one
 ///   array per block, shared by the block's threads, uninitialised at kernel start.
 ///
-/// On the host it is a process-wide static (one block at a time).
+/// On the host: the block's own zeroed copy in an emulated launch ([`crate::emu`], one per
+/// name and block); outside an emulated launch a process-wide static.
 ///
 /// ```ignore
 /// let tile: *mut f32 = shared_array!(TRANSPOSE_TILE: [f32; 32 * 33]);
@@ -415,7 +424,8 @@ macro_rules! shared_array {
         let p: *mut $t = {
             static mut SYMCOMM_SMEM: $crate::arch::HostShared<[$t; $n]> =
                 $crate::arch::HostShared::new();
-            (&raw mut SYMCOMM_SMEM).cast::<$t>()
+            $crate::arch::host_shared_array(stringify!($name), &raw mut SYMCOMM_SMEM)
+                .cast::<$t>()
         };
         p
     }};
@@ -434,6 +444,16 @@ impl<T> HostShared<T> {
     pub const fn new() -> Self {
         HostShared(core::mem::MaybeUninit::uninit())
     }
+}
+
+/// The host storage of [`shared_array!`](crate::shared_array) `name`: the calling block's
+/// copy in an emulated launch, else `fallback` (the macro's static). Implementation detail
+/// of the macro.
+#[doc(hidden)]
+#[cfg(not(target_arch = "nvptx64"))]
+pub fn host_shared_array<T>(name: &'static str, fallback: *mut HostShared<T>) -> *mut u8 {
+    let layout = core::alloc::Layout::new::<HostShared<T>>();
+    crate::emu::static_shared(name, layout.size(), layout.align()).unwrap_or(fallback.cast::<u8>())
 }
 
 /// The GPU backend: every PTX instruction of this module.
@@ -635,6 +655,8 @@ mod nvptx {
         t
     }
     #[inline(always)]
+    pub fn spin_hint() {}
+    #[inline(always)]
     pub fn nanosleep(ns: u32) {
         // SAFETY: a scheduling hint with no preconditions.
         unsafe { asm!("nanosleep.u32 {ns};", ns = in(reg32) ns, options(nomem, nostack)) }
@@ -656,11 +678,12 @@ mod nvptx {
     }
 }
 
-/// The host backend: a launch of one block of one thread. The CPU emulator replaces this
-/// module (and only this module) with its emulated geometry.
+/// The host backend: the emulated launch of the calling thread ([`crate::emu`]) if there is
+/// one, else a launch of one block of one thread.
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
     use super::{Dim3, HostShared, ShflMode, VoteMode};
+    use crate::emu;
     use std::sync::OnceLock;
     use std::time::Instant;
 
@@ -669,41 +692,52 @@ mod host {
     const DYN_SMEM_BYTES: usize = 64 * 1024;
 
     pub fn thread_idx() -> Dim3 {
-        ZERO
+        emu::geometry().map_or(ZERO, |g| g.0)
     }
     pub fn block_idx() -> Dim3 {
-        ZERO
+        emu::geometry().map_or(ZERO, |g| g.1)
     }
     pub fn block_dim() -> Dim3 {
-        ONE
+        emu::geometry().map_or(ONE, |g| g.2)
     }
     pub fn grid_dim() -> Dim3 {
-        ONE
+        emu::geometry().map_or(ONE, |g| g.3)
     }
     pub fn lane_id() -> u32 {
-        0
+        emu::lane().unwrap_or(0)
     }
     pub fn lanemask_lt() -> u32 {
-        0
+        (1u32 << lane_id()) - 1
     }
     pub fn active_mask() -> u32 {
-        1
+        emu::active_mask().unwrap_or(1)
     }
-    pub fn sync_threads() {}
+    pub fn sync_threads() {
+        emu::barrier(0, 0, false, false);
+    }
     pub fn sync_threads_count(pred: bool) -> u32 {
-        u32::from(pred)
+        emu::barrier(0, 0, pred, false).map_or(u32::from(pred), |r| r.1)
     }
-    pub fn barrier_sync(_id: u32, _n_threads: u32) {}
-    pub fn barrier_arrive(_id: u32, _n_threads: u32) {}
-    pub fn barrier_red_or(_id: u32, _n_threads: u32, pred: bool) -> bool {
-        pred
+    pub fn barrier_sync(id: u32, n_threads: u32) {
+        emu::barrier(id, n_threads, false, false);
     }
-    pub fn sync_warp(_mask: u32) {}
+    pub fn barrier_arrive(id: u32, n_threads: u32) {
+        emu::barrier(id, n_threads, false, true);
+    }
+    pub fn barrier_red_or(id: u32, n_threads: u32, pred: bool) -> bool {
+        emu::barrier(id, n_threads, pred, false).map_or(pred, |r| r.0)
+    }
+    pub fn sync_warp(mask: u32) {
+        emu::sync_warp(mask);
+    }
     /// With one lane every shuffle reads the caller's own value.
-    pub fn shfl(_mode: ShflMode, _mask: u32, v: u32, _b: u32) -> u32 {
-        v
+    pub fn shfl(mode: ShflMode, mask: u32, v: u32, b: u32) -> u32 {
+        emu::shfl(mode, mask, v, b).unwrap_or(v)
     }
     pub fn vote(mode: VoteMode, mask: u32, pred: bool) -> bool {
+        if let Some(r) = emu::vote(mode, mask, pred) {
+            return r;
+        }
         let present = mask & 1 != 0;
         match mode {
             VoteMode::All => !present || pred,
@@ -712,29 +746,38 @@ mod host {
         }
     }
     pub fn ballot(mask: u32, pred: bool) -> u32 {
-        u32::from(pred) & mask
+        emu::ballot(mask, pred).unwrap_or(u32::from(pred) & mask)
     }
     fn epoch() -> &'static Instant {
         static START: OnceLock<Instant> = OnceLock::new();
         START.get_or_init(Instant::now)
     }
     pub fn globaltimer() -> u64 {
+        emu::poll();
         epoch().elapsed().as_nanos() as u64
     }
     pub fn clock64() -> u64 {
         globaltimer()
     }
+    pub fn spin_hint() {
+        emu::poll();
+    }
     pub fn nanosleep(ns: u32) {
+        emu::poll();
         std::thread::sleep(std::time::Duration::from_nanos(u64::from(ns)));
     }
     pub fn trap() -> ! {
+        emu::trap();
         std::process::abort()
     }
     pub fn dynamic_shared() -> *mut u8 {
+        if let Some((p, _)) = emu::dynamic_shared() {
+            return p;
+        }
         static mut DYN_SMEM: HostShared<[u8; DYN_SMEM_BYTES]> = HostShared::new();
         (&raw mut DYN_SMEM).cast()
     }
     pub fn dynamic_shared_size() -> u32 {
-        DYN_SMEM_BYTES as u32
+        emu::dynamic_shared().map_or(DYN_SMEM_BYTES as u32, |(_, n)| n)
     }
 }

@@ -15,7 +15,8 @@
 //! - [`team`], [`comm`], [`window`], [`ptr`]: who the peers are and where their memory is;
 //! - [`coop`]: groups of threads that act together;
 //! - [`barrier`]: the LSA barrier (unicast and multimem);
-//! - [`multimem`], [`ll`], [`reduce`]: the data path (NVLink SHARP, LL lines, packed reductions).
+//! - [`multimem`], [`ll`], [`reduce`]: the data path (NVLink SHARP, LL lines, packed reductions);
+//! - `emu` (host only): the CPU emulator that runs kernels over a grid of OS threads.
 //!
 //! Everything that maps to an NCCL device-API name carries `#[doc(alias = "nccl…")]`.
 
@@ -39,6 +40,8 @@ pub mod arch;
 pub mod barrier;
 pub mod comm;
 pub mod coop;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod emu;
 pub mod ll;
 pub mod mem;
 pub mod multimem;

@@ -19,8 +19,9 @@
 //! space. Shared-memory pointers are not allowed.
 //!
 //! On the host the same calls map to `core::sync::atomic` with the same ordering (scopes do
-//! not exist there), volatile accesses to `read_volatile`/`write_volatile`, and vector accesses
-//! to one access per element (which is also all PTX promises for `.v4` accesses).
+//! not exist there; weak accesses become relaxed atomics), volatile accesses to
+//! `read_volatile`/`write_volatile`, and vector accesses to one access per element (which is
+//! also all PTX promises for `.v4` accesses).
 
 /// The set of threads an ordered access synchronises with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -875,7 +876,11 @@ mod nvptx {
     }
 }
 
-/// The host backend: `core::sync::atomic` with the same orderings (no scopes on the host).
+/// The host backend: `core::sync::atomic` with the same or a stronger ordering (no scopes on
+/// the host): weak accesses are relaxed atomics (emulated GPU threads are OS threads, and a
+/// racing weak access must not be undefined behaviour in Rust), relaxed/acquire/release/
+/// acq_rel map to the same `core` order at every scope, volatile stays volatile, fences are
+/// `fence(AcqRel)` / `fence(SeqCst)`.
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
     use super::{LoadOrder, Ordering, Scope, StoreOrder};
@@ -903,9 +908,8 @@ mod host {
                 // SAFETY: the caller guarantees an aligned, valid `p`.
                 unsafe {
                     match o {
-                        LoadOrder::Weak => p.read(),
                         LoadOrder::Volatile => p.read_volatile(),
-                        LoadOrder::Relaxed => {
+                        LoadOrder::Weak | LoadOrder::Relaxed => {
                             <$at>::from_ptr(p.cast_mut()).load(a::Ordering::Relaxed)
                         }
                         LoadOrder::Acquire => {
@@ -918,9 +922,10 @@ mod host {
                 // SAFETY: the caller guarantees an aligned, valid `p`.
                 unsafe {
                     match o {
-                        StoreOrder::Weak => p.write(v),
                         StoreOrder::Volatile => p.write_volatile(v),
-                        StoreOrder::Relaxed => <$at>::from_ptr(p).store(v, a::Ordering::Relaxed),
+                        StoreOrder::Weak | StoreOrder::Relaxed => {
+                            <$at>::from_ptr(p).store(v, a::Ordering::Relaxed)
+                        }
                         StoreOrder::Release => <$at>::from_ptr(p).store(v, a::Ordering::Release),
                     }
                 }

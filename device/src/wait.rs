@@ -97,6 +97,7 @@ impl Spin {
     pub fn check(&mut self) -> Result<(), WaitError> {
         let n = self.polls;
         self.polls = n.wrapping_add(1);
+        arch::spin_hint();
         // SAFETY: `new`'s caller guaranteed the flag.
         if n.is_multiple_of(ABORT_POLL_INTERVAL) && unsafe { aborted(self.abort_flag) } {
             return Err(WaitError::Aborted);

@@ -1,0 +1,270 @@
+//! Running a launch: worker threads per resident block, failure propagation, the watchdog.
+
+use core::cell::{Cell, RefCell};
+use std::any::Any;
+use std::boxed::Box;
+use std::format;
+use std::string::{String, ToString};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Condvar, Mutex, PoisonError};
+use std::thread;
+use std::time::Instant;
+use std::vec::Vec;
+
+use super::block::Slot;
+use super::ctx::{self, Cancelled, ThreadCtx, Trapped};
+use super::{EmuError, Launch};
+use crate::arch::{Dim3, WARP_SIZE};
+
+/// What all threads of one launch share.
+pub(crate) struct LaunchShared {
+    failed: AtomicBool,
+    error: Mutex<Option<EmuError>>,
+    pub(crate) slots: Vec<Slot>,
+    finished: Mutex<usize>,
+    finished_cv: Condvar,
+}
+
+impl LaunchShared {
+    /// True once any thread failed (or the watchdog fired).
+    #[inline]
+    pub(crate) fn failed(&self) -> bool {
+        self.failed.load(Ordering::Acquire)
+    }
+
+    /// Records `e` (the first error wins) and wakes every waiting thread so that it stops.
+    /// Must not be called with a slot's lock held.
+    pub(crate) fn fail(&self, e: EmuError) {
+        {
+            let mut slot = self.error.lock().unwrap_or_else(PoisonError::into_inner);
+            if slot.is_none() {
+                *slot = Some(e);
+            }
+        }
+        self.failed.store(true, Ordering::Release);
+        for s in &self.slots {
+            s.wake_all();
+        }
+    }
+
+    fn worker_done(&self) {
+        let mut n = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
+        *n += 1;
+        self.finished_cv.notify_all();
+    }
+}
+
+/// Counts a worker as finished even if it unwinds through emulator code.
+struct DoneGuard<'a>(&'a LaunchShared);
+
+impl Drop for DoneGuard<'_> {
+    fn drop(&mut self) {
+        self.0.worker_done();
+    }
+}
+
+/// `i`-th element of a `dims`-shaped box in x-major order.
+fn delinearize(i: u32, dims: Dim3) -> Dim3 {
+    Dim3 {
+        x: i % dims.x,
+        y: (i / dims.x) % dims.y,
+        z: i / (dims.x * dims.y),
+    }
+}
+
+fn count(d: Dim3) -> u64 {
+    u64::from(d.x) * u64::from(d.y) * u64::from(d.z)
+}
+
+fn fmt_dim(d: Dim3) -> String {
+    format!("({}, {}, {})", d.x, d.y, d.z)
+}
+
+fn check_config(l: &Launch) -> Result<(u32, u32), EmuError> {
+    let (g, b) = (l.grid, l.block);
+    let bad = |what: String| Err(EmuError::InvalidLaunch(what));
+    if count(g) == 0 || count(b) == 0 {
+        return bad(format!("empty grid {} or block {}", fmt_dim(g), fmt_dim(b)));
+    }
+    if b.x > 1024 || b.y > 1024 || b.z > 64 || count(b) > 1024 {
+        return bad(format!(
+            "block {} exceeds the limits (x, y ≤ 1024, z ≤ 64, 1024 threads)",
+            fmt_dim(b)
+        ));
+    }
+    if g.x > i32::MAX as u32 || g.y > 65535 || g.z > 65535 || count(g) > u64::from(u32::MAX) {
+        return bad(format!("grid {} exceeds the limits", fmt_dim(g)));
+    }
+    if l.dynamic_shared_bytes > super::MAX_DYNAMIC_SHARED_BYTES {
+        return bad(format!(
+            "{} bytes of dynamic shared memory (at most {})",
+            l.dynamic_shared_bytes,
+            super::MAX_DYNAMIC_SHARED_BYTES
+        ));
+    }
+    Ok((count(g) as u32, count(b) as u32))
+}
+
+/// The error an unwinding kernel thread reports (`None`: it was cancelled).
+fn report(payload: Box<dyn Any + Send>, block: Dim3, thread: Dim3) -> Option<EmuError> {
+    if payload.is::<Cancelled>() {
+        return None;
+    }
+    if payload.is::<Trapped>() {
+        return Some(EmuError::Trap { block, thread });
+    }
+    let message = if let Some(s) = payload.downcast_ref::<&'static str>() {
+        (*s).to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "a non-string panic payload".to_string()
+    };
+    Some(EmuError::Panic {
+        block,
+        thread,
+        message,
+    })
+}
+
+/// Runs `kernel` over the launch's grid (see [`Launch::run`]).
+pub(crate) fn run(l: &Launch, kernel: &(dyn Fn() + Sync)) -> Result<(), EmuError> {
+    let (n_blocks, n_threads) = check_config(l)?;
+    if ctx::active() {
+        return Err(EmuError::InvalidLaunch(
+            "a launch from inside an emulated kernel (no dynamic parallelism)".to_string(),
+        ));
+    }
+    let resident = match l.resident_blocks {
+        Some(r) => r.clamp(1, n_blocks),
+        None => (super::DEFAULT_RESIDENT_THREADS / n_threads).clamp(1, n_blocks),
+    };
+    let mut slots = Vec::with_capacity(resident as usize);
+    for s in 0..resident {
+        let slot = Slot::new(n_threads, l.dynamic_shared_bytes, delinearize(s, l.grid))
+            .ok_or_else(|| {
+                EmuError::Spawn(format!(
+                    "cannot allocate {} bytes of dynamic shared memory",
+                    l.dynamic_shared_bytes
+                ))
+            })?;
+        slots.push(slot);
+    }
+    let shared = LaunchShared {
+        failed: AtomicBool::new(false),
+        error: Mutex::new(None),
+        slots,
+        finished: Mutex::new(0),
+        finished_cv: Condvar::new(),
+    };
+    let deadline = l.timeout.map(|t| (Instant::now() + t, t));
+    let shared = &shared;
+    thread::scope(|scope| {
+        let mut spawned = 0usize;
+        'spawn: for s in 0..resident {
+            for t in 0..n_threads {
+                let builder = thread::Builder::new().stack_size(l.stack_size);
+                let job = move || {
+                    let _done = DoneGuard(shared);
+                    worker(shared, l, s, t, resident, n_blocks, kernel);
+                };
+                match builder.spawn_scoped(scope, job) {
+                    Ok(_) => spawned += 1,
+                    Err(e) => {
+                        shared.fail(EmuError::Spawn(format!(
+                            "thread {t} of block slot {s} ({spawned} threads running): {e}"
+                        )));
+                        break 'spawn;
+                    }
+                }
+            }
+        }
+        let mut done = shared
+            .finished
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        while *done < spawned {
+            match deadline {
+                Some((at, limit)) => {
+                    let now = Instant::now();
+                    if now >= at {
+                        let left = spawned - *done;
+                        drop(done);
+                        shared.fail(EmuError::Timeout {
+                            after: limit,
+                            detail: format!("{left} of {spawned} emulated threads still running"),
+                        });
+                        // Threads stuck in emulator calls stop now; the scope joins them.
+                        return;
+                    }
+                    done = shared
+                        .finished_cv
+                        .wait_timeout(done, at - now)
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .0;
+                }
+                None => {
+                    done = shared
+                        .finished_cv
+                        .wait(done)
+                        .unwrap_or_else(PoisonError::into_inner);
+                }
+            }
+        }
+    });
+    let error = shared
+        .error
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .take();
+    match error {
+        Some(e) => Err(e),
+        None => Ok(()),
+    }
+}
+
+/// One emulated GPU thread: thread `t` of slot `s`, running blocks `s, s + resident, ...`.
+fn worker(
+    shared: &LaunchShared,
+    l: &Launch,
+    s: u32,
+    t: u32,
+    resident: u32,
+    n_blocks: u32,
+    kernel: &(dyn Fn() + Sync),
+) {
+    let slot = &shared.slots[s as usize];
+    let ctx = ThreadCtx {
+        tid: delinearize(t, l.block),
+        linear: t,
+        lane: t % WARP_SIZE,
+        warp: t / WARP_SIZE,
+        block_idx: Cell::new(delinearize(s, l.grid)),
+        block_dim: l.block,
+        grid_dim: l.grid,
+        slot,
+        launch: shared,
+        smem_cache: RefCell::new(Vec::new()),
+        polls: Cell::new(0),
+    };
+    slot.register(t);
+    let _installed = ctx::install(&ctx);
+    let mut b = s;
+    loop {
+        let block = delinearize(b, l.grid);
+        ctx.block_idx.set(block);
+        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(kernel));
+        if let Err(payload) = r
+            && let Some(e) = report(payload, block, ctx.tid)
+        {
+            shared.fail(e);
+        }
+        let next = b
+            .checked_add(resident)
+            .filter(|&n| n < n_blocks && !shared.failed());
+        if !slot.exit(&ctx, next.map(|n| delinearize(n, l.grid))) {
+            return;
+        }
+        b = next.unwrap_or(n_blocks);
+    }
+}

@@ -1,0 +1,378 @@
+//! The CPU emulator: runs a `#[kernel]` function over a grid of blocks of threads, on the
+//! host, with one OS thread per GPU thread (host only).
+//!
+//! ```ignore
+//! use symcomm_device::emu::Launch;
+//! // 4 blocks of 1024 threads. Kernel arguments are usually raw pointers, which are not
+//! // `Sync`: `run_unsync` takes such a closure (unsafe: it runs on many threads at once).
+//! unsafe { Launch::new(4, 1024).run_unsync(|| vector_add(a, b, c, n)) }?;
+//! // A 2-D grid of 256-thread blocks with 4 KiB of dynamic shared memory, `Sync` closure:
+//! Launch::new((2, 2), 256).shared(4096).run(|| histogram(&bins))?;
+//! ```
+//!
+//! # What a launch does
+//! - Blocks are placed on `resident` **slots** (default: as many blocks as fit in
+//!   [`DEFAULT_RESIDENT_THREADS`] threads, at least one; [`Launch::resident_blocks`] sets it).
+//!   Each slot owns one OS thread per thread of a block (stack [`DEFAULT_STACK_SIZE`],
+//!   [`Launch::stack_size`]) and runs blocks `slot, slot + resident, ...` one after the other;
+//!   so up to `resident` blocks run concurrently, like blocks resident on SMs. Blocks that
+//!   wait for each other through memory must be resident together (as on a GPU, where that
+//!   is outside the CUDA programming model anyway); blocks of lower index always start first.
+//! - Inside a block: thread/block indices and extents, `sync_threads` and its `_count`/`_or`
+//!   forms, named barriers (`bar.sync`/`bar.arrive id, n`), warp shuffles (idx, up, down, xor;
+//!   32 and 64 bit), votes, ballot, `sync_warp`, lane masks and `activemask` behave as on the
+//!   GPU. Warps are threads `32 w .. 32 w + 31` in linear order (`x` fastest).
+//! - Shared memory: every block gets its own **zeroed** copy of each
+//!   [`shared_array!`](crate::shared_array) (one per name, as in the PTX module) and of the
+//!   launch's dynamic shared memory, zeroed again before each block of the slot runs.
+//! - `%globaltimer` / `clock64` read one process-wide nanosecond clock, so timed waits expire
+//!   in real time and are comparable across blocks and concurrent launches; `nanosleep` sleeps.
+//! - Memory: the `mem` host backend maps every order to an equal or stronger
+//!   `core::sync::atomic` order (weak accesses to relaxed atomics; scopes vanish: a CTA-scope
+//!   access is as strong as a system-scope one), volatile to volatile.
+//! - A **rank** is a launch: several launches (one per host thread, e.g. `std::thread::scope`)
+//!   run concurrently in one process and synchronise through plain host memory, which is how
+//!   a multi-rank kernel is emulated. Multimem ops keep their single-rank host behaviour.
+//!
+//! # Errors instead of crashes and hangs
+//! [`Launch::run`] returns an [`EmuError`] naming the block and thread when a kernel thread
+//! panics or calls `trap()`, when a barrier or warp collective is misused (caller not in the
+//! lane mask, lanes meeting in different collectives, a mask naming exited lanes, a thread
+//! leaving while its warp waits for it in a collective, a named barrier used with two counts),
+//! and when a block deadlocks: every live thread of a block blocked in barriers/collectives
+//! that cannot complete (e.g. `sync_threads` that half the block skipped). After the first
+//! error every other thread of the launch stops at its next emulated primitive (barrier,
+//! collective, spin-wait poll, timer read). A watchdog ([`Launch::timeout`], default
+//! [`DEFAULT_TIMEOUT`]) fails launches that run too long, e.g. an untimed wait for a peer
+//! that never comes. A thread looping forever *without calling any device function* cannot
+//! be stopped: such a launch still hangs.
+//!
+//! # What emulation checks, and what it cannot
+//! It checks **logic**: indexing (every element checked by the tests), the use of shared
+//! memory and barriers within a block, warp-collective masks, the barrier and LL protocols
+//! between ranks (epochs, inbox slots, timeouts, abort flag), and that nothing waits forever.
+//! Races between threads are real (OS threads run concurrently), so a missing barrier usually
+//! produces wrong results, but not deterministically.
+//!
+//! It cannot find: **GPU memory-ordering bugs** (host atomics are at least as strong as the
+//! requested order, scopes are ignored, and x86 is TSO: a missing fence or a relaxed access
+//! that needed acquire/release works here and fails on the GPU); races that need a GPU
+//! schedule (warps in lockstep, thousands of threads truly in parallel); anything about
+//! performance (an OS-thread barrier costs microseconds, a warp's nanoseconds); PTX-level issues
+//! (`.aligned` barrier divergence inside a warp, register or shared-memory limits beyond the
+//! launch-configuration checks). The GPU stress tests cover those.
+//!
+//! # Partial masks
+//! Collectives with a partial mask rendezvous exactly the lanes of the mask; lanes of the
+//! same warp may run collectives with disjoint masks concurrently. A full mask in a partial
+//! last warp (block size not a multiple of 32) means the lanes that exist. A shuffle whose
+//! source lane is outside the mask (undefined on the GPU) returns the caller's own value.
+//! `activemask` is a soft rendezvous: the caller waits until every other live lane of its
+//! warp is either in `activemask` too or blocked elsewhere (barrier, collective), and gets
+//! the lanes that met there. Converged code sees the whole warp, lanes that returned early
+//! are left out, as on the GPU; a lane spinning on memory meanwhile delays the answer.
+
+mod block;
+pub(crate) mod ctx;
+mod launch;
+
+use core::fmt;
+use std::string::String;
+use std::time::Duration;
+
+use crate::arch::{Dim3, ShflMode, VoteMode};
+use block::WarpOp;
+
+/// Threads per launch the default number of resident blocks aims for.
+pub const DEFAULT_RESIDENT_THREADS: u32 = 4096;
+
+/// Default stack size of an emulated thread.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// Default watchdog of a launch.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest dynamic shared memory a launch may ask for (227 KiB, sm_90).
+pub const MAX_DYNAMIC_SHARED_BYTES: u32 = 227 * 1024;
+
+/// Why an emulated launch failed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EmuError {
+    /// The launch configuration is not one a GPU accepts (or it was made from a kernel).
+    InvalidLaunch(String),
+    /// The emulator could not create its threads or shared memory.
+    Spawn(String),
+    /// A kernel thread panicked.
+    Panic {
+        /// `%ctaid` of the thread.
+        block: Dim3,
+        /// `%tid` of the thread.
+        thread: Dim3,
+        /// The panic message.
+        message: String,
+    },
+    /// A kernel thread called `trap()`.
+    Trap {
+        /// `%ctaid` of the thread.
+        block: Dim3,
+        /// `%tid` of the thread.
+        thread: Dim3,
+    },
+    /// A block barrier or warp collective was used in a way that is undefined on the GPU.
+    Misuse {
+        /// `%ctaid` of the thread.
+        block: Dim3,
+        /// `%tid` of the thread.
+        thread: Dim3,
+        /// What went wrong.
+        detail: String,
+    },
+    /// Every live thread of a block waits in barriers or collectives that cannot complete.
+    Deadlock {
+        /// `%ctaid` of the block.
+        block: Dim3,
+        /// Who waits where.
+        detail: String,
+    },
+    /// The launch ran past its watchdog.
+    Timeout {
+        /// The watchdog's limit.
+        after: Duration,
+        /// How many threads were still running.
+        detail: String,
+    },
+}
+
+struct D(Dim3);
+
+impl fmt::Display for D {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "({}, {}, {})", self.0.x, self.0.y, self.0.z)
+    }
+}
+
+impl fmt::Display for EmuError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            EmuError::InvalidLaunch(s) => write!(f, "invalid emulated launch: {s}"),
+            EmuError::Spawn(s) => write!(f, "emulator could not start the launch: {s}"),
+            EmuError::Panic {
+                block,
+                thread,
+                message,
+            } => write!(
+                f,
+                "block {} thread {} panicked: {message}",
+                D(*block),
+                D(*thread)
+            ),
+            EmuError::Trap { block, thread } => {
+                write!(f, "block {} thread {} trapped", D(*block), D(*thread))
+            }
+            EmuError::Misuse {
+                block,
+                thread,
+                detail,
+            } => write!(f, "block {} thread {}: {detail}", D(*block), D(*thread)),
+            EmuError::Deadlock { block, detail } => {
+                write!(f, "block {} deadlocked: {detail}", D(*block))
+            }
+            EmuError::Timeout { after, detail } => {
+                write!(f, "launch still running after {after:?}: {detail}")
+            }
+        }
+    }
+}
+
+impl std::error::Error for EmuError {}
+
+impl From<u32> for Dim3 {
+    /// A 1-D extent `(x, 1, 1)`.
+    fn from(x: u32) -> Dim3 {
+        Dim3 { x, y: 1, z: 1 }
+    }
+}
+
+impl From<(u32, u32)> for Dim3 {
+    /// A 2-D extent `(x, y, 1)`.
+    fn from((x, y): (u32, u32)) -> Dim3 {
+        Dim3 { x, y, z: 1 }
+    }
+}
+
+impl From<(u32, u32, u32)> for Dim3 {
+    fn from((x, y, z): (u32, u32, u32)) -> Dim3 {
+        Dim3 { x, y, z }
+    }
+}
+
+/// An emulated launch configuration (builder); [`run`](Launch::run) it with a kernel call.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    grid: Dim3,
+    block: Dim3,
+    dynamic_shared_bytes: u32,
+    resident_blocks: Option<u32>,
+    stack_size: usize,
+    timeout: Option<Duration>,
+}
+
+impl Launch {
+    /// A launch of `grid` blocks of `block` threads (`u32`, `(x, y)` or `(x, y, z)`), no
+    /// dynamic shared memory.
+    pub fn new(grid: impl Into<Dim3>, block: impl Into<Dim3>) -> Launch {
+        Launch {
+            grid: grid.into(),
+            block: block.into(),
+            dynamic_shared_bytes: 0,
+            resident_blocks: None,
+            stack_size: DEFAULT_STACK_SIZE,
+            timeout: Some(DEFAULT_TIMEOUT),
+        }
+    }
+
+    /// Bytes of dynamic shared memory per block (`sharedMemBytes`).
+    pub fn shared(mut self, bytes: u32) -> Launch {
+        self.dynamic_shared_bytes = bytes;
+        self
+    }
+
+    /// How many blocks run concurrently (at least 1, at most the grid).
+    pub fn resident_blocks(mut self, n: u32) -> Launch {
+        self.resident_blocks = Some(n);
+        self
+    }
+
+    /// Stack size of each emulated thread.
+    pub fn stack_size(mut self, bytes: usize) -> Launch {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Watchdog: the launch fails with [`EmuError::Timeout`] after `limit` (`None`: never).
+    pub fn timeout(mut self, limit: Option<Duration>) -> Launch {
+        self.timeout = limit;
+        self
+    }
+
+    /// Runs `kernel` (typically a closure calling a `#[kernel]` function with its arguments)
+    /// once per thread of the grid and waits for all of them.
+    ///
+    /// # Errors
+    /// See [`EmuError`]; the first failure of the launch is reported.
+    pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<(), EmuError> {
+        launch::run(self, &kernel)
+    }
+
+    /// [`run`](Launch::run) for a closure that is not `Sync`, typically because it captures
+    /// raw pointers (kernel arguments usually are).
+    ///
+    /// # Safety
+    /// `kernel` is called from many threads at once: sharing what it captures between threads
+    /// must be sound (raw pointers to memory the kernel's own protocol synchronises are; an
+    /// `Rc` or a `Cell` is not).
+    ///
+    /// # Errors
+    /// As [`run`](Launch::run).
+    pub unsafe fn run_unsync<F: Fn()>(&self, kernel: F) -> Result<(), EmuError> {
+        struct AssertSync<F>(F);
+        // SAFETY: the caller guarantees that sharing the closure between threads is sound.
+        unsafe impl<F> Sync for AssertSync<F> {}
+        impl<F: Fn()> AssertSync<F> {
+            fn call(&self) {
+                (self.0)()
+            }
+        }
+        let k = AssertSync(kernel);
+        let f = || k.call();
+        launch::run(self, &f)
+    }
+}
+
+/// Emulates one launch of `grid × block` threads with `dynamic_shared_bytes` of dynamic shared
+/// memory: `Launch::new(grid, block).shared(dynamic_shared_bytes).run(kernel)`.
+///
+/// # Errors
+/// See [`EmuError`].
+pub fn launch<F: Fn() + Sync>(
+    grid: impl Into<Dim3>,
+    block: impl Into<Dim3>,
+    dynamic_shared_bytes: u32,
+    kernel: F,
+) -> Result<(), EmuError> {
+    Launch::new(grid, block)
+        .shared(dynamic_shared_bytes)
+        .run(kernel)
+}
+
+// ---------------------------------------------------------------------------------------
+// Hooks for the host backends: `None` (or `false`) outside an emulated launch.
+
+/// `(tid, ctaid, ntid, nctaid)`.
+#[inline]
+pub(crate) fn geometry() -> Option<(Dim3, Dim3, Dim3, Dim3)> {
+    ctx::with(|c| (c.tid, c.block_idx.get(), c.block_dim, c.grid_dim))
+}
+
+/// `%laneid`.
+#[inline]
+pub(crate) fn lane() -> Option<u32> {
+    ctx::with(|c| c.lane)
+}
+
+/// `activemask`.
+pub(crate) fn active_mask() -> Option<u32> {
+    ctx::with(|c| c.slot.active_mask(c))
+}
+
+/// Block barrier `id` over `n` threads (0 = block): `(or, popcount)` of `pred`.
+pub(crate) fn barrier(id: u32, n: u32, pred: bool, arrive_only: bool) -> Option<(bool, u32)> {
+    ctx::with(|c| c.slot.barrier(c, id, n, pred, arrive_only))
+}
+
+/// `bar.warp.sync mask`; true if emulated.
+pub(crate) fn sync_warp(mask: u32) -> bool {
+    ctx::with(|c| c.slot.warp(c, WarpOp::Sync, mask, 0, 0)).is_some()
+}
+
+/// `shfl.sync` of one word.
+pub(crate) fn shfl(mode: ShflMode, mask: u32, v: u32, b: u32) -> Option<u32> {
+    ctx::with(|c| c.slot.warp(c, WarpOp::Shfl(mode), mask, v, b))
+}
+
+/// `vote.sync.{all,any,uni}`.
+pub(crate) fn vote(mode: VoteMode, mask: u32, pred: bool) -> Option<bool> {
+    ctx::with(|c| c.slot.warp(c, WarpOp::Vote(mode), mask, u32::from(pred), 0) != 0)
+}
+
+/// `vote.sync.ballot`.
+pub(crate) fn ballot(mask: u32, pred: bool) -> Option<u32> {
+    ctx::with(|c| c.slot.warp(c, WarpOp::Ballot, mask, u32::from(pred), 0))
+}
+
+/// The block's dynamic shared memory and the launch's size of it.
+pub(crate) fn dynamic_shared() -> Option<(*mut u8, u32)> {
+    ctx::with(|c| c.slot.dynamic_shared())
+}
+
+/// The block's copy of static shared array `name`.
+pub(crate) fn static_shared(name: &'static str, size: usize, align: usize) -> Option<*mut u8> {
+    ctx::with(|c| c.slot.static_shared(c, name, size, align))
+}
+
+/// A spin-loop poll, timer read or sleep: stops the thread if the launch failed, and yields.
+#[inline]
+pub(crate) fn poll() {
+    ctx::with(ctx::poll);
+}
+
+/// `trap()`: true if emulated (then it does not return).
+pub(crate) fn trap() {
+    if ctx::active() {
+        ctx::trap()
+    }
+}
+
+#[cfg(test)]
+mod tests;

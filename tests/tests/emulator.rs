@@ -1,0 +1,884 @@
+//! The kernels under the CPU emulator (`symcomm_device::emu`): the example `vector_add` over
+//! blocks of 1024 threads, the device-API test kernels with the checks `gpu_device` makes on a
+//! GPU, ranks as concurrent launches sharing a host flat VA, and deliberately broken kernels
+//! that the emulator must catch (a harness that can fail).
+
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use symcomm_device::arch;
+use symcomm_device::barrier::LsaBarrier;
+use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
+use symcomm_device::coop::Cta;
+use symcomm_device::emu::{EmuError, Launch};
+use symcomm_device::ll;
+use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
+use symcomm_device::prelude::*;
+use symcomm_device::reduce::{Bf16, F16, Max, Min, Prod, Sum, reduce_pack};
+use symcomm_device::shared_array;
+use symcomm_device::util::rolling_le;
+use symcomm_device::wait::WaitError;
+use symcomm_example_kernels::vector_add;
+use symcomm_test_kernels as k;
+
+/// Runs `kernel` under `l`.
+fn run(l: Launch, kernel: impl Fn()) -> Result<(), EmuError> {
+    // SAFETY: every kernel closure of this file captures only plain values and raw pointers
+    // to buffers that outlive the launch; the kernels synchronise their own accesses.
+    unsafe { l.run_unsync(kernel) }
+}
+
+/// A small deterministic generator (xorshift64*), as in `gpu_device`.
+struct Rng(u64);
+
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn next_u32(&mut self) -> u32 {
+        (self.next_u64() >> 32) as u32
+    }
+}
+
+/// Panics with the first mismatch and the number of wrong elements.
+fn check<T: PartialEq + std::fmt::Debug>(what: &str, got: &[T], want: &[T]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    let wrong: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
+    if let Some(&i) = wrong.first() {
+        panic!(
+            "{what}: {} of {} wrong, first at {i}: got {:?}, expected {:?}",
+            wrong.len(),
+            got.len(),
+            got[i],
+            want[i]
+        );
+    }
+}
+
+fn is_permutation(mut v: Vec<u64>, n: usize) -> bool {
+    v.sort_unstable();
+    v.len() == n && v.iter().enumerate().all(|(i, &x)| x == i as u64)
+}
+
+// ---------------------------------------------------------------------------------------
+// The example kernel.
+
+// ANCHOR: emulate
+#[test]
+fn vector_add_over_blocks_of_1024_threads_is_exact() {
+    let (blocks, threads) = (4u32, 1024u32);
+    let n = 2 * (blocks * threads) as usize + 77; // grid-stride: 2+ elements per thread
+    let a: Vec<f32> = (0..n).map(|i| i as f32 * 0.5).collect();
+    let b: Vec<f32> = (0..n).map(|i| 3.0 - i as f32).collect();
+    let mut c = vec![f32::NAN; n];
+    let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+    // SAFETY: three buffers of n elements, c disjoint from a and b.
+    run(Launch::new(blocks, threads), || unsafe {
+        vector_add(pa, pb, pc, n as u64)
+    })
+    .unwrap();
+    let want: Vec<f32> = (0..n).map(|i| a[i] + b[i]).collect();
+    check("c = a + b", &c, &want);
+}
+// ANCHOR_END: emulate
+
+// ---------------------------------------------------------------------------------------
+// arch: geometry, shared memory, warp ops, block votes, timers, coops.
+
+#[test]
+fn geometry_matches_the_launch() {
+    let (blocks, threads) = (3u32, 64u32);
+    let n = (blocks * threads) as usize;
+    let mut out = vec![u32::MAX; 8 * n];
+    let o = out.as_mut_ptr();
+    // SAFETY: 8 words per thread.
+    run(Launch::new(blocks, threads), || unsafe { k::geometry(o) }).unwrap();
+    let want: Vec<u32> = (0..n as u32)
+        .flat_map(|i| [i % threads, 0, 0, i / threads, 0, 0, threads, blocks])
+        .collect();
+    check("geometry words", &out, &want);
+}
+
+#[test]
+fn static_and_dynamic_shared_memory_reverse_each_block() {
+    let mut rng = Rng(1);
+    let (blocks, t) = (4usize, k::STATIC_SMEM_THREADS as usize);
+    let input: Vec<u32> = (0..blocks * t).map(|_| rng.next_u32()).collect();
+    let mut out = vec![u32::MAX; blocks * t];
+    let (i, o) = (input.as_ptr(), out.as_mut_ptr());
+    // SAFETY: 256 threads per block, buffers of 256 × blocks.
+    run(Launch::new(blocks as u32, t as u32), || unsafe {
+        k::smem_static_reverse(i, o)
+    })
+    .unwrap();
+    let want: Vec<u32> = (0..blocks * t)
+        .map(|x| input[(x / t) * t + (t - 1 - x % t)])
+        .collect();
+    check("static reverse", &out, &want);
+
+    let (blocks, t) = (3usize, 128usize);
+    let input: Vec<u32> = (0..blocks * t).map(|_| rng.next_u32()).collect();
+    let mut out = vec![u32::MAX; blocks * t];
+    let mut sizes = vec![u32::MAX; blocks];
+    let (i, o, s) = (input.as_ptr(), out.as_mut_ptr(), sizes.as_mut_ptr());
+    // SAFETY: 4 bytes of dynamic shared memory per thread; buffers sized per the contract.
+    run(
+        Launch::new(blocks as u32, t as u32).shared((t * 4) as u32),
+        || unsafe { k::smem_dynamic_reverse(i, o, s) },
+    )
+    .unwrap();
+    let want: Vec<u32> = (0..blocks * t)
+        .map(|x| input[(x / t) * t + (t - 1 - x % t)])
+        .collect();
+    check("dynamic reverse", &out, &want);
+    check("dynamic_shared_size", &sizes, &vec![(t * 4) as u32; blocks]);
+}
+
+#[test]
+fn warp_ops_match_the_ptx_reference() {
+    let mut rng = Rng(2);
+    let (blocks, t) = (2usize, 64usize);
+    let n = blocks * t;
+    let mut input: Vec<u32> = (0..n).map(|_| rng.next_u32() | 0x100).collect();
+    input[33] = 0;
+    input[70] = 97 * 1234;
+    for (i, v) in input.iter_mut().enumerate() {
+        if i != 70 && i != 33 && *v % 97 == 0 {
+            *v += 1;
+        }
+    }
+    let mut out = vec![u32::MAX; k::WARP_OPS_WORDS * n];
+    let (i, o) = (input.as_ptr(), out.as_mut_ptr());
+    // SAFETY: one input and 12 output words per thread.
+    run(Launch::new(blocks as u32, t as u32), || unsafe {
+        k::warp_ops(i, o)
+    })
+    .unwrap();
+    let mut want = Vec::with_capacity(out.len());
+    for i in 0..n {
+        let (lane, w0) = (i % 32, i - i % 32);
+        let warp = &input[w0..w0 + 32];
+        let v = input[i];
+        let j = i ^ 5;
+        let ballot = (0..32)
+            .filter(|&l| warp[l] & 1 == 1)
+            .fold(0u32, |m, l| m | 1 << l);
+        want.extend([
+            lane as u32,
+            warp[0],
+            input[i ^ 1],
+            if lane == 0 { v } else { input[i - 1] },
+            if lane == 31 { v } else { input[i + 1] },
+            ballot,
+            u32::from(warp.iter().all(|&x| x != 0)),
+            u32::from(warp.iter().any(|&x| x % 97 == 0)),
+            (1u32 << lane) - 1,
+            !input[j],
+            input[j],
+            u32::MAX,
+        ]);
+    }
+    check("warp op words", &out, &want);
+}
+
+#[test]
+fn block_votes_and_named_barriers_reduce_over_the_block() {
+    let mut rng = Rng(3);
+    let (blocks, t) = (2usize, 128usize);
+    let mut input: Vec<u32> = (0..blocks * t)
+        .map(|_| rng.next_u32() & !0xf | 0x10)
+        .collect();
+    for (i, v) in input.iter_mut().enumerate() {
+        *v |= (i % 3 == 0) as u32;
+    }
+    input[40] = 7;
+    let mut out = vec![u32::MAX; 3 * blocks];
+    let (i, o) = (input.as_ptr(), out.as_mut_ptr());
+    // SAFETY: 128-thread blocks; 3 output words per block.
+    run(Launch::new(blocks as u32, t as u32), || unsafe {
+        k::block_votes(i, o)
+    })
+    .unwrap();
+    let mut want = vec![];
+    for b in 0..blocks {
+        let chunk = &input[b * t..(b + 1) * t];
+        want.push(chunk.iter().filter(|&&v| v & 1 == 1).count() as u32);
+        want.push(u32::from(chunk.contains(&7)));
+        want.push(if chunk[..64].contains(&7) { 64 } else { 0 });
+    }
+    check("count/or/named-or", &out, &want);
+}
+
+#[test]
+fn timers_advance_in_real_time() {
+    let n = 64usize;
+    let mut out = vec![u64::MAX; 4 * n];
+    let o = out.as_mut_ptr();
+    let t = Instant::now();
+    // SAFETY: 4 u64 per thread.
+    run(Launch::new(2, 32), || unsafe { k::timers(o) }).unwrap();
+    let host_ns = t.elapsed().as_nanos() as u64;
+    for i in 0..n {
+        let [t0, t1, c0, c1] = [out[4 * i], out[4 * i + 1], out[4 * i + 2], out[4 * i + 3]];
+        assert!(
+            t1 > t0 && c1 > c0 && t1 - t0 <= host_ns,
+            "thread {i}: {t0} -> {t1}, {c0} -> {c1}"
+        );
+    }
+}
+
+#[test]
+fn cooperative_groups_report_ranks_sizes_and_votes() {
+    let mut out = vec![u32::MAX; 20 * 128];
+    let o = out.as_mut_ptr();
+    // SAFETY: one block of 128 threads, 20 words each.
+    run(Launch::new(1, 128), || unsafe { k::coop_probe(o) }).unwrap();
+    let mut want = vec![];
+    for t in 0..128u32 {
+        let (lane, warp) = (t % 32, t / 32);
+        want.extend([
+            0,
+            1,
+            u32::from(t == 70),
+            lane % 4,
+            4,
+            u32::from(t / 4 == 70 / 4),
+            lane,
+            32,
+            u32::from(warp == 2),
+            lane % 16,
+            16,
+            u32::from(warp == 2 && lane < 16),
+            t % 64,
+            64,
+            u32::from(t >= 64),
+            t,
+            128,
+            1,
+            0,
+            0,
+        ]);
+    }
+    check("rank/size/any words", &out, &want);
+}
+
+// ---------------------------------------------------------------------------------------
+// mem: atomics with exact counts, CAS chains, message passing, vectors, constant loads.
+
+#[test]
+fn atomics_count_exactly_across_blocks() {
+    let (blocks, t) = (8u32, 256u32);
+    let n = (blocks * t) as usize;
+    let mut counter = 0u32;
+    let mut olds = vec![u32::MAX; n];
+    let (c, o) = (&raw mut counter, olds.as_mut_ptr());
+    // SAFETY: a zeroed counter and one old value per thread.
+    run(Launch::new(blocks, t), || unsafe {
+        k::atomic_add_acq_rel(c, o)
+    })
+    .unwrap();
+    assert_eq!(counter as usize, n);
+    assert!(is_permutation(
+        olds.iter().map(|&x| u64::from(x)).collect(),
+        n
+    ));
+
+    let (mut c32, mut c64, mut c64b) = (0u32, 0u64, 0u64);
+    let (a, b, c) = (&raw mut c32, &raw mut c64, &raw mut c64b);
+    // SAFETY: three zeroed counters.
+    run(Launch::new(blocks, t), || unsafe {
+        k::red_add_release(a, b, c)
+    })
+    .unwrap();
+    let n64 = n as u64;
+    assert_eq!(
+        [u64::from(c32), c64, c64b],
+        [n64, n64 * ((1 << 32) + 1), 3 * n64]
+    );
+
+    let mut counter = 0u32;
+    let mut olds = vec![u32::MAX; n];
+    let (c, o) = (&raw mut counter, olds.as_mut_ptr());
+    // SAFETY: as for atomic_add_acq_rel.
+    run(Launch::new(blocks, t), || unsafe {
+        k::atomic_cas_counter(c, o)
+    })
+    .unwrap();
+    assert_eq!(counter as usize, n, "CAS loop count");
+    assert!(is_permutation(
+        olds.iter().map(|&x| u64::from(x)).collect(),
+        n
+    ));
+
+    let (mut s32, mut s64) = (0u32, 0u64);
+    let (mut o32, mut o64) = (vec![u32::MAX; n], vec![u64::MAX; n]);
+    let (a, b, c, d) = (
+        &raw mut s32,
+        o32.as_mut_ptr(),
+        &raw mut s64,
+        o64.as_mut_ptr(),
+    );
+    // SAFETY: zeroed slots, one old value per thread.
+    run(Launch::new(blocks, t), || unsafe {
+        k::atomic_exch_chain(a, b, c, d)
+    })
+    .unwrap();
+    let mut v32: Vec<u64> = o32.iter().map(|&x| u64::from(x)).collect();
+    v32.push(u64::from(s32));
+    o64.push(s64);
+    assert!(is_permutation(v32, n + 1), "32-bit exchange chain");
+    assert!(is_permutation(o64, n + 1), "64-bit exchange chain");
+}
+
+#[test]
+fn message_passing_between_blocks_delivers_the_payload() {
+    let n = 64usize;
+    let mut data = vec![u32::MAX; 2 * n];
+    let mut flags = [0u32; 2];
+    let mut out = vec![u32::MAX; 2 + 2 * n];
+    let (d, f, o) = (data.as_mut_ptr(), flags.as_mut_ptr(), out.as_mut_ptr());
+    // SAFETY: two blocks; buffers sized per the contract.
+    run(Launch::new(2, 32), || unsafe {
+        k::message_pass(d, f, o, n as u32, 2_000_000_000)
+    })
+    .unwrap();
+    let mut want = vec![0, 0];
+    for round in 0..2 {
+        want.extend((0..n).map(|k| (round * 1000 + k) as u32 ^ 0x5a5a));
+    }
+    check("codes + payload", &out, &want);
+}
+
+#[test]
+fn vectors_and_constant_loads_copy_bit_exactly() {
+    let mut rng = Rng(4);
+    let n = 3000usize;
+    let src: Vec<U32x4> = (0..n)
+        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
+        .collect();
+    let mut a = vec![U32x4([u32::MAX; 4]); n];
+    let mut b = vec![mem::F32x4([f32::NAN; 4]); n];
+    let mut c = vec![mem::U64x2([u64::MAX; 2]); n];
+    let (s, pa, pb, pc) = (src.as_ptr(), a.as_mut_ptr(), b.as_mut_ptr(), c.as_mut_ptr());
+    // SAFETY: n vectors everywhere.
+    run(Launch::new(6, 128), || unsafe {
+        k::vector_roundtrip(s, pa, pb, pc, n as u64)
+    })
+    .unwrap();
+    check("v4.u32", &a, &src);
+    let b: Vec<U32x4> = b.into_iter().map(U32x4::from).collect();
+    check("v4.f32 (bits)", &b, &src);
+    let c: Vec<U32x4> = c.into_iter().map(U32x4::from).collect();
+    check("v2.u64", &c, &src);
+
+    let w = Window {
+        win_host: rng.next_u64(),
+        lsa_flat_base: rng.next_u64(),
+        lsa_rank: 3,
+        world_rank: 11,
+        stride4g: 36,
+        mc_offset4k: 77,
+        gin_offset4k: 5,
+        pad: 0,
+        gin_wins: [rng.next_u64(), rng.next_u64(), 0, 1],
+    };
+    let mut out = vec![U32x4([u32::MAX; 4]); n];
+    let mut wout = [u64::MAX; 9];
+    let (po, pw, pwo) = (out.as_mut_ptr(), &raw const w, wout.as_mut_ptr());
+    // SAFETY: n vectors; a descriptor and 72 bytes of output.
+    run(Launch::new(4, 128), || unsafe {
+        k::load_const_copy(s, po, n as u64, pw, pwo)
+    })
+    .unwrap();
+    check("ld.global.nc.v4", &out, &src);
+    let want = [
+        w.win_host,
+        w.lsa_flat_base,
+        u64::from(w.lsa_rank as u32) | (u64::from(w.world_rank as u32) << 32),
+        u64::from(w.stride4g) | (u64::from(w.mc_offset4k) << 32),
+        u64::from(w.gin_offset4k) | (u64::from(w.pad) << 32),
+        w.gin_wins[0],
+        w.gin_wins[1],
+        w.gin_wins[2],
+        w.gin_wins[3],
+    ];
+    check("Window via load_const", &wout, &want);
+}
+
+// ---------------------------------------------------------------------------------------
+// util / team / reduce: pure math in many threads.
+
+#[test]
+fn division_team_and_reduction_kernels_match_the_host() {
+    let mut rng = Rng(5);
+    let (mut xs, mut ds) = (vec![], vec![]);
+    for d in (1u32..=1024)
+        .step_by(7)
+        .chain([65_535, 65_536, 1 << 31, u32::MAX])
+    {
+        for x in [0, 1, d - 1, d, d.wrapping_add(1), u32::MAX, rng.next_u32()] {
+            xs.push(x);
+            ds.push(d);
+        }
+    }
+    let n = xs.len();
+    let (mut q, mut r) = (vec![u32::MAX; n], vec![u32::MAX; n]);
+    let (px, pd, pq, pr) = (xs.as_ptr(), ds.as_ptr(), q.as_mut_ptr(), r.as_mut_ptr());
+    // SAFETY: n elements everywhere, divisors ≥ 1.
+    run(Launch::new(4, 128), || unsafe {
+        k::div_fast(px, pd, pq, pr, n as u64)
+    })
+    .unwrap();
+    check(
+        "quotients",
+        &q,
+        &(0..n).map(|i| xs[i] / ds[i]).collect::<Vec<_>>(),
+    );
+    check(
+        "remainders",
+        &r,
+        &(0..n).map(|i| xs[i] % ds[i]).collect::<Vec<_>>(),
+    );
+
+    let comm = DevComm::new(5, 8, 1, 4);
+    let mut out = [i32::MAX; k::TEAM_PROBE_WORDS];
+    let o = out.as_mut_ptr();
+    // SAFETY: 64 words of output.
+    run(Launch::new(2, 64), || unsafe { k::team_probe(comm, o) }).unwrap();
+    check("team facts", &out, &k::team_probe_values(&comm));
+
+    let n = 500usize;
+    let a: Vec<U32x4> = (0..n)
+        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
+        .collect();
+    let b: Vec<U32x4> = (0..n)
+        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
+        .collect();
+    let mut out = vec![U32x4([u32::MAX; 4]); k::REDUCE_OPS * n];
+    let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
+    // SAFETY: n vector pairs, 8n outputs.
+    run(Launch::new(4, 64), || unsafe {
+        k::reduce_packs(pa, pb, po, n as u64)
+    })
+    .unwrap();
+    let mut want = vec![];
+    for i in 0..n {
+        let (x, y) = (a[i], b[i]);
+        want.extend([
+            reduce_pack::<F16, Sum>(x, y),
+            reduce_pack::<Bf16, Sum>(x, y),
+            reduce_pack::<f32, Sum>(x, y),
+            reduce_pack::<f32, Max>(x, y),
+            reduce_pack::<i32, Min>(x, y),
+            reduce_pack::<u32, Prod>(x, y),
+            reduce_pack::<u64, Sum>(x, y),
+            reduce_pack::<f64, Sum>(x, y),
+        ]);
+    }
+    check("packed reductions", &out, &want);
+}
+
+// ---------------------------------------------------------------------------------------
+// ll: a round trip between two blocks.
+
+#[test]
+fn ll_lines_round_trip_and_an_unwritten_line_times_out() {
+    let mut rng = Rng(6);
+    let n = 256usize;
+    let epoch = (rng.next_u32() | 2).max(2);
+    let stale = epoch - 1;
+    let mut lines: Vec<U32x4> = (0..=n)
+        .map(|_| U32x4([rng.next_u32(), stale, rng.next_u32(), stale]))
+        .collect();
+    let data: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    let mut got = vec![u64::MAX; n];
+    let mut codes = vec![u32::MAX; n + 1];
+    let (pl, pd, pg, pc) = (
+        lines.as_mut_ptr().cast::<ll::Line>(),
+        data.as_ptr(),
+        got.as_mut_ptr(),
+        codes.as_mut_ptr(),
+    );
+    // SAFETY: n + 1 lines, n payloads, n + 1 codes.
+    run(Launch::new(2, 128), || unsafe {
+        k::ll_roundtrip(pl, pd, pg, pc, n as u32, epoch, 2_000_000_000, 1_000_000)
+    })
+    .unwrap();
+    check("payloads", &got, &data);
+    let mut want = vec![0u32; n];
+    want.push(1);
+    check(
+        "result codes (last: unwritten line times out)",
+        &codes,
+        &want,
+    );
+    assert!(rolling_le(stale, epoch));
+}
+
+// ---------------------------------------------------------------------------------------
+// barrier: a team of one, ranks in one launch, ranks as concurrent launches, timeout, abort.
+
+fn barrier_words(n_barriers: u32, n_ranks: u32) -> usize {
+    LsaBarrierHandle::buffer_bytes(n_barriers, n_ranks) / 4
+}
+
+fn comm_over(base: u64, stride4g: u32, rank: i32, n_ranks: i32, n_barriers: u32) -> DevComm {
+    let mut comm = DevComm::new(rank, n_ranks, rank, n_ranks);
+    comm.resource = ResourceWindow {
+        lsa_flat_base: base,
+        stride4g,
+        mc_offset4k: 0,
+    };
+    comm.lsa_barrier = LsaBarrierHandle {
+        buf_handle: 0,
+        n_barriers: n_barriers as i32,
+    };
+    comm
+}
+
+#[test]
+fn a_team_of_one_passes_every_round_and_persists_epochs() {
+    let (blocks, rounds) = (4u32, 5u32);
+    let mut res = vec![0u32; barrier_words(blocks, 1)];
+    let comm = comm_over(res.as_mut_ptr() as u64, 1, 0, 1, blocks);
+    for launch in 1..=2u32 {
+        let mut out = vec![u32::MAX; 2 * blocks as usize];
+        let o = out.as_mut_ptr();
+        // SAFETY: `blocks` barriers in a zeroed buffer; 2 words per block.
+        run(Launch::new(blocks, 128), || unsafe {
+            k::barrier_rounds(comm, o, rounds, 1_000_000_000)
+        })
+        .unwrap();
+        let mut want = vec![0; blocks as usize];
+        want.extend(vec![launch * rounds; blocks as usize]);
+        check(&format!("launch {launch}: codes and epochs"), &out, &want);
+    }
+    check(
+        "persisted unicast epochs",
+        &res[blocks as usize..2 * blocks as usize],
+        &vec![2 * rounds; blocks as usize],
+    );
+}
+
+/// A host flat VA: `n` slots of `slot_bytes` at `base + r × 4 GiB` (the smallest stride the
+/// window arithmetic can express), zeroed, the rest of the range inaccessible.
+struct FlatVa {
+    base: *mut libc::c_void,
+    len: usize,
+}
+
+const SLOT_STRIDE: usize = 4 << 30;
+
+impl FlatVa {
+    fn new(n: usize, slot_bytes: usize) -> FlatVa {
+        let len = n * SLOT_STRIDE;
+        // SAFETY: a fresh private reservation, no access until mprotect.
+        let base = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(base, libc::MAP_FAILED, "reserving {len} bytes of VA");
+        for r in 0..n {
+            // SAFETY: slot r lies inside the reservation.
+            let rc = unsafe {
+                libc::mprotect(
+                    base.cast::<u8>().add(r * SLOT_STRIDE).cast(),
+                    slot_bytes,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            assert_eq!(rc, 0, "mprotect slot {r}");
+        }
+        FlatVa { base, len }
+    }
+
+    fn addr(&self) -> u64 {
+        self.base as u64
+    }
+
+    fn word(&self, rank: usize, index: usize) -> u32 {
+        // SAFETY: inside slot `rank` (the callers read the first words).
+        unsafe {
+            self.base
+                .cast::<u8>()
+                .add(rank * SLOT_STRIDE)
+                .cast::<u32>()
+                .add(index)
+                .read_volatile()
+        }
+    }
+}
+
+impl Drop for FlatVa {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`.
+        unsafe { libc::munmap(self.base, self.len) };
+    }
+}
+
+#[test]
+fn two_ranks_in_one_launch_exchange_data_through_the_flat_va() {
+    let va = FlatVa::new(2, 1 << 16);
+    let comm = comm_over(va.addr(), 1, 0, 2, 1);
+    let rounds = 50u32;
+    for (launch, coop_kind) in [0u32, 1].into_iter().enumerate() {
+        let mut out = vec![u32::MAX; 2 * k::BARRIER_PAIR_WORDS];
+        let o = out.as_mut_ptr();
+        // SAFETY: the 2-slot flat VA with one LSA barrier; data at 4096 leaves room for 128
+        // words; two blocks; 8 output words.
+        run(Launch::new(2, 128), || unsafe {
+            k::barrier_pair(comm, o, rounds, 4096, 2_000_000_000, coop_kind)
+        })
+        .unwrap();
+        let epoch = 2 * rounds * (launch as u32 + 1);
+        check(
+            &format!("coop {coop_kind}: [code, mismatch, epoch, rounds] per rank"),
+            &out,
+            &[0, 0, epoch, rounds, 0, 0, epoch, rounds],
+        );
+    }
+    assert_eq!([va.word(0, 1), va.word(1, 1)], [4 * rounds, 4 * rounds]);
+}
+
+/// The payload rank `r` sends to its ring successor in `round`, for thread `t` of block `b`.
+fn ring_payload(r: i32, round: u32, b: u32, t: u32) -> u32 {
+    (r as u32) << 24 ^ round << 14 ^ b << 10 ^ t ^ 0x5000_0000
+}
+
+/// A host-only kernel: a ring exchange between the LSA ranks of `comm`. Every block uses LSA
+/// barrier `block_idx`; per round, thread `t` of block `b` writes its payload into word
+/// `b * block_dim + t` of its successor's data area (byte `data_offset` of the peer's resource
+/// window), `sync(AcqRel)`, checks its own data area holds its predecessor's payload,
+/// `sync(Release)`. `out[0]` += mismatches, `out[1]` |= wait result codes.
+///
+/// # Safety
+/// `comm` describes a flat VA whose slots hold the LSA barriers (zeroed) and the data areas;
+/// every rank launches it with the same grid; `out` holds 2 words shared by all ranks.
+#[kernel]
+unsafe fn ring_exchange(comm: DevComm, data_offset: u64, rounds: u32, timeout: u64, out: *mut u32) {
+    let cta = Cta::new();
+    let (b, t, n) = (block_idx().x, thread_idx().x, comm.lsa_size);
+    let me = comm.lsa_rank;
+    let (next, prev) = ((me + 1) % n, (me + n - 1) % n);
+    let word = (b * block_dim().x + t) as usize;
+    let theirs = comm
+        .resource_lsa_ptr(0, next)
+        .wrapping_add(data_offset as usize)
+        .cast::<u32>()
+        .wrapping_add(word);
+    let mine = comm
+        .resource_lsa_ptr(0, me)
+        .wrapping_add(data_offset as usize)
+        .cast::<u32>()
+        .wrapping_add(word);
+    // SAFETY: the launch contract.
+    let mut bar = unsafe { LsaBarrier::new(&cta, &comm, b) };
+    let (mut bad, mut code) = (0, 0);
+    for round in 0..rounds {
+        // SAFETY: the successor's data area (launch contract).
+        unsafe {
+            mem::store(
+                theirs,
+                ring_payload(me, round, b, t),
+                StoreOrder::Weak,
+                Scope::Sys,
+            )
+        };
+        let r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout);
+        code |= WaitError::result_code(r);
+        // SAFETY: our own data area.
+        let seen = unsafe { mem::load(mine, LoadOrder::Weak, Scope::Sys) };
+        bad += u32::from(seen != ring_payload(prev, round, b, t));
+        code |= WaitError::result_code(bar.sync_timeout(&cta, Ordering::Release, timeout));
+    }
+    bar.finish(&cta);
+    // SAFETY: the shared output words.
+    unsafe {
+        mem::atomic_add(out, bad, Ordering::Relaxed, Scope::Sys);
+        mem::atomic_add(out.add(1), code, Ordering::Relaxed, Scope::Sys);
+    }
+}
+
+/// `n_ranks` concurrent launches (one host thread each) of `ring_exchange`; returns the
+/// `[mismatches, codes]` words, the persisted epochs of block 0 per rank, and the time.
+fn ring(n_ranks: usize, blocks: u32, threads: u32, rounds: u32) -> ([u32; 2], Vec<u32>, Duration) {
+    let va = FlatVa::new(n_ranks, 1 << 20);
+    let data_offset = 64 * 1024u64;
+    assert!(barrier_words(blocks, n_ranks as u32) * 4 <= data_offset as usize);
+    let mut out = [0u32; 2];
+    let o = out.as_mut_ptr() as usize;
+    let errors = Mutex::new(vec![]);
+    let t0 = Instant::now();
+    std::thread::scope(|s| {
+        for r in 0..n_ranks {
+            let comm = comm_over(va.addr(), 1, r as i32, n_ranks as i32, blocks);
+            let errors = &errors;
+            s.spawn(move || {
+                let o = o as *mut u32;
+                // SAFETY: every rank runs the same grid over the zeroed flat VA.
+                let res = run(Launch::new(blocks, threads), || unsafe {
+                    ring_exchange(comm, data_offset, rounds, 20_000_000_000, o)
+                });
+                if let Err(e) = res {
+                    errors.lock().unwrap().push(format!("rank {r}: {e}"));
+                }
+            });
+        }
+    });
+    let dt = t0.elapsed();
+    let errors = errors.into_inner().unwrap();
+    assert!(errors.is_empty(), "{errors:?}");
+    let epochs = (0..n_ranks).map(|r| va.word(r, blocks as usize)).collect();
+    (out, epochs, dt)
+}
+
+#[test]
+fn ranks_as_concurrent_launches_pass_a_ring_through_lsa_barriers() {
+    let rounds = 10;
+    let (out, epochs, _) = ring(2, 2, 64, rounds);
+    assert_eq!(out, [0, 0], "[mismatches, wait codes]");
+    assert_eq!(epochs, vec![2 * rounds; 2]);
+}
+
+#[test]
+fn eight_ranks_of_four_blocks_of_256_threads_emulate_in_seconds() {
+    let rounds = 8;
+    let (out, epochs, dt) = ring(8, 4, 256, rounds);
+    assert_eq!(out, [0, 0], "[mismatches, wait codes]");
+    assert_eq!(epochs, vec![2 * rounds; 8]);
+    println!(
+        "emulated 8 ranks × 4 blocks × 256 threads ({} OS threads), {rounds} ring rounds of \
+         2 LSA barrier syncs each: {:.2} s",
+        8 * 4 * 256,
+        dt.as_secs_f64()
+    );
+}
+
+#[test]
+fn a_missing_peer_times_out_and_a_raised_abort_flag_ends_the_wait() {
+    let mut res = vec![0u32; barrier_words(1, 2)];
+    let mut comm = comm_over(res.as_mut_ptr() as u64, 0, 0, 2, 1);
+    let timeout = 50_000_000u64;
+    let mut out = [u32::MAX; 3];
+    let o = out.as_mut_ptr();
+    // SAFETY: one LSA barrier, nobody plays rank 1; 3 output words.
+    run(Launch::new(1, 64), || unsafe {
+        k::barrier_lonely(comm, o, timeout)
+    })
+    .unwrap();
+    let dt = u64::from(out[1]) | (u64::from(out[2]) << 32);
+    assert_eq!(out[0], 1, "timeout code");
+    assert!(dt >= timeout && dt < 40 * timeout, "waited {dt} ns");
+
+    res.iter_mut().for_each(|w| *w = 0);
+    let flag = 1u32;
+    comm.abort_flag = &raw const flag as u64;
+    // SAFETY: as above, with a raised abort flag.
+    run(Launch::new(1, 64), || unsafe {
+        k::barrier_lonely(comm, o, 10_000_000_000)
+    })
+    .unwrap();
+    let dt = u64::from(out[1]) | (u64::from(out[2]) << 32);
+    assert_eq!(out[0], 2, "aborted code");
+    assert!(dt < 1_000_000_000, "abort took {dt} ns");
+}
+
+// ---------------------------------------------------------------------------------------
+// The harness can fail: broken kernels that the emulator must catch.
+
+/// `smem_static_reverse` without its `sync_threads`: threads read slots of the tile that
+/// other threads may not have written yet.
+///
+/// # Safety
+/// As `smem_static_reverse`.
+#[kernel]
+unsafe fn broken_missing_barrier(input: *const u32, out: *mut u32) {
+    let tile: *mut u32 = shared_array!(BROKEN_REVERSE_TILE: [u32; 256]);
+    let t = thread_idx().x as usize;
+    let base = block_idx().x as usize * 256;
+    // SAFETY: t < 256.
+    unsafe { tile.add(t).write_volatile(*input.add(base + t)) };
+    // (missing: arch::sync_threads())
+    // SAFETY: t < 256.
+    unsafe { *out.add(base + t) = tile.add(255 - t).read_volatile() };
+}
+
+/// `vector_add` whose grid-stride loop starts one block too far (`block_idx + 1`): the first
+/// block's elements are never written, and it stays in bounds (`i < n`).
+///
+/// # Safety
+/// As `vector_add`.
+#[kernel]
+unsafe fn broken_off_by_one(a: *const f32, b: *const f32, c: *mut f32, n: u64) {
+    let stride = u64::from(block_dim().x) * u64::from(grid_dim().x);
+    let mut i = u64::from(block_idx().x + 1) * u64::from(block_dim().x) + u64::from(thread_idx().x);
+    while i < n {
+        // SAFETY: i < n.
+        unsafe { *c.add(i as usize) = *a.add(i as usize) + *b.add(i as usize) };
+        i += stride;
+    }
+}
+
+/// `sync_threads` inside a branch that only the even warps take.
+#[kernel]
+fn broken_divergent_barrier() {
+    if arch::warp_idx().is_multiple_of(2) {
+        arch::sync_threads();
+    }
+}
+
+#[test]
+fn a_missing_barrier_gives_wrong_results_under_emulation() {
+    let (blocks, t) = (2usize, 256usize);
+    let input: Vec<u32> = (0..blocks * t).map(|i| i as u32 | 0x8000_0000).collect();
+    let want: Vec<u32> = (0..blocks * t)
+        .map(|x| input[(x / t) * t + (t - 1 - x % t)])
+        .collect();
+    // A race: usually the first attempt shows it (thread 0 reads slot 255 long before the
+    // thread that writes it starts); a few attempts make the test robust.
+    let caught = (0..5).any(|_| {
+        let mut out = vec![0u32; blocks * t];
+        let (i, o) = (input.as_ptr(), out.as_mut_ptr());
+        // SAFETY: as smem_static_reverse.
+        run(Launch::new(blocks as u32, t as u32), || unsafe {
+            broken_missing_barrier(i, o)
+        })
+        .unwrap();
+        out != want
+    });
+    assert!(
+        caught,
+        "five runs without the barrier all gave the right result"
+    );
+}
+
+#[test]
+fn an_off_by_one_index_gives_wrong_results_under_emulation() {
+    let n = 3000usize;
+    let a: Vec<f32> = (0..n).map(|i| i as f32).collect();
+    let b = vec![1.0f32; n];
+    let mut c = vec![0.0f32; n];
+    let (pa, pb, pc) = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr());
+    // SAFETY: as vector_add.
+    run(Launch::new(3, 256), || unsafe {
+        broken_off_by_one(pa, pb, pc, n as u64)
+    })
+    .unwrap();
+    let wrong = (0..n).filter(|&i| c[i] != a[i] + b[i]).count();
+    assert_eq!(wrong, 256, "exactly the first block's elements are missing");
+}
+
+#[test]
+fn a_divergent_barrier_is_reported_not_hung() {
+    let e = run(Launch::new(2, 128), broken_divergent_barrier).unwrap_err();
+    assert!(matches!(e, EmuError::Deadlock { .. }), "{e}");
+}
