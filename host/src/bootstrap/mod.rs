@@ -533,6 +533,20 @@ impl Bootstrap {
 impl Drop for Bootstrap {
     fn drop(&mut self) {
         let graceful = !std::thread::panicking();
+        // A rank that leaves after a failure repeats the failure on every link before it
+        // closes: messages on one link arrive in order, so every peer learns the root cause
+        // (not merely "this rank closed") even when the news took another path to reach it.
+        if let Some(f) = self.mailbox.failure() {
+            for p in (0..self.size).filter(|&p| p != self.rank && p != f.culprit) {
+                if self.mailbox.is_closed(p) {
+                    continue;
+                }
+                match &self.transport {
+                    Transport::Tcp(t) => t.abort(p, f.culprit, &f.reason),
+                    Transport::InProc(t) => t.abort(p, f.culprit, &f.reason),
+                }
+            }
+        }
         match &mut self.transport {
             Transport::Tcp(t) => t.close(graceful),
             Transport::InProc(t) => t.close(graceful),
