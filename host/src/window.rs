@@ -4,7 +4,7 @@
 //! Each rank reserves one flat virtual range of `lsa_size × stride` bytes (stride = the team's
 //! largest device memory rounded up to 4 GiB, or `SYMCOMM_WIN_STRIDE`). Registering a window
 //! allocates the same slot offset on every rank from a deterministic first-fit
-//! [`Space`](crate::space::Space) and maps LSA peer `p`'s physical allocation at
+//! [`Space`] and maps LSA peer `p`'s physical allocation at
 //! `flat_base + p × stride + slot_offset` on every rank. A 72-byte device descriptor
 //! ([`symcomm_device::window::Window`], NCCL's `ncclWindow_vidmem` layout) lets kernels turn
 //! `(offset, peer)` into a pointer.
