@@ -228,6 +228,7 @@ impl<C: Coop> LsaBarrier<C> {
     pub fn arrive(&mut self, coop: &C, order: Ordering) {
         coop.sync();
         match self.mode {
+            // ANCHOR: arrive_unicast
             BarrierMode::Unicast => {
                 let n = self.team.n_ranks;
                 if n <= 1 {
@@ -254,6 +255,7 @@ impl<C: Coop> LsaBarrier<C> {
                     i += coop.size() as i32;
                 }
             }
+            // ANCHOR_END: arrive_unicast
             BarrierMode::Multimem(mm) => {
                 if coop.is_leader() {
                     let mc = (mm.mc_base
@@ -306,6 +308,7 @@ impl<C: Coop> LsaBarrier<C> {
         let mut result = Ok(());
         let step;
         match self.mode {
+            // ANCHOR: wait_unicast
             BarrierMode::Unicast => {
                 step = 1;
                 let n = self.team.n_ranks;
@@ -324,6 +327,7 @@ impl<C: Coop> LsaBarrier<C> {
                     i += coop.size() as i32;
                 }
             }
+            // ANCHOR_END: wait_unicast
             BarrierMode::Multimem(_) => {
                 step = self.team.n_ranks as u32;
                 if coop.is_leader() {
@@ -378,6 +382,7 @@ impl<C: Coop> LsaBarrier<C> {
         self.wait_timeout(coop, order, timeout_ns)
     }
 
+    // ANCHOR: finish
     /// Ends the session: the group's rank 0 writes the epoch back to device memory for the
     /// next session on this index, then the group syncs. Every thread of `coop` calls it.
     ///
@@ -399,6 +404,7 @@ impl<C: Coop> LsaBarrier<C> {
         }
         coop.sync();
     }
+    // ANCHOR_END: finish
 }
 
 #[cfg(test)]

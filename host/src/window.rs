@@ -260,6 +260,7 @@ impl Communicator {
             }),
             Err(e) => Offer::Refused(e.to_string()),
         };
+        // ANCHOR: gather
         let gathered = self.bootstrap().all_gather(&offer.encode())?;
         let mut records = Vec::with_capacity(gathered.len());
         for (rank, bytes) in gathered.iter().enumerate() {
@@ -279,6 +280,7 @@ impl Communicator {
         let agreed = validate_registration(&records)?;
         let local = local?; // every rank was ready, including this one
         let (slot_size, align) = agreed.space_request()?;
+        // ANCHOR_END: gather
 
         let state_arc = self.symmetric_state(&records)?;
         let mut guard = lock(&state_arc)?;
@@ -466,6 +468,7 @@ impl SymState {
                 .copied()
                 .filter(|&r| r != me)
                 .collect();
+            // ANCHOR: map_peers
             let fds = self
                 .server
                 .fetch_from(&peers, seq, comm.bootstrap().timeout())?;
@@ -490,6 +493,7 @@ impl SymState {
             comm.bootstrap()
                 .all_gather_ranks(&self.lsa_world_ranks, &[])?;
             Ok(mappings)
+            // ANCHOR_END: map_peers
         })();
         self.server.withdraw(seq);
         result

@@ -648,6 +648,7 @@ pub unsafe fn window_math(win: *const Window, comm: DevComm, sym: SymPtr<f32>, o
 /// Outputs per input pair written by [`reduce_packs`].
 pub const REDUCE_OPS: usize = 8;
 
+// ANCHOR: reduce_packs
 /// For every `i < n`: `out[8 i + k]` = reduction `k` of `a[i]` and `b[i]`:
 /// F16 Sum, Bf16 Sum, f32 Sum, f32 Max, i32 Min, u32 Prod, u64 Sum, f64 Sum.
 ///
@@ -677,6 +678,7 @@ pub unsafe fn reduce_packs(a: *const U32x4, b: *const U32x4, out: *mut U32x4, n:
         i += stride;
     }
 }
+// ANCHOR_END: reduce_packs
 
 // ---------------------------------------------------------------------------------------
 // ll: line round trip between two blocks.
@@ -1025,6 +1027,7 @@ mod tests {
         c
     }
 
+    // ANCHOR: team_of_one
     #[test]
     fn a_team_of_one_passes_every_round_and_persists_the_epoch() {
         let mut buf = vec![0u32; 16];
@@ -1036,6 +1039,7 @@ mod tests {
         }
         assert_eq!(buf[2], 12); // unicast epoch of barrier 0: word n + 0
     }
+    // ANCHOR_END: team_of_one
 
     #[test]
     fn a_missing_peer_times_out_and_an_abort_flag_ends_the_wait() {
