@@ -256,6 +256,7 @@ impl<C: Coop> LsaBarrier<C> {
                 }
             }
             // ANCHOR_END: arrive_unicast
+            // ANCHOR: arrive_multimem
             BarrierMode::Multimem(mm) => {
                 if coop.is_leader() {
                     let mc = (mm.mc_base
@@ -267,6 +268,7 @@ impl<C: Coop> LsaBarrier<C> {
                     unsafe { multimem::red_add_u32(mc, 1, order.release_part()) };
                 }
             }
+            // ANCHOR_END: arrive_multimem
         }
     }
 

@@ -984,6 +984,7 @@ pub unsafe fn multimem_ops(mc: *mut U32x4, out: *mut U32x4) {
     }
 }
 
+// ANCHOR: barrier_multimem
 /// Load-only: a multimem LSA barrier session (`multimem.red.release.sys.global.add.u32` on
 /// arrive with a release order), one timed `sync(Release)` and one `sync(Acquire)`.
 /// `out[0]` = result codes OR-ed.
@@ -1003,6 +1004,7 @@ pub unsafe fn barrier_multimem(comm: DevComm, out: *mut u32, timeout_ns: u64) {
         unsafe { *out = WaitError::result_code(a) | WaitError::result_code(b) };
     }
 }
+// ANCHOR_END: barrier_multimem
 
 /// The kernels on the host backend (one block of one thread): the logic of the barrier,
 /// LL and pointer kernels, including the timeout and abort paths.
