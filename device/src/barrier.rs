@@ -419,6 +419,7 @@ mod tests {
     use std::sync::Arc;
     use std::vec::Vec;
 
+    // ANCHOR: two_ranks
     /// Two host threads play LSA ranks 0 and 1. Both ranks' barrier buffers are the same
     /// memory (stride 0): the inbox slots of the two ranks are distinct words, and both persist
     /// the same epoch, so the algorithm is exercised exactly as on two GPUs.
@@ -469,6 +470,7 @@ mod tests {
             "persisted unicast epoch"
         );
     }
+    // ANCHOR_END: two_ranks
 
     #[test]
     fn wrap_around_of_the_epoch_keeps_the_barrier_working() {

@@ -95,6 +95,7 @@ pub unsafe fn copy_u32(src: *const u32, dst: *mut u32, n: u64) {
 /// Number of threads per block `smem_static_reverse` must be launched with.
 pub const STATIC_SMEM_THREADS: u32 = 256;
 
+// ANCHOR: smem_static_reverse
 /// Reverses each block's 256-element chunk through a static shared array:
 /// `out[b*256 + t] = input[b*256 + 255 - t]`.
 ///
@@ -111,6 +112,7 @@ pub unsafe fn smem_static_reverse(input: *const u32, out: *mut u32) {
     // SAFETY: as above.
     unsafe { *out.add(base + t) = *tile.add(255 - t) };
 }
+// ANCHOR_END: smem_static_reverse
 
 /// Reverses each block's chunk of `block_dim.x` elements through dynamic shared memory and
 /// writes the dynamic shared size seen by the block to `sizes[block]`.
