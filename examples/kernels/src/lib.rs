@@ -40,11 +40,13 @@ pub const fn hello_pattern(rank: u32, i: u64) -> u32 {
 /// synchronises on its own barrier (index = block index). `status[block]` receives the
 /// barrier's result code (0 = ok, 1 = timed out after `timeout_ns`, 2 = aborted).
 ///
+// ANCHOR: hello_contract
 /// # Safety
 /// - `comm` comes from `DevComm::create` with at least `grid_dim.x` LSA barriers;
 /// - `win` is the device descriptor of a window of at least `lsa_size × n × 4` bytes;
 /// - `status` holds `grid_dim.x` u32 of this device;
 /// - every LSA rank launches this kernel with the same grid, block and `n`.
+// ANCHOR_END: hello_contract
 #[kernel]
 pub unsafe fn hello_window(
     comm: DevComm,
