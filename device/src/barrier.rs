@@ -256,8 +256,8 @@ impl<C: Coop> LsaBarrier<C> {
                 }
             }
             // ANCHOR_END: arrive_unicast
-            // ANCHOR: arrive_multimem
             BarrierMode::Multimem(mm) => {
+                // ANCHOR: arrive_multimem
                 if coop.is_leader() {
                     let mc = (mm.mc_base
                         + 4096 * u64::from(self.mc_offset4k)
@@ -267,8 +267,8 @@ impl<C: Coop> LsaBarrier<C> {
                     // SAFETY: the multicast range is bound (session contract).
                     unsafe { multimem::red_add_u32(mc, 1, order.release_part()) };
                 }
+                // ANCHOR_END: arrive_multimem
             }
-            // ANCHOR_END: arrive_multimem
         }
     }
 
