@@ -11,8 +11,8 @@ Source checks, for every chapter (book/src/**/*.md):
     something between them; Rust files are included by anchor or whole, never by line
     numbers (those drift silently when the file changes).
 Built-book checks, for every page built from a chapter:
-  - every relative href resolves to a file of the built book (chapters, the API docs under
-    api/, theme files), and its #fragment to an id in that file.
+  - every relative href (and image src) resolves to a file of the built book (chapters,
+    images, the API docs under api/, theme files), and its #fragment to an id in that file.
 Exit status 0 when everything holds, 1 otherwise (every problem is listed, one per line).
 """
 
@@ -111,7 +111,7 @@ class Refs(html.parser.HTMLParser):
         for k, v in attrs:
             if k in ("id", "name") and v:
                 self.ids.add(v)
-            if k == "href" and v is not None:
+            if (k == "href" or (tag == "img" and k == "src")) and v is not None:
                 self.hrefs.append(v)
 
 
