@@ -228,6 +228,7 @@ impl<C: Coop> LsaBarrier<C> {
     pub fn arrive(&mut self, coop: &C, order: Ordering) {
         coop.sync();
         match self.mode {
+            // ANCHOR: arrive_unicast
             BarrierMode::Unicast => {
                 let n = self.team.n_ranks;
                 if n <= 1 {
@@ -254,7 +255,9 @@ impl<C: Coop> LsaBarrier<C> {
                     i += coop.size() as i32;
                 }
             }
+            // ANCHOR_END: arrive_unicast
             BarrierMode::Multimem(mm) => {
+                // ANCHOR: arrive_multimem
                 if coop.is_leader() {
                     let mc = (mm.mc_base
                         + 4096 * u64::from(self.mc_offset4k)
@@ -264,6 +267,7 @@ impl<C: Coop> LsaBarrier<C> {
                     // SAFETY: the multicast range is bound (session contract).
                     unsafe { multimem::red_add_u32(mc, 1, order.release_part()) };
                 }
+                // ANCHOR_END: arrive_multimem
             }
         }
     }
@@ -306,6 +310,7 @@ impl<C: Coop> LsaBarrier<C> {
         let mut result = Ok(());
         let step;
         match self.mode {
+            // ANCHOR: wait_unicast
             BarrierMode::Unicast => {
                 step = 1;
                 let n = self.team.n_ranks;
@@ -324,6 +329,7 @@ impl<C: Coop> LsaBarrier<C> {
                     i += coop.size() as i32;
                 }
             }
+            // ANCHOR_END: wait_unicast
             BarrierMode::Multimem(_) => {
                 step = self.team.n_ranks as u32;
                 if coop.is_leader() {
@@ -378,6 +384,7 @@ impl<C: Coop> LsaBarrier<C> {
         self.wait_timeout(coop, order, timeout_ns)
     }
 
+    // ANCHOR: finish
     /// Ends the session: the group's rank 0 writes the epoch back to device memory for the
     /// next session on this index, then the group syncs. Every thread of `coop` calls it.
     ///
@@ -399,6 +406,7 @@ impl<C: Coop> LsaBarrier<C> {
         }
         coop.sync();
     }
+    // ANCHOR_END: finish
 }
 
 #[cfg(test)]
@@ -411,6 +419,7 @@ mod tests {
     use std::sync::Arc;
     use std::vec::Vec;
 
+    // ANCHOR: two_ranks
     /// Two host threads play LSA ranks 0 and 1. Both ranks' barrier buffers are the same
     /// memory (stride 0): the inbox slots of the two ranks are distinct words, and both persist
     /// the same epoch, so the algorithm is exercised exactly as on two GPUs.
@@ -461,6 +470,7 @@ mod tests {
             "persisted unicast epoch"
         );
     }
+    // ANCHOR_END: two_ranks
 
     #[test]
     fn wrap_around_of_the_epoch_keeps_the_barrier_working() {

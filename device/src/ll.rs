@@ -26,6 +26,7 @@ pub const fn next_epoch(epoch: u32) -> u32 {
     if n == 0 { 1 } else { n }
 }
 
+// ANCHOR: ll_encode
 /// The line that carries `data` in round `epoch`.
 #[inline(always)]
 pub const fn encode(data: u64, epoch: u32) -> Line {
@@ -42,6 +43,7 @@ pub const fn decode(line: Line, epoch: u32) -> Option<u64> {
         None
     }
 }
+// ANCHOR_END: ll_encode
 
 /// Sends 8 bytes in round `epoch` (one `st.relaxed.sys.global.v4.u32`).
 ///

@@ -23,6 +23,7 @@
 //! `read_volatile`/`write_volatile`, and vector accesses to one access per element (which is
 //! also all PTX promises for `.v4` accesses).
 
+// ANCHOR: scope
 /// The set of threads an ordered access synchronises with.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Scope {
@@ -33,6 +34,7 @@ pub enum Scope {
     /// Every thread of every GPU and the CPU (`.sys`): needed for peer memory.
     Sys,
 }
+// ANCHOR_END: scope
 
 /// Semantics of a load.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -64,6 +66,7 @@ pub enum StoreOrder {
     Volatile,
 }
 
+// ANCHOR: ordering
 /// Memory order of a read-modify-write, a fence or a barrier phase.
 ///
 /// Mirrors `cuda::memory_order` minus `consume` and `seq_cst` (use [`fence_sc`] for the latter).
@@ -79,6 +82,7 @@ pub enum Ordering {
     /// Both.
     AcqRel,
 }
+// ANCHOR_END: ordering
 
 impl Ordering {
     /// True for `Acquire` and `AcqRel`.

@@ -59,6 +59,7 @@ const _: () = {
     assert!(offset_of!(Window, gin_wins) == 40);
 };
 
+// ANCHOR: add4g
 /// Adds `delta4g * 2³²` to `ptr` by adding `delta4g` to its high 32-bit word (wrapping in 32
 /// bits), NCCL's `add4G`. Callers pass `peer * stride4g` computed in `u32` arithmetic.
 ///
@@ -70,6 +71,7 @@ pub const fn add4g(ptr: u64, delta4g: u32) -> u64 {
     let hi = ((ptr >> 32) as u32).wrapping_add(delta4g);
     ((hi as u64) << 32) | (ptr & 0xffff_ffff)
 }
+// ANCHOR_END: add4g
 
 impl Window {
     #[inline(always)]
@@ -104,6 +106,7 @@ impl Window {
         unsafe { load_const(&raw const self.world_rank) }
     }
 
+    // ANCHOR: lsa_ptr
     /// Address of byte `offset` of LSA peer `lsa_peer`'s copy of the window (no range check;
     /// nothing is dereferenced).
     ///
@@ -120,6 +123,7 @@ impl Window {
         let (base, s4g) = unsafe { (self.base(), self.stride4g()) };
         add4g(base, (lsa_peer as u32).wrapping_mul(s4g)).wrapping_add(offset as u64) as *mut u8
     }
+    // ANCHOR_END: lsa_ptr
 
     /// Address of byte `offset` of the caller's own copy of the window.
     ///

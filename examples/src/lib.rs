@@ -7,7 +7,9 @@
 
 pub mod ranks;
 
+// ANCHOR: embed
 /// The example kernels as PTX, with their entry points.
 pub mod kernels {
     include!(concat!(env!("OUT_DIR"), "/symcomm_example_kernels.rs"));
 }
+// ANCHOR_END: embed

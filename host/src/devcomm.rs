@@ -74,11 +74,13 @@ impl DevComm {
     #[doc(alias = "ncclDevCommCreate")]
     pub fn create(comm: &Communicator, req: Requirements) -> Result<DevComm> {
         let bytes = req.resource_bytes(comm.lsa_size());
+        // ANCHOR: zero_then_register
         let memory = SymmetricMemory::alloc(comm, bytes)?;
         // Zero before registering: registration ends with a barrier of the LSA team, so no peer
         // can write into our inboxes before they are zeroed.
         memory.buffer().fill_bytes(0)?;
         let window = comm.register_window(&memory)?;
+        // ANCHOR_END: zero_then_register
         let abort = HostMapped::new(0u32)?;
         let d = window.descriptor();
         let mut raw = RawDevComm::new(

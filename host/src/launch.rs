@@ -194,6 +194,7 @@ impl Function<'_> {
     }
 }
 
+// ANCHOR: kernel_arg
 /// A value that can be a kernel argument: its bytes are copied into the parameter buffer.
 ///
 /// # Safety
@@ -201,6 +202,7 @@ impl Function<'_> {
 /// layout equal the kernel parameter they are passed for: scalars, raw device pointers, and
 /// `#[repr(C)]` structs shared with the device crate (such as the device communicator).
 pub unsafe trait KernelArg: Copy {}
+// ANCHOR_END: kernel_arg
 
 macro_rules! kernel_arg {
     ($($t:ty),*) => { $(

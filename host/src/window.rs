@@ -4,7 +4,7 @@
 //! Each rank reserves one flat virtual range of `lsa_size × stride` bytes (stride = the team's
 //! largest device memory rounded up to 4 GiB, or `SYMCOMM_WIN_STRIDE`). Registering a window
 //! allocates the same slot offset on every rank from a deterministic first-fit
-//! [`Space`](crate::space::Space) and maps LSA peer `p`'s physical allocation at
+//! [`Space`] and maps LSA peer `p`'s physical allocation at
 //! `flat_base + p × stride + slot_offset` on every rank. A 72-byte device descriptor
 //! ([`symcomm_device::window::Window`], NCCL's `ncclWindow_vidmem` layout) lets kernels turn
 //! `(offset, peer)` into a pointer.
@@ -285,6 +285,7 @@ impl Communicator {
             }),
             Err(e) => Offer::Refused(e.to_string()),
         };
+        // ANCHOR: gather
         let gathered = self.bootstrap().all_gather(&offer.encode())?;
         let mut records = Vec::with_capacity(gathered.len());
         for (rank, bytes) in gathered.iter().enumerate() {
@@ -304,6 +305,7 @@ impl Communicator {
         let agreed = validate_registration(&records)?;
         let local = local?; // every rank was ready, including this one
         let (slot_size, align) = agreed.space_request()?;
+        // ANCHOR_END: gather
 
         let state_arc = self.symmetric_state(&records)?;
         let mut guard = lock(&state_arc)?;
@@ -623,6 +625,7 @@ impl SymState {
                 .copied()
                 .filter(|&r| r != me)
                 .collect();
+            // ANCHOR: map_peers
             let fds = self
                 .server
                 .fetch_from(&peers, seq, comm.bootstrap().timeout())?;
@@ -647,6 +650,7 @@ impl SymState {
             comm.bootstrap()
                 .all_gather_ranks(&self.lsa_world_ranks, &[])?;
             Ok(mappings)
+            // ANCHOR_END: map_peers
         })();
         self.server.withdraw(seq);
         result

@@ -1,10 +1,13 @@
 //! Kernels of the symcomm examples. Built to PTX by `examples/build.rs`.
 
+// ANCHOR: crate_attrs
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
 
 use symcomm_device::prelude::*;
+// ANCHOR_END: crate_attrs
 
+// ANCHOR: vector_add
 /// `c[i] = a[i] + b[i]` for every `i < n`, grid-stride over any launch shape.
 ///
 /// # Safety
@@ -20,12 +23,16 @@ pub unsafe fn vector_add(a: *const f32, b: *const f32, c: *mut f32, n: u64) {
         i += stride;
     }
 }
+// ANCHOR_END: vector_add
 
+// ANCHOR: hello_pattern
 /// The value LSA rank `rank` writes at index `i` of its slot in `hello_window`.
 pub const fn hello_pattern(rank: u32, i: u64) -> u32 {
     rank.wrapping_mul(0x9e37_79b1) ^ (i as u32).wrapping_mul(0x85eb_ca77) ^ 0x0005_eed5
 }
+// ANCHOR_END: hello_pattern
 
+// ANCHOR: hello_window
 /// Every rank writes [`hello_pattern`] into *its* slot of *every* LSA peer's copy of the window,
 /// then the LSA team synchronises; afterwards every rank's own copy holds every peer's pattern.
 ///
@@ -33,11 +40,13 @@ pub const fn hello_pattern(rank: u32, i: u64) -> u32 {
 /// synchronises on its own barrier (index = block index). `status[block]` receives the
 /// barrier's result code (0 = ok, 1 = timed out after `timeout_ns`, 2 = aborted).
 ///
+// ANCHOR: hello_contract
 /// # Safety
 /// - `comm` comes from `DevComm::create` with at least `grid_dim.x` LSA barriers;
 /// - `win` is the device descriptor of a window of at least `lsa_size × n × 4` bytes;
 /// - `status` holds `grid_dim.x` u32 of this device;
 /// - every LSA rank launches this kernel with the same grid, block and `n`.
+// ANCHOR_END: hello_contract
 #[kernel]
 pub unsafe fn hello_window(
     comm: DevComm,
@@ -46,10 +55,13 @@ pub unsafe fn hello_window(
     timeout_ns: u64,
     status: *mut u32,
 ) {
+    // ANCHOR: hello_open
     let cta = Cta::new();
     let b = block_idx().x;
     // SAFETY: one session per block index, every LSA rank opens it (launch contract).
     let mut bar = unsafe { LsaBarrier::new(&cta, &comm, b) };
+    // ANCHOR_END: hello_open
+    // ANCHOR: hello_store
     let me = comm.lsa_rank;
     let slot = me as usize * n as usize * 4;
     let stride = u64::from(block_dim().x) * u64::from(grid_dim().x);
@@ -67,11 +79,15 @@ pub unsafe fn hello_window(
             i += stride;
         }
     }
+    // ANCHOR_END: hello_store
+    // ANCHOR: hello_sync
     // Release our stores to the peers; acquire theirs into our copy.
     let res = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
     bar.finish(&cta);
+    // ANCHOR_END: hello_sync
     if cta.is_leader() {
         // SAFETY: status holds grid_dim.x words.
         unsafe { *status.add(b as usize) = WaitError::result_code(res) };
     }
 }
+// ANCHOR_END: hello_window

@@ -20,6 +20,7 @@ const TIMEOUT_NS: u64 = 20_000_000_000;
 
 // ANCHOR: rank
 fn hello(comm: Communicator, n: usize) -> Result<String> {
+    // ANCHOR: setup
     let _ctx = cuda::open_device(comm.device())?;
     let lsa = comm.lsa_size();
     let mem = SymmetricMemory::alloc(&comm, lsa * n * 4)?;
@@ -28,7 +29,9 @@ fn hello(comm: Communicator, n: usize) -> Result<String> {
     let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(BLOCKS))?; // collective
     let status = VmmBuffer::new(comm.device() as i32, BLOCKS as usize * 4)?;
     status.fill_bytes(0xff)?;
+    // ANCHOR_END: setup
 
+    // ANCHOR: launch
     let module = Module::load(kernels::PTX)?;
     let kernel = module.function("hello_window")?;
     let args = (
@@ -48,7 +51,9 @@ fn hello(comm: Communicator, n: usize) -> Result<String> {
         )?
     };
     synchronize()?;
+    // ANCHOR_END: launch
 
+    // ANCHOR: check
     let mut codes = vec![0u32; BLOCKS as usize];
     status.copy_to_host(&mut codes)?;
     if let Some(code) = codes.iter().find(|&&c| c != 0) {
@@ -70,6 +75,7 @@ fn hello(comm: Communicator, n: usize) -> Result<String> {
             comm.rank()
         )));
     }
+    // ANCHOR_END: check
     Ok(format!(
         "hello_window: rank {} (GPU {}) sees the patterns of all {lsa} LSA peers ({n} values each)",
         comm.rank(),

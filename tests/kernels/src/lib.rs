@@ -95,6 +95,7 @@ pub unsafe fn copy_u32(src: *const u32, dst: *mut u32, n: u64) {
 /// Number of threads per block `smem_static_reverse` must be launched with.
 pub const STATIC_SMEM_THREADS: u32 = 256;
 
+// ANCHOR: smem_static_reverse
 /// Reverses each block's 256-element chunk through a static shared array:
 /// `out[b*256 + t] = input[b*256 + 255 - t]`.
 ///
@@ -111,6 +112,7 @@ pub unsafe fn smem_static_reverse(input: *const u32, out: *mut u32) {
     // SAFETY: as above.
     unsafe { *out.add(base + t) = *tile.add(255 - t) };
 }
+// ANCHOR_END: smem_static_reverse
 
 /// Reverses each block's chunk of `block_dim.x` elements through dynamic shared memory and
 /// writes the dynamic shared size seen by the block to `sizes[block]`.
@@ -648,6 +650,7 @@ pub unsafe fn window_math(win: *const Window, comm: DevComm, sym: SymPtr<f32>, o
 /// Outputs per input pair written by [`reduce_packs`].
 pub const REDUCE_OPS: usize = 8;
 
+// ANCHOR: reduce_packs
 /// For every `i < n`: `out[8 i + k]` = reduction `k` of `a[i]` and `b[i]`:
 /// F16 Sum, Bf16 Sum, f32 Sum, f32 Max, i32 Min, u32 Prod, u64 Sum, f64 Sum.
 ///
@@ -677,6 +680,7 @@ pub unsafe fn reduce_packs(a: *const U32x4, b: *const U32x4, out: *mut U32x4, n:
         i += stride;
     }
 }
+// ANCHOR_END: reduce_packs
 
 // ---------------------------------------------------------------------------------------
 // ll: line round trip between two blocks.
@@ -982,6 +986,7 @@ pub unsafe fn multimem_ops(mc: *mut U32x4, out: *mut U32x4) {
     }
 }
 
+// ANCHOR: barrier_multimem
 /// Load-only: a multimem LSA barrier session (`multimem.red.release.sys.global.add.u32` on
 /// arrive with a release order), one timed `sync(Release)` and one `sync(Acquire)`.
 /// `out[0]` = result codes OR-ed.
@@ -1001,6 +1006,7 @@ pub unsafe fn barrier_multimem(comm: DevComm, out: *mut u32, timeout_ns: u64) {
         unsafe { *out = WaitError::result_code(a) | WaitError::result_code(b) };
     }
 }
+// ANCHOR_END: barrier_multimem
 
 /// The kernels on the host backend (one block of one thread): the logic of the barrier,
 /// LL and pointer kernels, including the timeout and abort paths.
@@ -1025,6 +1031,7 @@ mod tests {
         c
     }
 
+    // ANCHOR: team_of_one
     #[test]
     fn a_team_of_one_passes_every_round_and_persists_the_epoch() {
         let mut buf = vec![0u32; 16];
@@ -1036,6 +1043,7 @@ mod tests {
         }
         assert_eq!(buf[2], 12); // unicast epoch of barrier 0: word n + 0
     }
+    // ANCHOR_END: team_of_one
 
     #[test]
     fn a_missing_peer_times_out_and_an_abort_flag_ends_the_wait() {

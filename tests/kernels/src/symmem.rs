@@ -14,6 +14,7 @@ pub const fn stress_value(rank: u32, b: u32, t: u32, epoch: u32) -> u32 {
 /// wait succeeded), completed rounds (summed over blocks).
 pub const STRESS_OUT_WORDS: usize = 3;
 
+// ANCHOR: barrier_stress
 /// `iters` rounds per block of: write a value that depends on (rank, block, thread, epoch) into
 /// the own window copy (double-buffered by epoch parity), `sync(AcqRel)` the LSA team, read every
 /// peer's value for the same (block, thread) and compare. Epochs come from device memory, so
@@ -41,6 +42,7 @@ pub unsafe fn barrier_stress(
     let mut bar = unsafe { LsaBarrier::new(&cta, &comm, b) };
     let first_world = comm.rank - comm.lsa_rank;
     let (mut bad, mut code, mut done) = (0u32, 0u32, 0u32);
+    // ANCHOR: stress_loop
     for _ in 0..iters {
         let epoch = bar.epoch();
         let idx = ((epoch as usize & 1) * nb + b as usize) * nt + t as usize;
@@ -69,6 +71,7 @@ pub unsafe fn barrier_stress(
         done += 1;
     }
     bar.finish(&cta);
+    // ANCHOR_END: stress_loop
     // SAFETY: `out` holds STRESS_OUT_WORDS u32 (launch contract).
     unsafe {
         if bad != 0 {
@@ -82,6 +85,7 @@ pub unsafe fn barrier_stress(
         }
     }
 }
+// ANCHOR_END: barrier_stress
 
 /// One barrier on index 0 that this rank joins but (by the test's design) one LSA peer never
 /// does: `out[0]` = the result code of `sync_timeout(Acquire, timeout_ns)` (expected 1 =

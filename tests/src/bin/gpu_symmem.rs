@@ -118,6 +118,7 @@ fn stress(r: &Rank, rounds: u32, replays: u32) -> Result<String> {
     // The same kernel captured once into a CUDA graph and replayed.
     out.fill_bytes(0)?;
     let per_replay = 100u32;
+    // ANCHOR: graph
     let stream = r.ctx.new_stream().map_err(|e| Error::Cuda {
         call: "cuStreamCreate",
         code: e.0,
@@ -141,6 +142,7 @@ fn stress(r: &Rank, rounds: u32, replays: u32) -> Result<String> {
         graph.launch().map_err(cu("cuGraphLaunch"))?;
     }
     stream.synchronize().map_err(cu("cuStreamSynchronize"))?;
+    // ANCHOR_END: graph
     let replayed = t1.elapsed();
     let got = read_words(&out, 3)?;
     let want_done = replays * per_replay * BLOCKS;
@@ -388,10 +390,12 @@ fn timeout(r: &Rank) -> Result<String> {
     // 2. A 60 s wait ended by the host's abort flag after 100 ms.
     let dev = DevComm::create(&r.comm, Requirements::new().lsa_barriers(1))?;
     if !absent {
+        // ANCHOR: abort
         let (_, launch) = run(&dev, 60_000_000_000)?;
         std::thread::sleep(Duration::from_millis(100));
         dev.abort();
         let (code, took) = finish(launch)?;
+        // ANCHOR_END: abort
         if code != 2 {
             return Err(fail(format!("expected the aborted code 2, got {code}")));
         }
