@@ -1,5 +1,5 @@
 //! Shared helpers of the symcomm integration tests: every PTX module the workspace builds,
-//! and where the repository root is.
+//! where the repository root is, and the host references of the test kernels ([`reference`]).
 
 #![warn(missing_docs)]
 
@@ -9,6 +9,8 @@ use std::path::{Path, PathBuf};
 pub mod kernels {
     include!(concat!(env!("OUT_DIR"), "/symcomm_test_kernels.rs"));
 }
+
+pub mod reference;
 
 /// One PTX module built by the workspace.
 #[derive(Debug, Clone, Copy)]

@@ -1,25 +1,26 @@
 //! The kernels under the CPU emulator (`symcomm_device::emu`): the example `vector_add` over
 //! blocks of 1024 threads, the device-API test kernels with the checks `gpu_device` makes on a
-//! GPU, ranks as concurrent launches sharing a host flat VA, and deliberately broken kernels
-//! that the emulator must catch (a harness that can fail).
+//! GPU (against the same host references, `symcomm_tests::reference`), ranks as concurrent
+//! launches sharing a host flat VA, and deliberately broken kernels that the emulator must
+//! catch (a harness that can fail).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use symcomm_device::arch;
 use symcomm_device::barrier::LsaBarrier;
-use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
+use symcomm_device::comm::{DevComm, LsaBarrierHandle};
 use symcomm_device::coop::Cta;
 use symcomm_device::emu::{EmuError, Launch};
 use symcomm_device::ll;
 use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
 use symcomm_device::prelude::*;
-use symcomm_device::reduce::{Bf16, F16, Max, Min, Prod, Sum, reduce_pack};
 use symcomm_device::shared_array;
 use symcomm_device::util::rolling_le;
 use symcomm_device::wait::WaitError;
 use symcomm_example_kernels::vector_add;
 use symcomm_test_kernels as k;
+use symcomm_tests::reference::{self as refs, Rng, is_permutation, lsa_comm};
 
 /// Runs `kernel` under `l`.
 fn run(l: Launch, kernel: impl Fn()) -> Result<(), EmuError> {
@@ -28,39 +29,11 @@ fn run(l: Launch, kernel: impl Fn()) -> Result<(), EmuError> {
     unsafe { l.run_unsync(kernel) }
 }
 
-/// A small deterministic generator (xorshift64*), as in `gpu_device`.
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-}
-
-/// Panics with the first mismatch and the number of wrong elements.
+/// Panics with the first mismatch and the number of wrong elements (or the lengths).
 fn check<T: PartialEq + std::fmt::Debug>(what: &str, got: &[T], want: &[T]) {
-    assert_eq!(got.len(), want.len(), "{what}: length");
-    let wrong: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
-    if let Some(&i) = wrong.first() {
-        panic!(
-            "{what}: {} of {} wrong, first at {i}: got {:?}, expected {:?}",
-            wrong.len(),
-            got.len(),
-            got[i],
-            want[i]
-        );
+    if let Err(e) = refs::compare(what, got, want) {
+        panic!("{e}");
     }
-}
-
-fn is_permutation(mut v: Vec<u64>, n: usize) -> bool {
-    v.sort_unstable();
-    v.len() == n && v.iter().enumerate().all(|(i, &x)| x == i as u64)
 }
 
 // ---------------------------------------------------------------------------------------
@@ -96,10 +69,11 @@ fn geometry_matches_the_launch() {
     let o = out.as_mut_ptr();
     // SAFETY: 8 words per thread.
     run(Launch::new(blocks, threads), || unsafe { k::geometry(o) }).unwrap();
-    let want: Vec<u32> = (0..n as u32)
-        .flat_map(|i| [i % threads, 0, 0, i / threads, 0, 0, threads, blocks])
-        .collect();
-    check("geometry words", &out, &want);
+    check(
+        "geometry words",
+        &out,
+        &refs::geometry_words(blocks, threads),
+    );
 }
 
 #[test]
@@ -114,10 +88,7 @@ fn static_and_dynamic_shared_memory_reverse_each_block() {
         k::smem_static_reverse(i, o)
     })
     .unwrap();
-    let want: Vec<u32> = (0..blocks * t)
-        .map(|x| input[(x / t) * t + (t - 1 - x % t)])
-        .collect();
-    check("static reverse", &out, &want);
+    check("static reverse", &out, &refs::reversed_per_block(&input, t));
 
     let (blocks, t) = (3usize, 128usize);
     let input: Vec<u32> = (0..blocks * t).map(|_| rng.next_u32()).collect();
@@ -130,10 +101,11 @@ fn static_and_dynamic_shared_memory_reverse_each_block() {
         || unsafe { k::smem_dynamic_reverse(i, o, s) },
     )
     .unwrap();
-    let want: Vec<u32> = (0..blocks * t)
-        .map(|x| input[(x / t) * t + (t - 1 - x % t)])
-        .collect();
-    check("dynamic reverse", &out, &want);
+    check(
+        "dynamic reverse",
+        &out,
+        &refs::reversed_per_block(&input, t),
+    );
     check("dynamic_shared_size", &sizes, &vec![(t * 4) as u32; blocks]);
 }
 
@@ -142,14 +114,7 @@ fn warp_ops_match_the_ptx_reference() {
     let mut rng = Rng(2);
     let (blocks, t) = (2usize, 64usize);
     let n = blocks * t;
-    let mut input: Vec<u32> = (0..n).map(|_| rng.next_u32() | 0x100).collect();
-    input[33] = 0;
-    input[70] = 97 * 1234;
-    for (i, v) in input.iter_mut().enumerate() {
-        if i != 70 && i != 33 && *v % 97 == 0 {
-            *v += 1;
-        }
-    }
+    let input = refs::warp_ops_input(&mut rng, n);
     let mut out = vec![u32::MAX; k::WARP_OPS_WORDS * n];
     let (i, o) = (input.as_ptr(), out.as_mut_ptr());
     // SAFETY: one input and 12 output words per thread.
@@ -157,44 +122,14 @@ fn warp_ops_match_the_ptx_reference() {
         k::warp_ops(i, o)
     })
     .unwrap();
-    let mut want = Vec::with_capacity(out.len());
-    for i in 0..n {
-        let (lane, w0) = (i % 32, i - i % 32);
-        let warp = &input[w0..w0 + 32];
-        let v = input[i];
-        let j = i ^ 5;
-        let ballot = (0..32)
-            .filter(|&l| warp[l] & 1 == 1)
-            .fold(0u32, |m, l| m | 1 << l);
-        want.extend([
-            lane as u32,
-            warp[0],
-            input[i ^ 1],
-            if lane == 0 { v } else { input[i - 1] },
-            if lane == 31 { v } else { input[i + 1] },
-            ballot,
-            u32::from(warp.iter().all(|&x| x != 0)),
-            u32::from(warp.iter().any(|&x| x % 97 == 0)),
-            (1u32 << lane) - 1,
-            !input[j],
-            input[j],
-            u32::MAX,
-        ]);
-    }
-    check("warp op words", &out, &want);
+    check("warp op words", &out, &refs::warp_ops_words(&input));
 }
 
 #[test]
 fn block_votes_and_named_barriers_reduce_over_the_block() {
     let mut rng = Rng(3);
     let (blocks, t) = (2usize, 128usize);
-    let mut input: Vec<u32> = (0..blocks * t)
-        .map(|_| rng.next_u32() & !0xf | 0x10)
-        .collect();
-    for (i, v) in input.iter_mut().enumerate() {
-        *v |= (i % 3 == 0) as u32;
-    }
-    input[40] = 7;
+    let input = refs::block_votes_input(&mut rng, blocks * t);
     let mut out = vec![u32::MAX; 3 * blocks];
     let (i, o) = (input.as_ptr(), out.as_mut_ptr());
     // SAFETY: 128-thread blocks; 3 output words per block.
@@ -202,14 +137,11 @@ fn block_votes_and_named_barriers_reduce_over_the_block() {
         k::block_votes(i, o)
     })
     .unwrap();
-    let mut want = vec![];
-    for b in 0..blocks {
-        let chunk = &input[b * t..(b + 1) * t];
-        want.push(chunk.iter().filter(|&&v| v & 1 == 1).count() as u32);
-        want.push(u32::from(chunk.contains(&7)));
-        want.push(if chunk[..64].contains(&7) { 64 } else { 0 });
-    }
-    check("count/or/named-or", &out, &want);
+    check(
+        "count/or/named-or",
+        &out,
+        &refs::block_votes_words(&input, t),
+    );
 }
 
 #[test]
@@ -232,37 +164,12 @@ fn timers_advance_in_real_time() {
 
 #[test]
 fn cooperative_groups_report_ranks_sizes_and_votes() {
-    let mut out = vec![u32::MAX; 20 * 128];
+    let (threads, words) = (refs::COOP_PROBE_THREADS, refs::COOP_PROBE_WORDS);
+    let mut out = vec![u32::MAX; words * threads as usize];
     let o = out.as_mut_ptr();
     // SAFETY: one block of 128 threads, 20 words each.
-    run(Launch::new(1, 128), || unsafe { k::coop_probe(o) }).unwrap();
-    let mut want = vec![];
-    for t in 0..128u32 {
-        let (lane, warp) = (t % 32, t / 32);
-        want.extend([
-            0,
-            1,
-            u32::from(t == 70),
-            lane % 4,
-            4,
-            u32::from(t / 4 == 70 / 4),
-            lane,
-            32,
-            u32::from(warp == 2),
-            lane % 16,
-            16,
-            u32::from(warp == 2 && lane < 16),
-            t % 64,
-            64,
-            u32::from(t >= 64),
-            t,
-            128,
-            1,
-            0,
-            0,
-        ]);
-    }
-    check("rank/size/any words", &out, &want);
+    run(Launch::new(1, threads), || unsafe { k::coop_probe(o) }).unwrap();
+    check("rank/size/any words", &out, &refs::coop_probe_words());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -294,10 +201,7 @@ fn atomics_count_exactly_across_blocks() {
     })
     .unwrap();
     let n64 = n as u64;
-    assert_eq!(
-        [u64::from(c32), c64, c64b],
-        [n64, n64 * ((1 << 32) + 1), 3 * n64]
-    );
+    assert_eq!([u64::from(c32), c64, c64b], refs::red_add_totals(n64));
 
     let mut counter = 0u32;
     let mut olds = vec![u32::MAX; n];
@@ -345,20 +249,14 @@ fn message_passing_between_blocks_delivers_the_payload() {
         k::message_pass(d, f, o, n as u32, 2_000_000_000)
     })
     .unwrap();
-    let mut want = vec![0, 0];
-    for round in 0..2 {
-        want.extend((0..n).map(|k| (round * 1000 + k) as u32 ^ 0x5a5a));
-    }
-    check("codes + payload", &out, &want);
+    check("codes + payload", &out, &refs::message_pass_words(n));
 }
 
 #[test]
 fn vectors_and_constant_loads_copy_bit_exactly() {
     let mut rng = Rng(4);
     let n = 3000usize;
-    let src: Vec<U32x4> = (0..n)
-        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
-        .collect();
+    let src: Vec<U32x4> = (0..n).map(|_| rng.next_u32x4()).collect();
     let mut a = vec![U32x4([u32::MAX; 4]); n];
     let mut b = vec![mem::F32x4([f32::NAN; 4]); n];
     let mut c = vec![mem::U64x2([u64::MAX; 2]); n];
@@ -374,17 +272,7 @@ fn vectors_and_constant_loads_copy_bit_exactly() {
     let c: Vec<U32x4> = c.into_iter().map(U32x4::from).collect();
     check("v2.u64", &c, &src);
 
-    let w = Window {
-        win_host: rng.next_u64(),
-        lsa_flat_base: rng.next_u64(),
-        lsa_rank: 3,
-        world_rank: 11,
-        stride4g: 36,
-        mc_offset4k: 77,
-        gin_offset4k: 5,
-        pad: 0,
-        gin_wins: [rng.next_u64(), rng.next_u64(), 0, 1],
-    };
+    let w = refs::sample_window(&mut rng);
     let mut out = vec![U32x4([u32::MAX; 4]); n];
     let mut wout = [u64::MAX; 9];
     let (po, pw, pwo) = (out.as_mut_ptr(), &raw const w, wout.as_mut_ptr());
@@ -394,18 +282,7 @@ fn vectors_and_constant_loads_copy_bit_exactly() {
     })
     .unwrap();
     check("ld.global.nc.v4", &out, &src);
-    let want = [
-        w.win_host,
-        w.lsa_flat_base,
-        u64::from(w.lsa_rank as u32) | (u64::from(w.world_rank as u32) << 32),
-        u64::from(w.stride4g) | (u64::from(w.mc_offset4k) << 32),
-        u64::from(w.gin_offset4k) | (u64::from(w.pad) << 32),
-        w.gin_wins[0],
-        w.gin_wins[1],
-        w.gin_wins[2],
-        w.gin_wins[3],
-    ];
-    check("Window via load_const", &wout, &want);
+    check("Window via load_const", &wout, &refs::window_words(&w));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -432,31 +309,20 @@ fn division_team_and_reduction_kernels_match_the_host() {
         k::div_fast(px, pd, pq, pr, n as u64)
     })
     .unwrap();
-    check(
-        "quotients",
-        &q,
-        &(0..n).map(|i| xs[i] / ds[i]).collect::<Vec<_>>(),
-    );
-    check(
-        "remainders",
-        &r,
-        &(0..n).map(|i| xs[i] % ds[i]).collect::<Vec<_>>(),
-    );
+    let (wq, wr) = refs::div_words(&xs, &ds);
+    check("quotients", &q, &wq);
+    check("remainders", &r, &wr);
 
     let comm = DevComm::new(5, 8, 1, 4);
     let mut out = [i32::MAX; k::TEAM_PROBE_WORDS];
     let o = out.as_mut_ptr();
     // SAFETY: 64 words of output.
     run(Launch::new(2, 64), || unsafe { k::team_probe(comm, o) }).unwrap();
-    check("team facts", &out, &k::team_probe_values(&comm));
+    check("team facts", &out, &refs::team_probe_values(&comm));
 
     let n = 500usize;
-    let a: Vec<U32x4> = (0..n)
-        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
-        .collect();
-    let b: Vec<U32x4> = (0..n)
-        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
-        .collect();
+    let a: Vec<U32x4> = (0..n).map(|_| rng.next_u32x4()).collect();
+    let b: Vec<U32x4> = (0..n).map(|_| rng.next_u32x4()).collect();
     let mut out = vec![U32x4([u32::MAX; 4]); k::REDUCE_OPS * n];
     let (pa, pb, po) = (a.as_ptr(), b.as_ptr(), out.as_mut_ptr());
     // SAFETY: n vector pairs, 8n outputs.
@@ -464,21 +330,7 @@ fn division_team_and_reduction_kernels_match_the_host() {
         k::reduce_packs(pa, pb, po, n as u64)
     })
     .unwrap();
-    let mut want = vec![];
-    for i in 0..n {
-        let (x, y) = (a[i], b[i]);
-        want.extend([
-            reduce_pack::<F16, Sum>(x, y),
-            reduce_pack::<Bf16, Sum>(x, y),
-            reduce_pack::<f32, Sum>(x, y),
-            reduce_pack::<f32, Max>(x, y),
-            reduce_pack::<i32, Min>(x, y),
-            reduce_pack::<u32, Prod>(x, y),
-            reduce_pack::<u64, Sum>(x, y),
-            reduce_pack::<f64, Sum>(x, y),
-        ]);
-    }
-    check("packed reductions", &out, &want);
+    check("packed reductions", &out, &refs::reduce_packs_words(&a, &b));
 }
 
 // ---------------------------------------------------------------------------------------
@@ -488,12 +340,8 @@ fn division_team_and_reduction_kernels_match_the_host() {
 fn ll_lines_round_trip_and_an_unwritten_line_times_out() {
     let mut rng = Rng(6);
     let n = 256usize;
-    let epoch = (rng.next_u32() | 2).max(2);
+    let (epoch, mut lines, data) = refs::ll_inputs(&mut rng, n);
     let stale = epoch - 1;
-    let mut lines: Vec<U32x4> = (0..=n)
-        .map(|_| U32x4([rng.next_u32(), stale, rng.next_u32(), stale]))
-        .collect();
-    let data: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
     let mut got = vec![u64::MAX; n];
     let mut codes = vec![u32::MAX; n + 1];
     let (pl, pd, pg, pc) = (
@@ -508,12 +356,10 @@ fn ll_lines_round_trip_and_an_unwritten_line_times_out() {
     })
     .unwrap();
     check("payloads", &got, &data);
-    let mut want = vec![0u32; n];
-    want.push(1);
     check(
         "result codes (last: unwritten line times out)",
         &codes,
-        &want,
+        &refs::ll_codes(n),
     );
     assert!(rolling_le(stale, epoch));
 }
@@ -521,29 +367,11 @@ fn ll_lines_round_trip_and_an_unwritten_line_times_out() {
 // ---------------------------------------------------------------------------------------
 // barrier: a team of one, ranks in one launch, ranks as concurrent launches, timeout, abort.
 
-fn barrier_words(n_barriers: u32, n_ranks: u32) -> usize {
-    LsaBarrierHandle::buffer_bytes(n_barriers, n_ranks) / 4
-}
-
-fn comm_over(base: u64, stride4g: u32, rank: i32, n_ranks: i32, n_barriers: u32) -> DevComm {
-    let mut comm = DevComm::new(rank, n_ranks, rank, n_ranks);
-    comm.resource = ResourceWindow {
-        lsa_flat_base: base,
-        stride4g,
-        mc_offset4k: 0,
-    };
-    comm.lsa_barrier = LsaBarrierHandle {
-        buf_handle: 0,
-        n_barriers: n_barriers as i32,
-    };
-    comm
-}
-
 #[test]
 fn a_team_of_one_passes_every_round_and_persists_epochs() {
     let (blocks, rounds) = (4u32, 5u32);
-    let mut res = vec![0u32; barrier_words(blocks, 1)];
-    let comm = comm_over(res.as_mut_ptr() as u64, 1, 0, 1, blocks);
+    let mut res = vec![0u32; LsaBarrierHandle::buffer_bytes(blocks, 1) / 4];
+    let comm = lsa_comm(res.as_mut_ptr() as u64, 1, 0, 1, blocks);
     for launch in 1..=2u32 {
         let mut out = vec![u32::MAX; 2 * blocks as usize];
         let o = out.as_mut_ptr();
@@ -552,9 +380,11 @@ fn a_team_of_one_passes_every_round_and_persists_epochs() {
             k::barrier_rounds(comm, o, rounds, 1_000_000_000)
         })
         .unwrap();
-        let mut want = vec![0; blocks as usize];
-        want.extend(vec![launch * rounds; blocks as usize]);
-        check(&format!("launch {launch}: codes and epochs"), &out, &want);
+        check(
+            &format!("launch {launch}: codes and epochs"),
+            &out,
+            &refs::barrier_rounds_words(blocks, launch, rounds),
+        );
     }
     check(
         "persisted unicast epochs",
@@ -628,7 +458,7 @@ impl Drop for FlatVa {
 #[test]
 fn two_ranks_in_one_launch_exchange_data_through_the_flat_va() {
     let va = FlatVa::new(2, 1 << 16);
-    let comm = comm_over(va.addr(), 1, 0, 2, 1);
+    let comm = lsa_comm(va.addr(), 1, 0, 2, 1);
     let rounds = 50u32;
     for (launch, coop_kind) in [0u32, 1].into_iter().enumerate() {
         let mut out = vec![u32::MAX; 2 * k::BARRIER_PAIR_WORDS];
@@ -639,11 +469,10 @@ fn two_ranks_in_one_launch_exchange_data_through_the_flat_va() {
             k::barrier_pair(comm, o, rounds, 4096, 2_000_000_000, coop_kind)
         })
         .unwrap();
-        let epoch = 2 * rounds * (launch as u32 + 1);
         check(
             &format!("coop {coop_kind}: [code, mismatch, epoch, rounds] per rank"),
             &out,
-            &[0, 0, epoch, rounds, 0, 0, epoch, rounds],
+            &refs::barrier_pair_words(launch as u32, rounds),
         );
     }
     assert_eq!([va.word(0, 1), va.word(1, 1)], [4 * rounds, 4 * rounds]);
@@ -713,14 +542,14 @@ unsafe fn ring_exchange(comm: DevComm, data_offset: u64, rounds: u32, timeout: u
 fn ring(n_ranks: usize, blocks: u32, threads: u32, rounds: u32) -> ([u32; 2], Vec<u32>, Duration) {
     let va = FlatVa::new(n_ranks, 1 << 20);
     let data_offset = 64 * 1024u64;
-    assert!(barrier_words(blocks, n_ranks as u32) * 4 <= data_offset as usize);
+    assert!(LsaBarrierHandle::buffer_bytes(blocks, n_ranks as u32) <= data_offset as usize);
     let mut out = [0u32; 2];
     let o = out.as_mut_ptr() as usize;
     let errors = Mutex::new(vec![]);
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for r in 0..n_ranks {
-            let comm = comm_over(va.addr(), 1, r as i32, n_ranks as i32, blocks);
+            let comm = lsa_comm(va.addr(), 1, r as i32, n_ranks as i32, blocks);
             let errors = &errors;
             s.spawn(move || {
                 let o = o as *mut u32;
@@ -765,8 +594,8 @@ fn eight_ranks_of_four_blocks_of_256_threads_emulate_in_seconds() {
 
 #[test]
 fn a_missing_peer_times_out_and_a_raised_abort_flag_ends_the_wait() {
-    let mut res = vec![0u32; barrier_words(1, 2)];
-    let mut comm = comm_over(res.as_mut_ptr() as u64, 0, 0, 2, 1);
+    let mut res = vec![0u32; LsaBarrierHandle::buffer_bytes(1, 2) / 4];
+    let mut comm = lsa_comm(res.as_mut_ptr() as u64, 0, 0, 2, 1);
     let timeout = 50_000_000u64;
     let mut out = [u32::MAX; 3];
     let o = out.as_mut_ptr();
@@ -775,7 +604,7 @@ fn a_missing_peer_times_out_and_a_raised_abort_flag_ends_the_wait() {
         k::barrier_lonely(comm, o, timeout)
     })
     .unwrap();
-    let dt = u64::from(out[1]) | (u64::from(out[2]) << 32);
+    let dt = refs::lonely_elapsed_ns(&out);
     assert_eq!(out[0], 1, "timeout code");
     assert!(dt >= timeout && dt < 40 * timeout, "waited {dt} ns");
 
@@ -787,7 +616,7 @@ fn a_missing_peer_times_out_and_a_raised_abort_flag_ends_the_wait() {
         k::barrier_lonely(comm, o, 10_000_000_000)
     })
     .unwrap();
-    let dt = u64::from(out[1]) | (u64::from(out[2]) << 32);
+    let dt = refs::lonely_elapsed_ns(&out);
     assert_eq!(out[0], 2, "aborted code");
     assert!(dt < 1_000_000_000, "abort took {dt} ns");
 }
@@ -840,9 +669,7 @@ fn broken_divergent_barrier() {
 fn a_missing_barrier_gives_wrong_results_under_emulation() {
     let (blocks, t) = (2usize, 256usize);
     let input: Vec<u32> = (0..blocks * t).map(|i| i as u32 | 0x8000_0000).collect();
-    let want: Vec<u32> = (0..blocks * t)
-        .map(|x| input[(x / t) * t + (t - 1 - x % t)])
-        .collect();
+    let want = refs::reversed_per_block(&input, t);
     // A race: usually the first attempt shows it (thread 0 reads slot 255 long before the
     // thread that writes it starts); a few attempts make the test robust.
     let caught = (0..5).any(|_| {

@@ -363,11 +363,19 @@ pub unsafe fn atomic_exch_chain(
     }
 }
 
+/// The word `k` of round `round` that [`message_pass`] sends (the host checks the consumer
+/// saw exactly these).
+#[inline(always)]
+pub const fn message_payload(round: usize, k: usize) -> u32 {
+    (round * 1000 + k) as u32 ^ 0x5a5a
+}
+
 /// Message passing between block 0 (producer) and block 1 (consumer), thread 0 of each, in
 /// two rounds: round 0 publishes with `st.release.sys`, round 1 with `fence.acq_rel.sys` + a
 /// relaxed store (and `fence.sc.sys` / `fence.proxy.alias` on the way). The consumer waits
 /// with `ld.acquire.sys` (timed, `timeout_ns`) and copies the payload to `out`.
-/// `out[0..2]` = wait result codes, `out[2..2+2n]` = payloads seen (round-major).
+/// `out[0..2]` = wait result codes, `out[2..2+2n]` = payloads seen (round-major), each
+/// [`message_payload`].
 ///
 /// # Safety
 /// Two blocks; `data` holds 2n u32, `flags` 2 u32 (zeroed), `out` 2 + 2n u32.
@@ -390,7 +398,7 @@ pub unsafe fn message_pass(
                 unsafe {
                     mem::store(
                         data.add(round * n + k),
-                        (round * 1000 + k) as u32 ^ 0x5a5a,
+                        message_payload(round, k),
                         StoreOrder::Weak,
                         Scope::Sys,
                     )

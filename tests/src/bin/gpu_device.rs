@@ -3,7 +3,8 @@
 //! Usage: `gpu_device [--device N]` (device defaults to `$LOCAL_RANK`, else 0).
 //!
 //! Each check poisons its outputs first (0xFF bytes), fills inputs from a fixed-seed generator,
-//! launches, synchronises and compares every element with a host reference (mostly the same
+//! launches, synchronises and compares every element with a host reference
+//! ([`symcomm_tests::reference`], shared with the CPU emulator tests; mostly the same
 //! `symcomm-device` functions running on the CPU). It prints one line per check and a final
 //! `N passed, M failed` line; the exit status is non-zero when any check failed. Without a CUDA
 //! driver it prints `gpu_device: skipped: ...` and exits 0.
@@ -24,28 +25,14 @@ use symcomm::{Error, Result};
 use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
 use symcomm_device::mem::U32x4;
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::reduce::{Bf16, F16, Max, Min, Prod, Sum, reduce_pack};
-use symcomm_device::team::Team;
 use symcomm_device::util::rolling_le;
 use symcomm_device::window::{Window, add4g};
 use symcomm_tests::kernels;
+use symcomm_tests::reference::{self as refs, Rng, compare, is_permutation};
 
-/// Output layouts of the test kernels (documented on each kernel in
-/// `tests/kernels/src/lib.rs`; keep in sync).
-mod layout {
-    /// Threads per block of `smem_static_reverse` (its shared array holds 256 u32).
-    pub const STATIC_SMEM_THREADS: u32 = 256;
-    /// Words per thread written by `warp_ops`.
-    pub const WARP_OPS_WORDS: usize = 12;
-    /// Words written by `team_probe`.
-    pub const TEAM_PROBE_WORDS: usize = 64;
-    /// u64 written by `window_math`.
-    pub const WINDOW_MATH_WORDS: usize = 24;
-    /// Reductions per input pair in `reduce_packs`.
-    pub const REDUCE_OPS: usize = 8;
-    /// Words per block written by `barrier_pair`.
-    pub const BARRIER_PAIR_WORDS: usize = 4;
-}
+// Output layouts of the test kernels (documented on each kernel in `tests/kernels/src/lib.rs`,
+// which exports them).
+use symcomm_test_kernels as layout;
 
 /// The verdict of one check: `Ok(detail)` passed, `Err(detail)` failed.
 type Verdict = std::result::Result<String, String>;
@@ -58,85 +45,8 @@ fn p<T>(v: &mut T) -> Arg {
     Arg((v as *mut T).cast(), size_of::<T>())
 }
 
-/// The byte sizes of kernel `name`'s parameters, read from its `.entry` declaration.
-fn ptx_param_sizes(ptx: &str, name: &str) -> Option<Vec<usize>> {
-    let start = ptx.find(&format!(".entry {name}("))?;
-    let decl = &ptx[start..start + ptx[start..].find(')')?];
-    let mut sizes = vec![];
-    for line in decl
-        .lines()
-        .filter(|l| l.trim_start().starts_with(".param"))
-    {
-        let line = line.trim().trim_end_matches(',');
-        let size = if let Some(open) = line.rfind('[') {
-            line[open + 1..line.rfind(']')?].parse().ok()?
-        } else if [".u64", ".b64", ".s64", ".f64"]
-            .iter()
-            .any(|t| line.contains(t))
-        {
-            8
-        } else if [".u32", ".b32", ".s32", ".f32"]
-            .iter()
-            .any(|t| line.contains(t))
-        {
-            4
-        } else {
-            return None;
-        };
-        sizes.push(size);
-    }
-    Some(sizes)
-}
-
-/// A small deterministic generator (xorshift64*).
-struct Rng(u64);
-
-impl Rng {
-    fn next_u64(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn next_u32(&mut self) -> u32 {
-        (self.next_u64() >> 32) as u32
-    }
-}
-
-/// `Err` with the first mismatch and the number of wrong elements.
-fn compare<T: PartialEq + std::fmt::Debug>(
-    what: &str,
-    got: &[T],
-    want: &[T],
-) -> std::result::Result<(), String> {
-    if got.len() != want.len() {
-        return Err(format!(
-            "{what}: {} elements, expected {}",
-            got.len(),
-            want.len()
-        ));
-    }
-    let wrong: Vec<usize> = (0..got.len()).filter(|&i| got[i] != want[i]).collect();
-    match wrong.first() {
-        None => Ok(()),
-        Some(&i) => Err(format!(
-            "{what}: {} of {} wrong, first at {i}: got {:?}, expected {:?}",
-            wrong.len(),
-            got.len(),
-            got[i],
-            want[i]
-        )),
-    }
-}
-
 fn ensure(cond: bool, msg: impl FnOnce() -> String) -> std::result::Result<(), String> {
     if cond { Ok(()) } else { Err(msg()) }
-}
-
-/// Sorted copy equals `0..n` (as u64).
-fn is_permutation(mut v: Vec<u64>, n: usize) -> bool {
-    v.sort_unstable();
-    v.len() == n && v.iter().enumerate().all(|(i, &x)| x == i as u64)
 }
 
 struct Ctx {
@@ -175,7 +85,7 @@ impl Ctx {
     /// Launches kernel `name` and waits for it (errors name the failing driver call). The
     /// argument sizes must match the parameter list the PTX declares.
     fn run(&self, name: &str, cfg: LaunchConfig, args: &mut [Arg]) -> Result<()> {
-        let declared = ptx_param_sizes(kernels::PTX, name).ok_or_else(|| {
+        let declared = self.module.param_sizes(name).ok_or_else(|| {
             Error::InvalidArgument(format!(
                 "cannot read the parameters of `{name}` from the PTX"
             ))
@@ -242,9 +152,7 @@ fn check_geometry(ctx: &Ctx) -> Result<Verdict> {
         &mut [p(&mut o)],
     )?;
     let got: Vec<u32> = ctx.download(&out, 8 * n)?;
-    let want: Vec<u32> = (0..n as u32)
-        .flat_map(|i| [i % threads, 0, 0, i / threads, 0, 0, threads, blocks])
-        .collect();
+    let want = refs::geometry_words(blocks, threads);
     Ok(compare("geometry words", &got, &want).map(|()| format!("{n} threads × 8 words")))
 }
 
@@ -259,9 +167,7 @@ fn check_smem_static(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         &mut [p(&mut a), p(&mut b)],
     )?;
     let got: Vec<u32> = ctx.download(&out, blocks * t)?;
-    let want: Vec<u32> = (0..blocks * t)
-        .map(|i| input[(i / t) * t + (t - 1 - i % t)])
-        .collect();
+    let want = refs::reversed_per_block(&input, t);
     Ok(compare("reversed", &got, &want)
         .map(|()| format!("{blocks} blocks × {t} through a 1 KiB static array")))
 }
@@ -285,9 +191,7 @@ fn check_smem_dynamic(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         &mut [p(&mut a), p(&mut b), p(&mut s)],
     )?;
     let got: Vec<u32> = ctx.download(&out, blocks * t)?;
-    let want: Vec<u32> = (0..blocks * t)
-        .map(|i| input[(i / t) * t + (t - 1 - i % t)])
-        .collect();
+    let want = refs::reversed_per_block(&input, t);
     let got_sizes: Vec<u32> = ctx.download(&sizes, blocks)?;
     Ok(compare("reversed", &got, &want)
         .and_then(|()| {
@@ -303,14 +207,7 @@ fn check_smem_dynamic(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
 fn check_warp_ops(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let (blocks, t) = (2usize, 64usize);
     let n = blocks * t;
-    let mut input: Vec<u32> = (0..n).map(|_| rng.next_u32() | 0x100).collect();
-    input[33] = 0; // warp 1: vote_all(v != 0) false
-    input[70] = 97 * 1234; // warp 2: vote_any(v % 97 == 0) true
-    for (i, v) in input.iter_mut().enumerate() {
-        if i != 70 && i != 33 && *v % 97 == 0 {
-            *v += 1;
-        }
-    }
+    let input = refs::warp_ops_input(rng, n);
     let (inb, out) = (
         ctx.upload(&input)?,
         ctx.poisoned::<u32>(layout::WARP_OPS_WORDS * n)?,
@@ -322,30 +219,7 @@ fn check_warp_ops(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         &mut [p(&mut a), p(&mut b)],
     )?;
     let got: Vec<u32> = ctx.download(&out, layout::WARP_OPS_WORDS * n)?;
-    let mut want = Vec::with_capacity(got.len());
-    for i in 0..n {
-        let (lane, w0) = (i % 32, i - i % 32);
-        let warp = &input[w0..w0 + 32];
-        let v = input[i];
-        let j = i ^ 5;
-        let ballot = (0..32)
-            .filter(|&l| warp[l] & 1 == 1)
-            .fold(0u32, |m, l| m | 1 << l);
-        want.extend([
-            lane as u32,
-            warp[0],
-            input[i ^ 1],
-            if lane == 0 { v } else { input[i - 1] },
-            if lane == 31 { v } else { input[i + 1] },
-            ballot,
-            u32::from(warp.iter().all(|&x| x != 0)),
-            u32::from(warp.iter().any(|&x| x % 97 == 0)),
-            (1u32 << lane) - 1,
-            !input[j],
-            input[j],
-            u32::MAX,
-        ]);
-    }
+    let want = refs::warp_ops_words(&input);
     Ok(compare("warp op words", &got, &want).map(|()| {
         format!(
             "{n} threads: shfl idx/xor/up/down (32+64-bit), ballot, all, any, lanemask, activemask"
@@ -355,13 +229,7 @@ fn check_warp_ops(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
 
 fn check_block_votes(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let (blocks, t) = (2usize, 128usize);
-    let mut input: Vec<u32> = (0..blocks * t)
-        .map(|_| rng.next_u32() & !0xf | 0x10)
-        .collect();
-    for (i, v) in input.iter_mut().enumerate() {
-        *v |= (i % 3 == 0) as u32; // odd on every third thread
-    }
-    input[40] = 7; // block 0, warp 1: inside the 2-warp named-barrier span
+    let input = refs::block_votes_input(rng, blocks * t);
     let (inb, out) = (ctx.upload(&input)?, ctx.poisoned::<u32>(3 * blocks)?);
     let (mut a, mut b) = (inb.device_ptr(), out.device_ptr());
     ctx.run(
@@ -370,13 +238,7 @@ fn check_block_votes(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         &mut [p(&mut a), p(&mut b)],
     )?;
     let got: Vec<u32> = ctx.download(&out, 3 * blocks)?;
-    let mut want = vec![];
-    for b in 0..blocks {
-        let chunk = &input[b * t..(b + 1) * t];
-        want.push(chunk.iter().filter(|&&v| v & 1 == 1).count() as u32);
-        want.push(u32::from(chunk.contains(&7)));
-        want.push(if chunk[..64].contains(&7) { 64 } else { 0 });
-    }
+    let want = refs::block_votes_words(&input, t);
     Ok(compare("count/or/named-or", &got, &want)
         .map(|()| "sync_threads_count, sync_threads_or, bar.red.or on barrier 1".into()))
 }
@@ -407,37 +269,16 @@ fn check_timers(ctx: &Ctx) -> Result<Verdict> {
 }
 
 fn check_coop(ctx: &Ctx) -> Result<Verdict> {
-    let out = ctx.poisoned::<u32>(20 * 128)?;
+    let (threads, words) = (refs::COOP_PROBE_THREADS, refs::COOP_PROBE_WORDS);
+    let out = ctx.poisoned::<u32>(words * threads as usize)?;
     let mut o = out.device_ptr();
-    ctx.run("coop_probe", LaunchConfig::linear(1, 128), &mut [p(&mut o)])?;
-    let got: Vec<u32> = ctx.download(&out, 20 * 128)?;
-    let mut want = vec![];
-    for t in 0..128u32 {
-        let lane = t % 32;
-        let warp = t / 32;
-        want.extend([
-            0,
-            1,
-            u32::from(t == 70),
-            lane % 4,
-            4,
-            u32::from(t / 4 == 70 / 4),
-            lane,
-            32,
-            u32::from(warp == 2),
-            lane % 16,
-            16,
-            u32::from(warp == 2 && lane < 16),
-            t % 64,
-            64,
-            u32::from(t >= 64),
-            t,
-            128,
-            1,
-            0,
-            0,
-        ]);
-    }
+    ctx.run(
+        "coop_probe",
+        LaunchConfig::linear(1, threads),
+        &mut [p(&mut o)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, words * threads as usize)?;
+    let want = refs::coop_probe_words();
     Ok(compare("rank/size/any words", &got, &want)
         .map(|()| "Thread, Tile<4>, Warp, Lanes, WarpSpan, Cta".into()))
 }
@@ -485,7 +326,7 @@ fn check_red_add(ctx: &Ctx) -> Result<Verdict> {
         ctx.download::<u64>(&c64, 1)?[0],
         ctx.download::<u64>(&c64b, 1)?[0],
     ];
-    let want = [n, n * ((1 << 32) + 1), 3 * n];
+    let want = refs::red_add_totals(n);
     Ok(compare("counters", &got, &want)
         .map(|()| format!("{n} threads: red u32/u64 and atom.acquire u64 exact")))
 }
@@ -573,10 +414,7 @@ fn check_message_pass(ctx: &Ctx) -> Result<Verdict> {
         &mut [p(&mut d), p(&mut f), p(&mut o), p(&mut k), p(&mut to)],
     )?;
     let got: Vec<u32> = ctx.download(&out, 2 + 2 * n)?;
-    let mut want = vec![0, 0];
-    for round in 0..2 {
-        want.extend((0..n).map(|k| (round * 1000 + k) as u32 ^ 0x5a5a));
-    }
+    let want = refs::message_pass_words(n);
     Ok(compare("codes + payload", &got, &want).map(|()| {
         "st.release.sys and fence.acq_rel.sys + relaxed store, seen through ld.acquire.sys".into()
     }))
@@ -584,9 +422,7 @@ fn check_message_pass(ctx: &Ctx) -> Result<Verdict> {
 
 fn check_vectors(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let n = 10_000usize;
-    let src: Vec<U32x4> = (0..n)
-        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
-        .collect();
+    let src: Vec<U32x4> = (0..n).map(|_| rng.next_u32x4()).collect();
     let (s, a, b, c) = (
         ctx.upload(&src)?,
         ctx.poisoned::<U32x4>(n)?,
@@ -614,40 +450,10 @@ fn check_vectors(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         .map(|()| format!("{n} vectors through v4.u32, v4.f32, v2.u64")))
 }
 
-fn sample_window(rng: &mut Rng) -> Window {
-    Window {
-        win_host: rng.next_u64(),
-        lsa_flat_base: rng.next_u64(),
-        lsa_rank: 3,
-        world_rank: 11,
-        stride4g: 36,
-        mc_offset4k: 77,
-        gin_offset4k: 5,
-        pad: 0,
-        gin_wins: [rng.next_u64(), rng.next_u64(), 0, 1],
-    }
-}
-
-fn window_words(w: &Window) -> Vec<u64> {
-    vec![
-        w.win_host,
-        w.lsa_flat_base,
-        u64::from(w.lsa_rank as u32) | (u64::from(w.world_rank as u32) << 32),
-        u64::from(w.stride4g) | (u64::from(w.mc_offset4k) << 32),
-        u64::from(w.gin_offset4k) | (u64::from(w.pad) << 32),
-        w.gin_wins[0],
-        w.gin_wins[1],
-        w.gin_wins[2],
-        w.gin_wins[3],
-    ]
-}
-
 fn check_load_const(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let n = 5000usize;
-    let src: Vec<U32x4> = (0..n)
-        .map(|_| U32x4([0; 4].map(|_| rng.next_u32())))
-        .collect();
-    let w = sample_window(rng);
+    let src: Vec<U32x4> = (0..n).map(|_| rng.next_u32x4()).collect();
+    let w = refs::sample_window(rng);
     let (s, o, wb, wo) = (
         ctx.upload(&src)?,
         ctx.poisoned::<U32x4>(n)?,
@@ -669,7 +475,7 @@ fn check_load_const(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let got: Vec<U32x4> = ctx.download(&o, n)?;
     let gw: Vec<u64> = ctx.download(&wo, 9)?;
     Ok(compare("ld.global.nc.v4", &got, &src)
-        .and_then(|()| compare("Window via load_const", &gw, &window_words(&w)))
+        .and_then(|()| compare("Window via load_const", &gw, &refs::window_words(&w)))
         .map(|()| format!("{n} vectors and a 72-byte Window")))
 }
 
@@ -726,37 +532,10 @@ fn check_div(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     )?;
     let q: Vec<u32> = ctx.download(&bq, n)?;
     let r: Vec<u32> = ctx.download(&br, n)?;
-    let wq: Vec<u32> = (0..n).map(|i| xs[i] / ds[i]).collect();
-    let wr: Vec<u32> = (0..n).map(|i| xs[i] % ds[i]).collect();
+    let (wq, wr) = refs::div_words(&xs, &ds);
     Ok(compare("quotients", &q, &wq)
         .and_then(|()| compare("remainders", &r, &wr))
         .map(|()| format!("{n} divisions (divisors 1..=1024 and large) exact on the GPU")))
-}
-
-/// Host copy of `team_probe_values` in the test kernels crate (same device-crate functions).
-fn team_probe_values(comm: &DevComm) -> Vec<i32> {
-    let mut v = vec![];
-    let (w, l, r) = (comm.world_team(), comm.lsa_team(), comm.rail_team());
-    for t in [w, l, r] {
-        v.extend([t.n_ranks, t.rank, t.stride]);
-        v.extend((0..4).map(|m| comm.team_rank_to_world(&t, m)));
-    }
-    for m in 0..4 {
-        v.push(i32::from(l.contains(&w, m)));
-        v.push(l.try_rank_from(&w, m).unwrap_or(-1));
-        v.push(i32::from(r.contains(&w, m)));
-        v.push(r.try_rank_from(&w, m).unwrap_or(-1));
-    }
-    let inner: Team = w.inner_factor(comm.lsa_size);
-    let outer: Team = w.outer_factor(comm.lsa_size);
-    for t in [inner, outer] {
-        v.extend([t.n_ranks, t.rank, t.stride]);
-    }
-    v.push(w.rank_in_difference(&l, 0));
-    v.push(comm.team_rank_to_lsa(&r, r.rank));
-    v.push(i32::from(comm.is_compatible()));
-    v.resize(layout::TEAM_PROBE_WORDS, -7);
-    v
 }
 
 fn check_team(ctx: &Ctx) -> Result<Verdict> {
@@ -783,7 +562,7 @@ fn check_team(ctx: &Ctx) -> Result<Verdict> {
         if let Err(e) = compare(
             &format!("team facts for n={n} rank={rank} lsa={lsa}"),
             &got,
-            &team_probe_values(&comm),
+            &refs::team_probe_values(&comm),
         ) {
             return Ok(Err(e));
         }
@@ -832,40 +611,7 @@ fn check_window(ctx: &Ctx) -> Result<Verdict> {
     )?;
     let got: Vec<u64> = ctx.download(&out, layout::WINDOW_MATH_WORDS)?;
     // The same arithmetic on the host, against a host copy of the descriptor.
-    let hsym: SymPtr<f32> = SymPtr::new(&raw const w, 256);
-    let team = comm.lsa_team();
-    // SAFETY: `w` is a live host descriptor; nothing is dereferenced but the descriptor.
-    let want: Vec<u64> = unsafe {
-        vec![
-            w.local_ptr(0) as u64,
-            w.local_ptr(4096) as u64,
-            w.lsa_ptr(16, 0) as u64,
-            w.lsa_ptr(16, 1) as u64,
-            w.lsa_ptr(16, 3) as u64,
-            w.peer_ptr(8, comm.rank + 1) as u64,
-            w.try_peer_ptr(8, comm.rank + 1, &comm)
-                .map_or(0, |q| q as u64),
-            w.try_peer_ptr(8, comm.rank + comm.lsa_size, &comm)
-                .map_or(0, |q| q as u64),
-            w.try_peer_ptr(8, comm.rank - comm.lsa_rank - 1, &comm)
-                .map_or(0, |q| q as u64),
-            w.team_peer_ptr(32, &team, 0) as u64,
-            w.multimem_ptr(64, &comm) as u64,
-            hsym.local() as u64,
-            (hsym + 5).local() as u64,
-            (hsym + 5).lsa(1) as u64,
-            hsym.peer(&team, 0) as u64,
-            hsym.peer_world(comm.rank) as u64,
-            hsym.lsa_multimem(&comm) as u64,
-            9,
-            256 + 24,
-            add4g(0x0000_1234_5678_9abc, 7),
-            comm.resource_local_ptr(3) as u64,
-            comm.resource_lsa_ptr(1, 1) as u64,
-            comm.resource_multimem_ptr(2) as u64,
-            lsa_rank as u64,
-        ]
-    };
+    let want = refs::window_math_words(&w, &comm, 256);
     // Independent spot checks of the model: our copy is `target`, peer p is p * 8 GiB away.
     let spot = [
         (got[0], target.device_ptr()),
@@ -907,20 +653,7 @@ fn check_reduce(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         &mut [p(&mut pa), p(&mut pb), p(&mut po), p(&mut k)],
     )?;
     let got: Vec<U32x4> = ctx.download(&bo, ops * n)?;
-    let mut want = Vec::with_capacity(ops * n);
-    for i in 0..n {
-        let (x, y) = (a[i], b[i]);
-        want.extend([
-            reduce_pack::<F16, Sum>(x, y),
-            reduce_pack::<Bf16, Sum>(x, y),
-            reduce_pack::<f32, Sum>(x, y),
-            reduce_pack::<f32, Max>(x, y),
-            reduce_pack::<i32, Min>(x, y),
-            reduce_pack::<u32, Prod>(x, y),
-            reduce_pack::<u64, Sum>(x, y),
-            reduce_pack::<f64, Sum>(x, y),
-        ]);
-    }
+    let want = refs::reduce_packs_words(&a, &b);
     Ok(compare(
         "packed results (f16+, bf16+, f32+, f32 max, i32 min, u32 *, u64+, f64+)",
         &got,
@@ -931,13 +664,9 @@ fn check_reduce(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
 
 fn check_ll(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let n = 256usize;
-    let epoch = (rng.next_u32() | 2).max(2);
-    let stale = epoch - 1;
     // Lines hold junk from the previous round: never accepted in this round.
-    let old: Vec<U32x4> = (0..=n)
-        .map(|_| U32x4([rng.next_u32(), stale, rng.next_u32(), stale]))
-        .collect();
-    let data: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    let (epoch, old, data) = refs::ll_inputs(rng, n);
+    let stale = epoch - 1;
     let (lines, bd, got, codes) = (
         ctx.upload(&old)?,
         ctx.upload(&data)?,
@@ -967,8 +696,7 @@ fn check_ll(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     )?;
     let g: Vec<u64> = ctx.download(&got, n)?;
     let c: Vec<u32> = ctx.download(&codes, n + 1)?;
-    let mut want_codes = vec![0u32; n];
-    want_codes.push(1);
+    let want_codes = refs::ll_codes(n);
     let rolled = rolling_le(stale, epoch);
     Ok(compare("payloads", &g, &data)
         .and_then(|()| {
@@ -982,24 +710,12 @@ fn check_ll(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         .map(|()| format!("{n} lines in one round; stale and unwritten lines rejected")))
 }
 
-fn barrier_words(n_barriers: u32, n_ranks: u32) -> usize {
-    LsaBarrierHandle::buffer_bytes(n_barriers, n_ranks) / 4
-}
-
 fn check_barrier_team1(ctx: &Ctx) -> Result<Verdict> {
     let blocks = 4u32;
     let rounds = 5u32;
-    let res = ctx.zeroed::<u32>(barrier_words(blocks, 1))?;
-    let mut comm = DevComm::new(0, 1, 0, 1);
-    comm.resource = ResourceWindow {
-        lsa_flat_base: res.device_ptr(),
-        stride4g: 1,
-        mc_offset4k: 0,
-    };
-    comm.lsa_barrier = LsaBarrierHandle {
-        buf_handle: 0,
-        n_barriers: blocks as i32,
-    };
+    let words = LsaBarrierHandle::buffer_bytes(blocks, 1) / 4;
+    let res = ctx.zeroed::<u32>(words)?;
+    let comm = refs::lsa_comm(res.device_ptr(), 1, 0, 1, blocks);
     for launch in 1..=2u32 {
         let out = ctx.poisoned::<u32>(2 * blocks as usize)?;
         let (mut c, mut o, mut r, mut to) = (comm, out.device_ptr(), rounds, 1_000_000_000u64);
@@ -1009,13 +725,12 @@ fn check_barrier_team1(ctx: &Ctx) -> Result<Verdict> {
             &mut [p(&mut c), p(&mut o), p(&mut r), p(&mut to)],
         )?;
         let got: Vec<u32> = ctx.download(&out, 2 * blocks as usize)?;
-        let mut want = vec![0; blocks as usize];
-        want.extend(vec![launch * rounds; blocks as usize]);
+        let want = refs::barrier_rounds_words(blocks, launch, rounds);
         if let Err(e) = compare(&format!("launch {launch}: codes and epochs"), &got, &want) {
             return Ok(Err(e));
         }
     }
-    let state: Vec<u32> = ctx.download(&res, barrier_words(blocks, 1))?;
+    let state: Vec<u32> = ctx.download(&res, words)?;
     let persisted = &state[blocks as usize..2 * blocks as usize];
     Ok(compare(
         "persisted unicast epochs",
@@ -1053,16 +768,7 @@ fn flat_va(ctx: &Ctx) -> Result<FlatVa> {
 
 fn check_barrier_pair(ctx: &Ctx) -> Result<Verdict> {
     let va = flat_va(ctx)?;
-    let mut comm = DevComm::new(0, 2, 0, 2);
-    comm.resource = ResourceWindow {
-        lsa_flat_base: va.base,
-        stride4g: 1,
-        mc_offset4k: 0,
-    };
-    comm.lsa_barrier = LsaBarrierHandle {
-        buf_handle: 0,
-        n_barriers: 1,
-    };
+    let comm = refs::lsa_comm(va.base, 1, 0, 2, 1);
     let rounds = 50u32;
     let mut detail = vec![];
     for (launch, (coop_kind, name)) in [(0u32, "Cta"), (1, "Warp")].into_iter().enumerate() {
@@ -1088,8 +794,7 @@ fn check_barrier_pair(ctx: &Ctx) -> Result<Verdict> {
             ],
         )?;
         let got: Vec<u32> = ctx.download(&out, 2 * layout::BARRIER_PAIR_WORDS)?;
-        let epoch = 2 * rounds * (launch as u32 + 1);
-        let want = [0, 0, epoch, rounds, 0, 0, epoch, rounds];
+        let want = refs::barrier_pair_words(launch as u32, rounds);
         if let Err(e) = compare(
             &format!("{name} coop: [code, mismatch, epoch, rounds] per rank"),
             &got,
@@ -1107,17 +812,8 @@ fn check_barrier_pair(ctx: &Ctx) -> Result<Verdict> {
 }
 
 fn check_barrier_timeout(ctx: &Ctx) -> Result<Verdict> {
-    let res = ctx.zeroed::<u32>(barrier_words(1, 2))?;
-    let mut comm = DevComm::new(0, 2, 0, 2);
-    comm.resource = ResourceWindow {
-        lsa_flat_base: res.device_ptr(),
-        stride4g: 0,
-        mc_offset4k: 0,
-    };
-    comm.lsa_barrier = LsaBarrierHandle {
-        buf_handle: 0,
-        n_barriers: 1,
-    };
+    let res = ctx.zeroed::<u32>(LsaBarrierHandle::buffer_bytes(1, 2) / 4)?;
+    let comm = refs::lsa_comm(res.device_ptr(), 0, 0, 2, 1);
     let timeout = 50_000_000u64;
     let out = ctx.poisoned::<u32>(3)?;
     let (mut c, mut o, mut to) = (comm, out.device_ptr(), timeout);
@@ -1129,7 +825,7 @@ fn check_barrier_timeout(ctx: &Ctx) -> Result<Verdict> {
     )?;
     let host = t.elapsed();
     let got: Vec<u32> = ctx.download(&out, 3)?;
-    let dt = u64::from(got[1]) | (u64::from(got[2]) << 32);
+    let dt = refs::lonely_elapsed_ns(&got);
     Ok(ensure(got[0] == 1, || {
         format!("result code {} (expected 1 = timeout)", got[0])
     })
@@ -1148,18 +844,9 @@ fn check_barrier_timeout(ctx: &Ctx) -> Result<Verdict> {
 }
 
 fn check_barrier_abort(ctx: &Ctx) -> Result<Verdict> {
-    let res = ctx.zeroed::<u32>(barrier_words(1, 2))?;
+    let res = ctx.zeroed::<u32>(LsaBarrierHandle::buffer_bytes(1, 2) / 4)?;
     let flag = ctx.upload(&[1u32])?;
-    let mut comm = DevComm::new(0, 2, 0, 2);
-    comm.resource = ResourceWindow {
-        lsa_flat_base: res.device_ptr(),
-        stride4g: 0,
-        mc_offset4k: 0,
-    };
-    comm.lsa_barrier = LsaBarrierHandle {
-        buf_handle: 0,
-        n_barriers: 1,
-    };
+    let mut comm = refs::lsa_comm(res.device_ptr(), 0, 0, 2, 1);
     comm.abort_flag = flag.device_ptr();
     let timeout = 10_000_000_000u64; // safety net only: the abort must end the wait first
     let out = ctx.poisoned::<u32>(3)?;
@@ -1170,7 +857,7 @@ fn check_barrier_abort(ctx: &Ctx) -> Result<Verdict> {
         &mut [p(&mut c), p(&mut o), p(&mut to)],
     )?;
     let got: Vec<u32> = ctx.download(&out, 3)?;
-    let dt = u64::from(got[1]) | (u64::from(got[2]) << 32);
+    let dt = refs::lonely_elapsed_ns(&got);
     Ok(ensure(got[0] == 2, || {
         format!("result code {} (expected 2 = aborted)", got[0])
     })
@@ -1308,28 +995,26 @@ mod tests {
     use super::*;
 
     #[test]
-    fn host_references_are_self_consistent() {
-        assert!(is_permutation(vec![2, 0, 1], 3));
-        assert!(!is_permutation(vec![0, 0, 1], 3));
-        assert!(compare("x", &[1, 2], &[1, 3]).is_err());
-        let c = DevComm::new(5, 8, 1, 4);
-        assert_eq!(team_probe_values(&c).len(), layout::TEAM_PROBE_WORDS);
+    fn barrier_buffers_and_by_value_parameters_have_the_sizes_the_launches_assume() {
         assert_eq!(symcomm_device::util::idiv_rcp32(1), 0);
-        assert_eq!(barrier_words(4, 1), 16);
-        let ptx = ".visible .entry k(\n\t.param .u64 .ptr .align 1 k_param_0,\n\t.param .align 8 .b8 k_param_1[80],\n\t.param .u32 k_param_2\n)\n{\n}\n";
-        assert_eq!(ptx_param_sizes(ptx, "k"), Some(vec![8, 80, 4]));
-        assert_eq!(ptx_param_sizes(ptx, "other"), None);
-        for k in kernels::ENTRY_POINTS {
-            assert!(ptx_param_sizes(kernels::PTX, k).is_some(), "{k}");
+        assert_eq!(LsaBarrierHandle::buffer_bytes(4, 1) / 4, 16);
+        // Every launch checks its argument sizes against `Module::param_sizes` (the PTX
+        // declaration); DevComm and SymPtr travel by value with their Rust sizes.
+        assert_eq!(size_of::<DevComm>(), 80);
+        assert_eq!(size_of::<SymPtr<f32>>(), 16);
+        for decl in [
+            ".param .u64 .ptr .align 1 window_math_param_0,",
+            ".param .align 8 .b8 window_math_param_1[80],",
+            ".param .align 8 .b8 window_math_param_2[16],",
+            ".param .u64 .ptr .align 1 window_math_param_3\n)",
+            ".param .align 8 .b8 barrier_pair_param_0[80],",
+            ".param .u64 .ptr .align 1 barrier_pair_param_1,",
+            ".param .u32 barrier_pair_param_2,",
+            ".param .u64 barrier_pair_param_3,",
+            ".param .u64 barrier_pair_param_4,",
+            ".param .u32 barrier_pair_param_5\n)",
+        ] {
+            assert!(kernels::PTX.contains(decl), "{decl}");
         }
-        // DevComm and SymPtr travel by value with their Rust sizes.
-        assert_eq!(
-            ptx_param_sizes(kernels::PTX, "window_math"),
-            Some(vec![8, 80, 16, 8])
-        );
-        assert_eq!(
-            ptx_param_sizes(kernels::PTX, "barrier_pair"),
-            Some(vec![80, 8, 4, 8, 8, 4])
-        );
     }
 }
