@@ -1,5 +1,5 @@
 //! Shared helpers of the symcomm integration tests: every PTX module the workspace builds,
-//! where the repository root is, and the host references of the test kernels ([`reference`]).
+//! where the repository root is, and the host references of the test kernels ([`reference`](mod@reference)).
 
 #![warn(missing_docs)]
 
