@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod emulated;
 pub mod ranks;
 
 /// The example kernels as PTX, with their entry points.
