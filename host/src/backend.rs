@@ -123,6 +123,35 @@ pub fn choose(
     }
 }
 
+/// `Some(line)` announcing the emulator when this process runs on it, for program `prog`
+/// (`"<prog>: no CUDA driver; running on the CPU emulator"`), `None` on GPUs. What a program
+/// with a GPU path and an emulated one prints once before it starts.
+pub fn emulator_notice(prog: &str) -> Result<Option<String>> {
+    Ok(match selection()? {
+        (Backend::Gpu, _) => None,
+        (Backend::Emulated, Reason::NoDriver(_)) => Some(format!(
+            "{prog}: no CUDA driver; running on the CPU emulator"
+        )),
+        (Backend::Emulated, _) => Some(format!(
+            "{prog}: {BACKEND_ENV}=emu; running on the CPU emulator"
+        )),
+    })
+}
+
+/// Runs `kernel` (a call of a kernel's host build, with its arguments) over `blocks × threads`
+/// emulated GPU threads (`symcomm_device::emu`) and waits for it. A panic, trap, misused
+/// barrier, deadlock or watchdog expiry in the kernel is an error naming the block and thread.
+/// Every GPU thread is an OS thread: keep grids small (e.g. 2 × 64).
+///
+/// # Safety
+/// `kernel` runs on every emulated thread at once: what it captures (usually raw pointers into
+/// emulated device memory) must be valid for that, as for the GPU launch it stands for.
+pub unsafe fn emulated_launch(blocks: u32, threads: u32, kernel: impl Fn()) -> Result<()> {
+    // SAFETY: the caller's contract.
+    unsafe { symcomm_device::emu::Launch::new(blocks, threads).run_unsync(kernel) }
+        .map_err(|e| Error::InvalidArgument(format!("emulated kernel launch: {e}")))
+}
+
 impl Backend {
     /// Total memory of device `ordinal` as the flat-VA stride sees it.
     pub fn total_memory(self, ordinal: usize) -> Result<u64> {

@@ -56,7 +56,8 @@ pub struct SymmetricMemory {
 
 impl SymmetricMemory {
     /// Allocates at least `bytes` on the communicator's device (rounded up to the allocation
-    /// granularity). The device's context must be current on this thread.
+    /// granularity). On GPUs the device's context must be current on this thread; under
+    /// emulation it is a memfd mapped into this process.
     pub fn alloc(comm: &Communicator, bytes: usize) -> Result<SymmetricMemory> {
         let device = device_i32(comm.device())?;
         Ok(SymmetricMemory {
