@@ -22,7 +22,8 @@
 //!
 //! Under the emulated backend ([`crate::backend`]) the same types hold host memory instead:
 //! a memfd for [`PhysicalMem`], an `mmap` reservation for [`VaRange`], a shared fixed mapping
-//! for [`Mapping`] (see the private `cuda::emu` module); ownership and teardown order are the same.
+//! for [`Mapping`] (the private `cuda::emu` module); ownership and teardown order are the
+//! same.
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
