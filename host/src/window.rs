@@ -287,6 +287,7 @@ impl Offer {
 /// Everything a rank checks about its own pointer before it may register.
 struct LocalPart {
     alloc: vmm::Allocation,
+    handle_kind: HandleKind,
     offset_in_alloc: u64,
     granularity: u64,
     total_mem: u64,
@@ -314,7 +315,7 @@ impl Communicator {
                 alloc_size: l.alloc.size as u64,
                 granularity: l.granularity,
                 device_total_mem: l.total_mem,
-                handle_kind: HandleKind::PosixFd,
+                handle_kind: l.handle_kind,
             }),
             Err(e) => Offer::Refused(e.to_string()),
         };
@@ -631,9 +632,14 @@ impl Communicator {
                 alloc.mem.device()
             )));
         }
+        let backend = backend()?;
         Ok(LocalPart {
+            handle_kind: match backend {
+                Backend::Gpu => HandleKind::PosixFd,
+                Backend::Emulated => HandleKind::EmulatedFd,
+            },
             granularity: vmm::granularity(device, Shareable::PosixFd)? as u64,
-            total_mem: backend()?.total_memory(self.device())?,
+            total_mem: backend.total_memory(self.device())?,
             offset_in_alloc,
             alloc,
         })
