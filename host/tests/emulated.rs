@@ -152,3 +152,31 @@ fn the_emulated_multicast_range_reaches_every_lsa_peer() {
     let want = (ranks * (ranks + 1) / 2, ranks * (ranks - 1) / 2, 77);
     assert_eq!(sums, vec![want; n]);
 }
+
+#[test]
+fn deregistering_unmaps_the_peers_and_frees_the_slot_for_the_next_window() {
+    let outcomes = on_ranks(2, |comm| {
+        let a = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        let b = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        let win = comm.register_window(&a)?;
+        let peer = 1 - comm.lsa_rank();
+        let peer_addr = win
+            .lsa_ptr(64, peer)
+            .ok_or(Error::InvalidArgument("lsa_ptr".into()))?;
+        // The peer's copy in the flat VA is memory the runtime knows, as on a GPU.
+        let found = symcomm::cuda::find_allocation(peer_addr)?;
+        let mapped_before = found.base == peer_addr - 64;
+        drop(found);
+        let first_base = win.descriptor().lsa_flat_base;
+        comm.bootstrap().barrier()?;
+        win.deregister()?;
+        let gone = symcomm::cuda::find_allocation(peer_addr).is_err();
+        let usage = comm
+            .symmetric_usage()
+            .map(|u| (u.windows, u.slot_bytes_used));
+        let again = comm.register_window(&b)?;
+        let same_slot = again.descriptor().lsa_flat_base == first_base;
+        Ok((mapped_before, gone, usage, same_slot))
+    });
+    assert_eq!(outcomes, vec![(true, true, Some((0, 0)), true); 2]);
+}

@@ -174,3 +174,45 @@ fn multimem_barriers_loads_and_stores_reach_every_lsa_peer_with_2_4_and_8_ranks(
         );
     }
 }
+
+#[test]
+fn raising_the_abort_flag_releases_a_barrier_a_peer_never_joins() {
+    let outs = on_ranks(2, |comm| {
+        let mem = SymmetricMemory::alloc(&comm, 4096)?;
+        let _win = comm.register_window(&mem)?;
+        let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(1))?;
+        let out = VmmBuffer::new(comm.device() as i32, 8)?;
+        out.fill_bytes(0xff)?;
+        if comm.rank() == 1 {
+            // Never joins; stays until rank 0 is done.
+            comm.bootstrap().barrier()?;
+            return Ok(vec![]);
+        }
+        let (raw, o) = (dev.raw(), out.device_ptr() as *mut u32);
+        let t0 = Instant::now();
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(Duration::from_millis(200));
+                dev.abort();
+            });
+            // SAFETY: one barrier, 2 output words; the peer's absence is the point.
+            unsafe {
+                emulated_launch(1, 32, || {
+                    symcomm_test_kernels::barrier_timeout_probe(raw, TIMEOUT_NS, o)
+                })
+            }
+        })?;
+        let waited = t0.elapsed();
+        assert!(dev.is_aborted());
+        assert!(waited < Duration::from_secs(10), "{waited:?}");
+        let mut got = vec![0u32; 2];
+        out.copy_to_host(&mut got)?;
+        comm.bootstrap().barrier()?;
+        Ok(got)
+    });
+    assert_eq!(
+        outs[0],
+        [2, 1],
+        "[result code (2 = aborted), got past the wait]"
+    );
+}
