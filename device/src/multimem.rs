@@ -16,8 +16,10 @@
 //! Addresses must be multicast addresses (e.g. [`SymPtr::multimem`](crate::ptr::SymPtr)),
 //! naturally aligned (16 bytes for vector forms).
 //!
-//! On the host (one rank, no multicast) the multicast address is taken to be the caller's own
-//! copy: `ld_reduce` returns the local value, `st` stores it, `red_add` adds atomically.
+//! On the host (CPU emulation), a multicast address that the emulated host runtime registered
+//! ([`crate::emu::multicast`]) resolves to the LSA peers' copies: `ld_reduce` sums them (16-bit
+//! floats in `f32`, rounded once), `st` stores to each, `red_add` adds atomically to each. Any
+//! other address is taken to be the caller's only copy (a single rank).
 
 use crate::mem::{F32x4, Ordering, U32x4};
 
@@ -341,11 +343,14 @@ mod nvptx {
     red1!(red_add_u64, u64, reg64, "u64");
 }
 
-/// The host backend: a single rank, so the multicast address is the local copy.
+/// The host backend: a multicast address registered by the emulated host runtime
+/// ([`crate::emu::multicast`]) resolves to every LSA peer's copy; any other address is taken
+/// to be the only copy (a single rank).
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
+    use crate::emu::multicast;
     use crate::mem::{F32x4, Ordering, U32x4};
-    use crate::reduce::{add_bf16x2, add_f16x2};
+    use crate::reduce::{Bf16, F16, add_bf16x2, add_f16x2};
     use core::sync::atomic::{self as a, AtomicU32, AtomicU64};
 
     fn ord(o: Ordering) -> a::Ordering {
@@ -356,29 +361,162 @@ mod host {
         }
     }
 
-    macro_rules! plain {
-        ($($ld:ident, $st:ident, $t:ty;)*) => {$(
-            pub unsafe fn $ld(p: *const $t) -> $t {
-                // SAFETY: the caller guarantees a valid, aligned `p`.
-                unsafe { p.read_volatile() }
+    /// Calls `f` with the address of every copy of `p`, in member order.
+    fn each_copy<T>(p: *const T, mut f: impl FnMut(*mut T)) {
+        match multicast::resolve(p as u64) {
+            Some((bases, offset)) => {
+                for &b in bases.iter() {
+                    f(b.wrapping_add(offset) as *mut T)
+                }
             }
-            pub unsafe fn $st(p: *mut $t, v: $t) {
-                // SAFETY: the caller guarantees a valid, aligned `p`.
-                unsafe { p.write_volatile(v) }
+            None => f(p.cast_mut()),
+        }
+    }
+
+    /// Reads every copy of `p` and folds the values: `first` starts the accumulator from the
+    /// first copy, `fold` adds each further one.
+    ///
+    /// # Safety
+    /// Every copy of `p` is valid for an aligned read of `T`.
+    unsafe fn ld_fold<T: Copy, A>(
+        p: *const T,
+        first: impl Fn(T) -> A,
+        fold: impl Fn(A, T) -> A,
+    ) -> A {
+        let mut acc: Option<A> = None;
+        each_copy(p, |q| {
+            // SAFETY: the caller's contract, for every copy.
+            let v = unsafe { q.read_volatile() };
+            acc = Some(match acc.take() {
+                None => first(v),
+                Some(a) => fold(a, v),
+            });
+        });
+        match acc {
+            Some(a) => a,
+            // Never reached (a range has at least one member), but stay total.
+            // SAFETY: as above, for `p` itself.
+            None => first(unsafe { p.read_volatile() }),
+        }
+    }
+
+    fn f16_lanes(w: u32) -> [f32; 2] {
+        [F16(w as u16).to_f32(), F16((w >> 16) as u16).to_f32()]
+    }
+    fn f16_pack(l: [f32; 2]) -> u32 {
+        u32::from(F16::from_f32(l[0]).0) | u32::from(F16::from_f32(l[1]).0) << 16
+    }
+    fn bf16_lanes(w: u32) -> [f32; 2] {
+        [Bf16(w as u16).to_f32(), Bf16((w >> 16) as u16).to_f32()]
+    }
+    fn bf16_pack(l: [f32; 2]) -> u32 {
+        u32::from(Bf16::from_f32(l[0]).0) | u32::from(Bf16::from_f32(l[1]).0) << 16
+    }
+    fn add2(a: [f32; 2], b: [f32; 2]) -> [f32; 2] {
+        [a[0] + b[0], a[1] + b[1]]
+    }
+    fn lanes8(v: U32x4, lanes: fn(u32) -> [f32; 2]) -> [f32; 8] {
+        let mut out = [0.0; 8];
+        for (i, w) in v.0.iter().enumerate() {
+            let [lo, hi] = lanes(*w);
+            out[2 * i] = lo;
+            out[2 * i + 1] = hi;
+        }
+        out
+    }
+    fn add8(mut a: [f32; 8], b: [f32; 8]) -> [f32; 8] {
+        for (x, y) in a.iter_mut().zip(b) {
+            *x += y;
+        }
+        a
+    }
+    fn pack8(l: [f32; 8], pack: fn([f32; 2]) -> u32) -> U32x4 {
+        U32x4([
+            pack([l[0], l[1]]),
+            pack([l[2], l[3]]),
+            pack([l[4], l[5]]),
+            pack([l[6], l[7]]),
+        ])
+    }
+
+    macro_rules! ld_wrapping {
+        ($($name:ident, $t:ty, $add:expr;)*) => {$(
+            pub unsafe fn $name(p: *const $t) -> $t {
+                // SAFETY: forwarded.
+                unsafe { ld_fold(p, |v| v, $add) }
             }
         )*};
     }
-    plain! {
-        ld_reduce_add_f32, st_f32, f32;
-        ld_reduce_add_v4_f32, st_v4_f32, F32x4;
-        ld_reduce_add_f16x2, st_f16x2, u32;
-        ld_reduce_add_v4_f16x2, st_v4_f16x2, U32x4;
-        ld_reduce_add_bf16x2, st_bf16x2, u32;
-        ld_reduce_add_v4_bf16x2, st_v4_bf16x2, U32x4;
-        ld_reduce_add_f64, st_f64, f64;
-        ld_reduce_add_u32, st_u32, u32;
-        ld_reduce_add_s32, st_s32, i32;
-        ld_reduce_add_u64, st_u64, u64;
+    ld_wrapping! {
+        ld_reduce_add_f32, f32, |a: f32, v: f32| a + v;
+        ld_reduce_add_f64, f64, |a: f64, v: f64| a + v;
+        ld_reduce_add_u32, u32, u32::wrapping_add;
+        ld_reduce_add_s32, i32, i32::wrapping_add;
+        ld_reduce_add_u64, u64, u64::wrapping_add;
+    }
+
+    pub unsafe fn ld_reduce_add_v4_f32(p: *const F32x4) -> F32x4 {
+        // SAFETY: forwarded.
+        unsafe {
+            ld_fold(
+                p,
+                |v| v,
+                |a: F32x4, v: F32x4| F32x4(core::array::from_fn(|i| a.0[i] + v.0[i])),
+            )
+        }
+    }
+    pub unsafe fn ld_reduce_add_f16x2(p: *const u32) -> u32 {
+        // SAFETY: forwarded; lanes accumulate in f32 and round once (`.acc::f32`).
+        f16_pack(unsafe { ld_fold(p, f16_lanes, |a, v| add2(a, f16_lanes(v))) })
+    }
+    pub unsafe fn ld_reduce_add_bf16x2(p: *const u32) -> u32 {
+        // SAFETY: forwarded; lanes accumulate in f32 and round once (`.acc::f32`).
+        bf16_pack(unsafe { ld_fold(p, bf16_lanes, |a, v| add2(a, bf16_lanes(v))) })
+    }
+    pub unsafe fn ld_reduce_add_v4_f16x2(p: *const U32x4) -> U32x4 {
+        // SAFETY: forwarded; as the scalar form, lane by lane.
+        let acc = unsafe {
+            ld_fold(
+                p,
+                |v| lanes8(v, f16_lanes),
+                |a, v| add8(a, lanes8(v, f16_lanes)),
+            )
+        };
+        pack8(acc, f16_pack)
+    }
+    pub unsafe fn ld_reduce_add_v4_bf16x2(p: *const U32x4) -> U32x4 {
+        // SAFETY: forwarded; as the scalar form, lane by lane.
+        let acc = unsafe {
+            ld_fold(
+                p,
+                |v| lanes8(v, bf16_lanes),
+                |a, v| add8(a, lanes8(v, bf16_lanes)),
+            )
+        };
+        pack8(acc, bf16_pack)
+    }
+
+    macro_rules! st_all {
+        ($($name:ident, $t:ty;)*) => {$(
+            pub unsafe fn $name(p: *mut $t, v: $t) {
+                each_copy(p, |q| {
+                    // SAFETY: the caller guarantees every copy is valid and aligned.
+                    unsafe { q.write_volatile(v) }
+                });
+            }
+        )*};
+    }
+    st_all! {
+        st_f32, f32;
+        st_v4_f32, F32x4;
+        st_f16x2, u32;
+        st_v4_f16x2, U32x4;
+        st_bf16x2, u32;
+        st_v4_bf16x2, U32x4;
+        st_f64, f64;
+        st_u32, u32;
+        st_s32, i32;
+        st_u64, u64;
     }
 
     /// Atomically replaces the 32-bit word at `p` by `f(old)`.
@@ -388,54 +526,71 @@ mod host {
         let _ = at.fetch_update(ord(o), a::Ordering::Relaxed, |x| Some(f(x)));
     }
 
+    /// Atomically replaces the 64-bit word at `p` by `f(old)`.
+    unsafe fn update64(p: *mut u64, o: Ordering, f: impl Fn(u64) -> u64) {
+        // SAFETY: the caller guarantees a valid, aligned `p`.
+        let at = unsafe { AtomicU64::from_ptr(p) };
+        let _ = at.fetch_update(ord(o), a::Ordering::Relaxed, |x| Some(f(x)));
+    }
+
+    /// Applies the 32-bit update `f` to word `lane` of every copy of `p`.
+    unsafe fn red32<T>(p: *mut T, lane: usize, o: Ordering, f: impl Fn(u32) -> u32) {
+        each_copy(p, |q| {
+            // SAFETY: the caller guarantees every copy is valid and aligned; `lane` lies
+            // inside `T`.
+            unsafe { update32(q.cast::<u32>().add(lane), o, &f) }
+        });
+    }
+
     pub unsafe fn red_add_f32(p: *mut f32, v: f32, o: Ordering) {
         // SAFETY: forwarded.
-        unsafe { update32(p.cast(), o, |x| (f32::from_bits(x) + v).to_bits()) }
+        unsafe { red32(p, 0, o, |x| (f32::from_bits(x) + v).to_bits()) }
     }
     pub unsafe fn red_add_v4_f32(p: *mut F32x4, v: F32x4, o: Ordering) {
         for i in 0..4 {
             // SAFETY: forwarded; lane i lies inside the 16 bytes.
-            unsafe { red_add_f32(p.cast::<f32>().add(i), v.0[i], o) }
+            unsafe { red32(p, i, o, |x| (f32::from_bits(x) + v.0[i]).to_bits()) }
         }
     }
     pub unsafe fn red_add_f16x2(p: *mut u32, v: u32, o: Ordering) {
         // SAFETY: forwarded.
-        unsafe { update32(p, o, |x| add_f16x2(x, v)) }
+        unsafe { red32(p, 0, o, |x| add_f16x2(x, v)) }
     }
     pub unsafe fn red_add_v4_f16x2(p: *mut U32x4, v: U32x4, o: Ordering) {
         for i in 0..4 {
             // SAFETY: forwarded; word i lies inside the 16 bytes.
-            unsafe { red_add_f16x2(p.cast::<u32>().add(i), v.0[i], o) }
+            unsafe { red32(p, i, o, |x| add_f16x2(x, v.0[i])) }
         }
     }
     pub unsafe fn red_add_bf16x2(p: *mut u32, v: u32, o: Ordering) {
         // SAFETY: forwarded.
-        unsafe { update32(p, o, |x| add_bf16x2(x, v)) }
+        unsafe { red32(p, 0, o, |x| add_bf16x2(x, v)) }
     }
     pub unsafe fn red_add_v4_bf16x2(p: *mut U32x4, v: U32x4, o: Ordering) {
         for i in 0..4 {
             // SAFETY: forwarded; word i lies inside the 16 bytes.
-            unsafe { red_add_bf16x2(p.cast::<u32>().add(i), v.0[i], o) }
+            unsafe { red32(p, i, o, |x| add_bf16x2(x, v.0[i])) }
         }
     }
-    pub unsafe fn red_add_f64(p: *mut f64, v: f64, o: Ordering) {
-        // SAFETY: the caller guarantees a valid, aligned `p`.
-        let at = unsafe { AtomicU64::from_ptr(p.cast()) };
-        let _ = at.fetch_update(ord(o), a::Ordering::Relaxed, |x| {
-            Some((f64::from_bits(x) + v).to_bits())
-        });
-    }
     pub unsafe fn red_add_u32(p: *mut u32, v: u32, o: Ordering) {
-        // SAFETY: the caller guarantees a valid, aligned `p`.
-        unsafe { AtomicU32::from_ptr(p) }.fetch_add(v, ord(o));
+        // SAFETY: forwarded.
+        unsafe { red32(p, 0, o, |x| x.wrapping_add(v)) }
     }
     pub unsafe fn red_add_s32(p: *mut i32, v: i32, o: Ordering) {
         // SAFETY: forwarded.
-        unsafe { red_add_u32(p.cast(), v as u32, o) }
+        unsafe { red32(p, 0, o, |x| x.wrapping_add(v as u32)) }
+    }
+    pub unsafe fn red_add_f64(p: *mut f64, v: f64, o: Ordering) {
+        each_copy(p, |q| {
+            // SAFETY: the caller guarantees every copy is valid and aligned.
+            unsafe { update64(q.cast(), o, |x| (f64::from_bits(x) + v).to_bits()) }
+        });
     }
     pub unsafe fn red_add_u64(p: *mut u64, v: u64, o: Ordering) {
-        // SAFETY: the caller guarantees a valid, aligned `p`.
-        unsafe { AtomicU64::from_ptr(p) }.fetch_add(v, ord(o));
+        each_copy(p, |q| {
+            // SAFETY: the caller guarantees every copy is valid and aligned.
+            unsafe { AtomicU64::from_ptr(q) }.fetch_add(v, ord(o));
+        });
     }
 }
 
@@ -460,6 +615,33 @@ mod tests {
             let mut h = one_one;
             red_add_f16x2(&raw mut h, one_one, Ordering::Relaxed);
             assert_eq!(h, 0x4000_4000); // (2.0, 2.0)
+        }
+    }
+
+    #[test]
+    fn a_registered_multicast_address_reaches_every_copy() {
+        // Three "peers" of four words each; the multicast range is a separate address range
+        // that is never dereferenced itself.
+        let mut copies = [
+            [1u32, 0x3c00_3c00, 0, 0],
+            [2, 0x3c00_3c00, 0, 0],
+            [3, 0x4000_3c00, 0, 0],
+        ];
+        let bases: std::vec::Vec<u64> = copies.iter_mut().map(|c| c.as_mut_ptr() as u64).collect();
+        let mc = 0x6f00_0000_0000u64;
+        let range = crate::emu::multicast::register(mc, 16, &bases).unwrap();
+        let word = |i: u64| (mc + 4 * i) as *mut u32;
+        unsafe {
+            assert_eq!(ld_reduce_add_u32(word(0)), 6);
+            // f16x2 (1, 1) + (1, 1) + (1, 2) = (3, 4), accumulated in f32.
+            assert_eq!(ld_reduce_add_f16x2(word(1)), 0x4400_4200);
+            st_u32(word(2), 7);
+            red_add_u32(word(3), 5, Ordering::Release);
+            red_add_u32(word(3), 1, Ordering::Relaxed);
+        }
+        drop(range);
+        for c in &copies {
+            assert_eq!(c[2..], [7, 6]);
         }
     }
 }

@@ -5,6 +5,7 @@
 
 #![warn(missing_docs)]
 
+pub mod emulated;
 pub mod ranks;
 
 // ANCHOR: embed

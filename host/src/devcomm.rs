@@ -8,7 +8,9 @@
 //! barrier wait polls it, so a stuck kernel can be released from the host.
 //!
 //! Multicast (NVLink SHARP) is not used unless requested *and* `SYMCOMM_NVLS=1` is set; the
-//! default is unicast barriers, which need nothing from the switch.
+//! default is unicast barriers, which need nothing from the switch. On the emulated backend
+//! ([`crate::backend`]) a requested multicast range needs no opt-in: it is an address range
+//! that the device crate's host `multimem` resolves to the LSA peers' copies.
 
 use symcomm_device::comm::{
     DevComm as RawDevComm, LsaBarrierHandle, MultimemHandle, RESOURCE_UNIT, ResourceWindow,
@@ -41,7 +43,8 @@ impl Requirements {
         self
     }
 
-    /// Asks for an LSA multicast range (NVLink SHARP). Refused unless `SYMCOMM_NVLS=1`.
+    /// Asks for an LSA multicast range (NVLink SHARP). On GPUs refused unless
+    /// `SYMCOMM_NVLS=1`; always available under emulation.
     pub fn lsa_multimem(mut self, on: bool) -> Self {
         self.lsa_multimem = on;
         self

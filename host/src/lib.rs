@@ -11,6 +11,7 @@ compile_error!(
     "the symcomm host runtime supports Linux only (CUDA VMM handles are passed as POSIX fds)"
 );
 
+pub mod backend;
 pub mod bootstrap;
 pub mod comm;
 pub mod cuda;

@@ -19,12 +19,18 @@
 //!
 //! Ownership keeps teardown ordered: a window owns its mappings, each mapping holds the flat
 //! range and the physical memory it maps, so nothing is released while still mapped.
+//!
+//! Everything here runs unchanged on the emulated backend ([`crate::backend`]): only the
+//! memory primitives underneath differ. The one emulation-specific part is the LSA multicast
+//! range, which is an address range registered with the device crate's emulated multimem
+//! (resolved to the LSA peers' copies in the flat VA) instead of an NVLink SHARP object.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::window::Window as DeviceWindow;
 
+use crate::backend::{Backend, backend};
 use crate::comm::Communicator;
 use crate::cuda::memory::DeviceBox;
 use crate::cuda::multicast::{self, McBinding, Multicast};
@@ -50,7 +56,8 @@ pub struct SymmetricMemory {
 
 impl SymmetricMemory {
     /// Allocates at least `bytes` on the communicator's device (rounded up to the allocation
-    /// granularity). The device's context must be current on this thread.
+    /// granularity). On GPUs the device's context must be current on this thread; under
+    /// emulation it is a memfd mapped into this process.
     pub fn alloc(comm: &Communicator, bytes: usize) -> Result<SymmetricMemory> {
         let device = device_i32(comm.device())?;
         Ok(SymmetricMemory {
@@ -153,7 +160,7 @@ impl Window {
         self.mappings.clear(); // unmap every peer before the slot can be reused
         let mut guard = lock(&self.state)?;
         if let Some(state) = guard.as_mut() {
-            if let Some(team) = state.mc.as_mut() {
+            if let Some(McTeam::Gpu(team)) = state.mc.as_mut() {
                 team.bindings.retain(|(off, _)| *off != self.slot_offset);
             }
             state.space.free(self.slot_offset, self.slot_size)?;
@@ -208,13 +215,39 @@ struct WindowEntry {
     mem: Arc<PhysicalMem>,
 }
 
+/// The LSA team's multicast range.
+#[derive(Debug)]
+enum McTeam {
+    Gpu(GpuMcTeam),
+    Emulated(EmuMcTeam),
+}
+
+impl McTeam {
+    fn base(&self) -> u64 {
+        match self {
+            McTeam::Gpu(t) => t.mapping.ptr(),
+            McTeam::Emulated(t) => t.va.base(),
+        }
+    }
+}
+
 /// The LSA team's multicast object, mapped locally, with every window's memory bound at its
 /// slot offset. Field order is teardown order: unbind, unmap, release.
 #[derive(Debug)]
-struct McTeam {
+struct GpuMcTeam {
     bindings: Vec<(u64, McBinding)>,
     mapping: Mapping,
     mc: Multicast,
+}
+
+/// The emulated multicast range: a reserved, inaccessible range of `stride` bytes whose byte
+/// `o` resolves (in the device crate's multimem) to byte `o` of every LSA peer's slot in the
+/// flat VA; it covers every window, present and future, so nothing is bound per window.
+/// Field order is teardown order: unregister, then free the addresses.
+#[derive(Debug)]
+struct EmuMcTeam {
+    _range: symcomm_device::emu::multicast::MulticastRange,
+    va: Arc<VaRange>,
 }
 
 /// fd-server key under which LSA rank 0 offers the multicast object.
@@ -254,6 +287,7 @@ impl Offer {
 /// Everything a rank checks about its own pointer before it may register.
 struct LocalPart {
     alloc: vmm::Allocation,
+    handle_kind: HandleKind,
     offset_in_alloc: u64,
     granularity: u64,
     total_mem: u64,
@@ -281,7 +315,7 @@ impl Communicator {
                 alloc_size: l.alloc.size as u64,
                 granularity: l.granularity,
                 device_total_mem: l.total_mem,
-                handle_kind: HandleKind::PosixFd,
+                handle_kind: l.handle_kind,
             }),
             Err(e) => Offer::Refused(e.to_string()),
         };
@@ -342,7 +376,7 @@ impl Communicator {
                 return Err(e);
             }
         };
-        if let Some(team) = state.mc.as_mut() {
+        if let Some(McTeam::Gpu(team)) = state.mc.as_mut() {
             let device = device_i32(self.device())?;
             let bound = team
                 .mc
@@ -415,6 +449,9 @@ impl Communicator {
     /// Refused on every member unless every member has `SYMCOMM_NVLS=1` and a device with
     /// multicast support.
     pub(crate) fn lsa_multicast_base(&self) -> Result<u64> {
+        if backend()? == Backend::Emulated {
+            return self.emulated_multicast_base();
+        }
         let device = device_i32(self.device())?;
         let local = multicast::require_enabled().and_then(|_| {
             let attr = sys_attr_multicast(self.device())?;
@@ -451,7 +488,7 @@ impl Communicator {
             Error::InvalidArgument("register a window before asking for multicast".into())
         })?;
         if let Some(team) = &state.mc {
-            return Ok(team.mapping.ptr());
+            return Ok(team.base());
         }
         let lsa = self.lsa_size();
         let size = vmm::round_up(state.layout.stride() as usize, multicast::granularity(lsa)?)?;
@@ -501,18 +538,68 @@ impl Communicator {
                 ));
             }
             self.bootstrap().all_gather_ranks(&lsa_ranks, &[])?;
-            Ok(McTeam {
+            Ok(McTeam::Gpu(GpuMcTeam {
                 bindings,
                 mapping,
                 mc,
-            })
+            }))
         })();
         state.server.withdraw(MC_KEY);
         let team = result?;
-        let base = team.mapping.ptr();
+        let base = team.base();
         tracing::info!("rank {}: LSA multicast range at {base:#x}", self.rank());
         state.mc = Some(team);
         Ok(base)
+    }
+
+    /// [`Communicator::lsa_multicast_base`] on the emulated backend: needs no opt-in (no
+    /// switch resource is involved) and no exchange; each rank registers its own range. Still
+    /// collective, so every rank leaves together.
+    fn emulated_multicast_base(&self) -> Result<u64> {
+        let lsa_ranks = self.lsa_team_ranks();
+        let created = (|| -> Result<u64> {
+            let mut guard = lock(self.symm_slot())?;
+            let state = guard.as_mut().ok_or_else(|| {
+                Error::InvalidArgument("register a window before asking for multicast".into())
+            })?;
+            if let Some(team) = &state.mc {
+                return Ok(team.base());
+            }
+            let stride = state.layout.stride();
+            let va = VaRange::reserve(stride as usize, crate::backend::EMULATED_GRANULARITY)?;
+            let copies = (0..state.layout.lsa_size())
+                .map(|p| state.layout.peer_addr(state.flat.base(), p, 0))
+                .collect::<Result<Vec<u64>>>()?;
+            let range = symcomm_device::emu::multicast::register(va.base(), stride, &copies)
+                .map_err(Error::InvalidArgument)?;
+            let team = McTeam::Emulated(EmuMcTeam { _range: range, va });
+            let base = team.base();
+            state.mc = Some(team);
+            tracing::info!(
+                "rank {}: emulated LSA multicast range at {base:#x}",
+                self.rank()
+            );
+            Ok(base)
+        })();
+        let status = match &created {
+            Ok(_) => Vec::new(),
+            Err(e) => e.to_string().into_bytes(),
+        };
+        let statuses = self.bootstrap().all_gather_ranks(&lsa_ranks, &status)?;
+        if let Some((i, why)) = statuses.iter().enumerate().find(|(_, s)| !s.is_empty()) {
+            return Err(match created {
+                Err(e) => e,
+                Ok(_) => Error::Unsupported {
+                    what: "emulated LSA multicast".into(),
+                    hint: format!(
+                        "rank {} could not set it up: {}",
+                        lsa_ranks[i],
+                        String::from_utf8_lossy(why)
+                    ),
+                },
+            });
+        }
+        created
     }
 
     /// The symmetric-memory state, or `None` before the first registration.
@@ -547,9 +634,14 @@ impl Communicator {
                 alloc.mem.device()
             )));
         }
+        let backend = backend()?;
         Ok(LocalPart {
+            handle_kind: match backend {
+                Backend::Gpu => HandleKind::PosixFd,
+                Backend::Emulated => HandleKind::EmulatedFd,
+            },
             granularity: vmm::granularity(device, Shareable::PosixFd)? as u64,
-            total_mem: crate::cuda::device::total_memory(self.device())?,
+            total_mem: backend.total_memory(self.device())?,
             offset_in_alloc,
             alloc,
         })

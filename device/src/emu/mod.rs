@@ -32,7 +32,9 @@
 //!   access is as strong as a system-scope one), volatile to volatile.
 //! - A **rank** is a launch: several launches (one per host thread, e.g. `std::thread::scope`)
 //!   run concurrently in one process and synchronise through plain host memory, which is how
-//!   a multi-rank kernel is emulated. Multimem ops keep their single-rank host behaviour.
+//!   a multi-rank kernel is emulated. Multimem ops act on every copy of a multicast range
+//!   registered in [`multicast`] (the emulated host runtime does that for the LSA team), and
+//!   on the address itself otherwise.
 //!
 //! # Errors instead of crashes and hangs
 //! [`Launch::run`] returns an [`EmuError`] naming the block and thread when a kernel thread
@@ -75,6 +77,7 @@
 mod block;
 pub(crate) mod ctx;
 mod launch;
+pub mod multicast;
 
 use core::fmt;
 use std::string::String;

@@ -4,6 +4,10 @@
 //!
 //! Usage: `symcomm-run -n 8 hello_window [--n N]` (one process per GPU), or
 //! `hello_window --threads 8 [--n N]` (one process driving 8 GPUs).
+//!
+//! Without a CUDA driver (or with `SYMCOMM_BACKEND=emu`) it says so in one line and runs on the
+//! CPU emulator, in either launch mode: the same registration, device communicator and
+//! kernel, on host memory, with a small grid (`--n` then defaults to 2^12).
 
 use std::process::ExitCode;
 
@@ -12,14 +16,17 @@ use symcomm::launch::{LaunchConfig, Module, synchronize};
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
 use symcomm_device::window::Window as DeviceWindow;
 use symcomm_example_kernels::hello_pattern;
-use symcomm_examples::kernels;
 use symcomm_examples::ranks::{run_ranks, take_threads_flag};
+use symcomm_examples::{emulated, kernels};
 
 const BLOCKS: u32 = 8;
 const TIMEOUT_NS: u64 = 20_000_000_000;
 
 // ANCHOR: rank
-fn hello(comm: Communicator, n: usize) -> Result<String> {
+fn hello(comm: Communicator, n: usize, emulate: bool) -> Result<String> {
+    if emulate {
+        return hello_emulated(comm, n);
+    }
     // ANCHOR: setup
     let _ctx = cuda::open_device(comm.device())?;
     let lsa = comm.lsa_size();
@@ -52,9 +59,50 @@ fn hello(comm: Communicator, n: usize) -> Result<String> {
     };
     synchronize()?;
     // ANCHOR_END: launch
+    check(&comm, &mem, &status, BLOCKS, n, "GPU")
+}
+// ANCHOR_END: rank
 
+/// [`hello`] on the CPU emulator: the same allocations, registration and device communicator
+/// (on host memory); the kernel's host build over a small grid.
+fn hello_emulated(comm: Communicator, n: usize) -> Result<String> {
+    let lsa = comm.lsa_size();
+    let blocks = emulated::EMU_BLOCKS;
+    let mem = SymmetricMemory::alloc(&comm, lsa * n * 4)?;
+    mem.buffer().fill_bytes(0xff)?;
+    let win = comm.register_window(&mem)?; // collective
+    let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(blocks))?; // collective
+    let status = VmmBuffer::new(comm.device() as i32, blocks as usize * 4)?;
+    status.fill_bytes(0xff)?;
+    let (raw, w, st) = (
+        dev.raw(),
+        win.device_ptr() as *const DeviceWindow,
+        status.device_ptr() as *mut u32,
+    );
+    // SAFETY: as for the GPU launch: the window holds lsa × n u32, the communicator has
+    // `blocks` barriers, every rank launches the same shape, and everything outlives the launch.
+    unsafe {
+        emulated::launch(blocks, emulated::EMU_THREADS, || {
+            symcomm_example_kernels::hello_window(raw, w, n as u64, TIMEOUT_NS, st)
+        })?
+    };
+    let line = check(&comm, &mem, &status, blocks, n, "emulated GPU")?;
+    comm.bootstrap().barrier()?; // no rank unmaps its window while a peer still checks
+    Ok(line)
+}
+
+/// Reads the barrier codes and this rank's copy of the window and checks every value.
+fn check(
+    comm: &Communicator,
+    mem: &SymmetricMemory,
+    status: &VmmBuffer,
+    blocks: u32,
+    n: usize,
+    device_kind: &str,
+) -> Result<String> {
     // ANCHOR: check
-    let mut codes = vec![0u32; BLOCKS as usize];
+    let lsa = comm.lsa_size();
+    let mut codes = vec![0u32; blocks as usize];
     status.copy_to_host(&mut codes)?;
     if let Some(code) = codes.iter().find(|&&c| c != 0) {
         return Err(Error::InvalidArgument(format!(
@@ -77,12 +125,11 @@ fn hello(comm: Communicator, n: usize) -> Result<String> {
     }
     // ANCHOR_END: check
     Ok(format!(
-        "hello_window: rank {} (GPU {}) sees the patterns of all {lsa} LSA peers ({n} values each)",
+        "hello_window: rank {} ({device_kind} {}) sees the patterns of all {lsa} LSA peers ({n} values each)",
         comm.rank(),
         comm.device()
     ))
 }
-// ANCHOR_END: rank
 
 fn main() -> ExitCode {
     let mut args: Vec<String> = std::env::args().skip(1).collect();
@@ -94,9 +141,9 @@ fn main() -> ExitCode {
         }
     };
     let n = match args.as_slice() {
-        [] => 1 << 20,
+        [] => None,
         [flag, v] if flag == "--n" => match v.parse::<usize>() {
-            Ok(n) if n > 0 => n,
+            Ok(n) if n > 0 => Some(n),
             _ => {
                 eprintln!("hello_window: --n needs a positive number");
                 return ExitCode::from(2);
@@ -107,12 +154,25 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    if let Err(e @ Error::NoDriver(_)) = cuda::init_driver() {
+    let emulate = match emulated::notice("hello_window") {
+        Ok(Some(line)) => {
+            // One process prints the line once, whatever its number of ranks.
+            println!("{line}");
+            true
+        }
+        Ok(None) => false,
+        Err(e) => {
+            eprintln!("hello_window: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let n = n.unwrap_or(if emulate { 1 << 12 } else { 1 << 20 });
+    if let (false, Err(e @ Error::NoDriver(_))) = (emulate, cuda::init_driver()) {
         println!("hello_window: skipped: {e}");
         return ExitCode::SUCCESS;
     }
     let mut ok = true;
-    for (rank, result) in run_ranks(threads, |comm| hello(comm, n)) {
+    for (rank, result) in run_ranks(threads, |comm| hello(comm, n, emulate)) {
         match result {
             Ok(line) => println!("{line}"),
             Err(e) => {

@@ -2,17 +2,22 @@
 //! through the CUDA virtual-memory API, and checks every element.
 //!
 //! Usage: `vector_add [--device N] [--n ELEMENTS]` (device defaults to `$LOCAL_RANK`, else 0).
+//!
+//! Without a CUDA driver (or with `SYMCOMM_BACKEND=emu`) it says so in one line and runs the
+//! same kernel on the CPU emulator, over emulated device memory, checking every element
+//! (`--n` then defaults to 2^20).
 
 use std::process::ExitCode;
 
 use symcomm::cuda::{self, VmmBuffer};
 use symcomm::launch::{LaunchConfig, Module, synchronize};
 use symcomm::{Error, Result};
-use symcomm_examples::kernels;
+use symcomm_examples::{emulated, kernels};
 
 struct Args {
     device: usize,
     n: usize,
+    n_given: bool,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -22,6 +27,7 @@ fn parse_args() -> std::result::Result<Args, String> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0),
         n: 1 << 24,
+        n_given: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -31,7 +37,10 @@ fn parse_args() -> std::result::Result<Args, String> {
         };
         match flag.as_str() {
             "--device" => args.device = value("--device")?,
-            "--n" => args.n = value("--n")?,
+            "--n" => {
+                args.n = value("--n")?;
+                args.n_given = true;
+            }
             "-h" | "--help" => {
                 return Err("usage: vector_add [--device N] [--n ELEMENTS]".into());
             }
@@ -99,15 +108,64 @@ fn run(args: &Args) -> Result<usize> {
 }
 // ANCHOR_END: run
 
+/// [`run`] on the CPU emulator: the same buffers and check, the kernel's host build launched
+/// over a small grid of emulated threads.
+fn run_emulated(args: &Args) -> Result<usize> {
+    let dev = args.device as i32;
+    let bytes = args.n * std::mem::size_of::<f32>();
+    let (a, b, c) = (
+        VmmBuffer::new(dev, bytes)?,
+        VmmBuffer::new(dev, bytes)?,
+        VmmBuffer::new(dev, bytes)?,
+    );
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (args.device as u64 + 1));
+    let ha: Vec<f32> = (0..args.n).map(|_| rng.next_f32()).collect();
+    let hb: Vec<f32> = (0..args.n).map(|_| rng.next_f32()).collect();
+    a.copy_from_host(&ha)?;
+    b.copy_from_host(&hb)?;
+    c.fill_bytes(0xff)?;
+    let (pa, pb, pc) = (
+        a.device_ptr() as *const f32,
+        b.device_ptr() as *const f32,
+        c.device_ptr() as *mut f32,
+    );
+    let n = args.n as u64;
+    // SAFETY: the three buffers hold n f32 each and outlive the launch; every emulated thread
+    // writes distinct elements of `c` (grid-stride).
+    unsafe {
+        emulated::launch(emulated::EMU_BLOCKS, emulated::EMU_THREADS, || {
+            symcomm_example_kernels::vector_add(pa, pb, pc, n)
+        })?
+    };
+    let mut hc = vec![0f32; args.n];
+    c.copy_to_host(&mut hc)?;
+    Ok(hc
+        .iter()
+        .zip(ha.iter().zip(&hb))
+        .filter(|&(&got, (&x, &y))| got.to_bits() != (x + y).to_bits())
+        .count())
+}
+
 fn main() -> ExitCode {
-    let args = match parse_args() {
+    let mut args = match parse_args() {
         Ok(a) => a,
         Err(msg) => {
             eprintln!("vector_add: {msg}");
             return ExitCode::from(2);
         }
     };
-    match run(&args) {
+    let result = match emulated::notice("vector_add") {
+        Ok(Some(line)) => {
+            println!("{line}");
+            if !args.n_given {
+                args.n = 1 << 20;
+            }
+            run_emulated(&args)
+        }
+        Ok(None) => run(&args),
+        Err(e) => Err(e),
+    };
+    match result {
         Ok(0) => {
             println!(
                 "vector_add: device {} n={} ok (every element checked)",

@@ -4,8 +4,12 @@
 //! Everything here goes through cudarc's raw `sys` bindings, loaded at run time
 //! (`dynamic-loading`), so building needs no CUDA toolkit and a machine without a driver gets
 //! [`Error::NoDriver`] instead of a panic.
+//!
+//! Under the emulated backend ([`crate::backend`]) the memory types ([`vmm`], [`memory`]) hold
+//! host memory instead (memfd + `mmap`), with the same API and teardown order.
 
 pub mod device;
+pub(crate) mod emu;
 pub mod memory;
 pub mod multicast;
 pub mod vmm;

@@ -19,13 +19,19 @@
 //!
 //! The calls need the device's context current on the calling thread (see
 //! [`crate::cuda::open_device`]).
+//!
+//! Under the emulated backend ([`crate::backend`]) the same types hold host memory instead:
+//! a memfd for [`PhysicalMem`], an `mmap` reservation for [`VaRange`], a shared fixed mapping
+//! for [`Mapping`] (the private `cuda::emu` module); ownership and teardown order are the
+//! same.
 
 use std::os::fd::{AsRawFd, BorrowedFd, FromRawFd, OwnedFd};
 use std::sync::Arc;
 
 use cudarc::driver::sys;
 
-use super::check;
+use super::{check, emu};
+use crate::backend::{Backend, EMULATED_GRANULARITY, backend};
 use crate::{Error, Result};
 
 /// How physical memory may be shared with other processes.
@@ -54,6 +60,9 @@ fn alloc_prop(device: i32, share: Shareable) -> sys::CUmemAllocationProp {
 
 /// The recommended allocation granularity (bytes) of pinned memory on `device`.
 pub fn granularity(device: i32, share: Shareable) -> Result<usize> {
+    if backend()? == Backend::Emulated {
+        return Ok(EMULATED_GRANULARITY);
+    }
     let prop = alloc_prop(device, share);
     let mut g = 0usize;
     // SAFETY: `prop` is fully initialised and `g` is a valid out-pointer.
@@ -92,12 +101,23 @@ pub struct PhysicalMem {
     size: usize,
     device: i32,
     share: Shareable,
+    /// Emulated backend: the memfd holding the memory (`handle` is then 0).
+    host: Option<OwnedFd>,
 }
 
 impl PhysicalMem {
     /// Allocates at least `bytes` of pinned memory on `device`, rounded up to the granularity.
     pub fn new(device: i32, bytes: usize, share: Shareable) -> Result<Arc<Self>> {
         let size = round_up(bytes, granularity(device, share)?)?;
+        if backend()? == Backend::Emulated {
+            return Ok(Arc::new(PhysicalMem {
+                handle: 0,
+                size,
+                device,
+                share,
+                host: Some(emu::create(device, size)?),
+            }));
+        }
         let prop = alloc_prop(device, share);
         let mut handle = 0;
         // SAFETY: `prop` is valid and `size` is a positive multiple of the granularity.
@@ -109,6 +129,7 @@ impl PhysicalMem {
             size,
             device,
             share,
+            host: None,
         }))
     }
 
@@ -125,6 +146,7 @@ impl PhysicalMem {
             size,
             device,
             share,
+            host: None,
         })
     }
 
@@ -143,9 +165,14 @@ impl PhysicalMem {
         self.share
     }
 
-    /// The raw driver handle (stays owned by `self`).
+    /// The raw driver handle (stays owned by `self`; 0 under the emulated backend).
     pub fn raw(&self) -> sys::CUmemGenericAllocationHandle {
         self.handle
+    }
+
+    /// True for host memory of the emulated backend.
+    pub fn is_emulated(&self) -> bool {
+        self.host.is_some()
     }
 
     /// Exports the memory as a POSIX file descriptor that another process can import with
@@ -159,6 +186,11 @@ impl PhysicalMem {
             return Err(Error::InvalidArgument(
                 "memory was not created shareable as a POSIX fd (use Shareable::PosixFd)".into(),
             ));
+        }
+        if let Some(host) = &self.host {
+            return host
+                .try_clone()
+                .map_err(|e| Error::InvalidArgument(format!("emulated memory: dup failed: {e}")));
         }
         let mut fd: libc::c_int = -1;
         // SAFETY: for CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR the driver writes one `int` to
@@ -193,6 +225,24 @@ impl PhysicalMem {
                 "imported allocation size is 0".into(),
             ));
         }
+        if backend()? == Backend::Emulated {
+            let have = emu::file_size(fd)?;
+            if have < size {
+                return Err(Error::InvalidArgument(format!(
+                    "imported emulated allocation holds {have} bytes, {size} expected"
+                )));
+            }
+            let host = fd
+                .try_clone_to_owned()
+                .map_err(|e| Error::InvalidArgument(format!("emulated memory: dup failed: {e}")))?;
+            return Ok(Arc::new(PhysicalMem {
+                handle: 0,
+                size,
+                device: emu::device_of(fd),
+                share: Shareable::PosixFd,
+                host: Some(host),
+            }));
+        }
         let mut handle = 0;
         // SAFETY: for POSIX fds the driver takes the descriptor value itself, cast to a
         // pointer; it only reads the descriptor (which `fd` keeps open) and does not take it.
@@ -209,6 +259,7 @@ impl PhysicalMem {
             size,
             device: -1,
             share: Shareable::PosixFd,
+            host: None,
         };
         mem.device = handle_properties(handle)?.device()?;
         Ok(Arc::new(mem))
@@ -235,6 +286,11 @@ pub struct Allocation {
 /// memory pools): such memory cannot be exported to peers.
 #[doc(alias = "cuMemRetainAllocationHandle")]
 pub fn find_allocation(ptr: u64) -> Result<Allocation> {
+    if backend()? == Backend::Emulated {
+        return emu::lookup(ptr)
+            .map(|(base, size, mem)| Allocation { base, size, mem })
+            .ok_or_else(|| not_emulated_memory(ptr));
+    }
     let (base, size) = address_range(ptr)?;
     let mut handle = 0;
     // SAFETY: `handle` is a valid out-pointer; the driver only looks the address up.
@@ -247,6 +303,7 @@ pub fn find_allocation(ptr: u64) -> Result<Allocation> {
         size,
         device: -1,
         share: Shareable::No,
+        host: None,
     };
     let props = handle_properties(handle)?;
     mem.device = props.device()?;
@@ -261,6 +318,11 @@ pub fn find_allocation(ptr: u64) -> Result<Allocation> {
 /// The start and size of the device allocation (for VMM: the mapping) containing `ptr`.
 #[doc(alias = "cuMemGetAddressRange")]
 pub fn address_range(ptr: u64) -> Result<(u64, usize)> {
+    if backend()? == Backend::Emulated {
+        return emu::lookup(ptr)
+            .map(|(base, size, _)| (base, size))
+            .ok_or_else(|| not_emulated_memory(ptr));
+    }
     let (mut base, mut size) = (0, 0);
     // SAFETY: `base` and `size` are valid out-pointers; the driver only looks the address up.
     let status = unsafe { sys::cuMemGetAddressRange_v2(&mut base, &mut size, ptr) };
@@ -270,6 +332,9 @@ pub fn address_range(ptr: u64) -> Result<(u64, usize)> {
 
 impl Drop for PhysicalMem {
     fn drop(&mut self) {
+        if self.host.is_some() {
+            return; // the memfd closes with `host`
+        }
         // SAFETY: `handle` came from cuMemCreate and is released exactly once; every Mapping of
         // it holds an Arc to `self`, so none is still mapped here.
         if let Err(e) = check("cuMemRelease", unsafe { sys::cuMemRelease(self.handle) }) {
@@ -283,6 +348,8 @@ impl Drop for PhysicalMem {
 pub struct VaRange {
     base: sys::CUdeviceptr,
     size: usize,
+    /// Emulated backend: an `mmap` reservation.
+    emulated: bool,
 }
 
 impl VaRange {
@@ -291,12 +358,23 @@ impl VaRange {
         if size == 0 {
             return Err(Error::InvalidArgument("VA range size is 0".into()));
         }
+        if backend()? == Backend::Emulated {
+            return Ok(Arc::new(VaRange {
+                base: emu::reserve(size, align)?,
+                size,
+                emulated: true,
+            }));
+        }
         let mut base = 0;
         // SAFETY: `base` is a valid out-pointer; no fixed address is requested.
         check("cuMemAddressReserve", unsafe {
             sys::cuMemAddressReserve(&mut base, size, align, 0, 0)
         })?;
-        Ok(Arc::new(VaRange { base, size }))
+        Ok(Arc::new(VaRange {
+            base,
+            size,
+            emulated: false,
+        }))
     }
 
     /// The first address of the range.
@@ -312,6 +390,12 @@ impl VaRange {
 
 impl Drop for VaRange {
     fn drop(&mut self) {
+        if self.emulated {
+            // SAFETY: the reservation made in `reserve`; Mappings hold an Arc to `self`, so
+            // nothing is mapped in it any more.
+            unsafe { emu::release(self.base, self.size) };
+            return;
+        }
         // SAFETY: the range came from cuMemAddressReserve; Mappings hold an Arc to `self`, so
         // nothing is mapped in it any more.
         if let Err(e) = check("cuMemAddressFree", unsafe {
@@ -348,6 +432,25 @@ impl Mapping {
             )));
         }
         let ptr = va.base() + offset as u64;
+        if va.emulated || mem.is_emulated() {
+            let fd = match (&mem.host, va.emulated) {
+                (Some(fd), true) => fd,
+                _ => {
+                    return Err(Error::InvalidArgument(
+                        "cannot map emulated memory into a device VA range or vice versa".into(),
+                    ));
+                }
+            };
+            // SAFETY: the range lies inside the live reservation (checked above) and, as on
+            // the GPU, the caller maps each part of a range once.
+            unsafe { emu::map_fixed(ptr, mem.size(), std::os::fd::AsFd::as_fd(fd))? };
+            emu::register(ptr, mem.size(), mem);
+            return Ok(Mapping {
+                va: Arc::clone(va),
+                mem: Arc::clone(mem),
+                offset,
+            });
+        }
         // SAFETY: [ptr, ptr + size) lies inside the reserved range (checked above) and the
         // handle is live for as long as `mem` is.
         check("cuMemMap", unsafe {
@@ -399,6 +502,12 @@ impl Mapping {
 
 impl Drop for Mapping {
     fn drop(&mut self) {
+        if self.va.emulated {
+            emu::unregister(self.ptr());
+            // SAFETY: exactly this range was mapped by `new`; it is unmapped once.
+            unsafe { emu::unmap(self.ptr(), self.size()) };
+            return;
+        }
         // SAFETY: exactly this range was mapped by `new`; it is unmapped once.
         if let Err(e) = check("cuMemUnmap", unsafe {
             sys::cuMemUnmap(self.ptr(), self.size())
@@ -457,6 +566,18 @@ impl VmmBuffer {
                 self.len
             )));
         }
+        if self.mapping.va.emulated {
+            // SAFETY: the destination holds at least `bytes` mapped host bytes; `src` is a
+            // valid slice of another allocation.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    src.as_ptr().cast::<u8>(),
+                    self.device_ptr() as *mut u8,
+                    bytes,
+                )
+            };
+            return Ok(());
+        }
         // SAFETY: the destination holds at least `bytes` mapped bytes; `src` is a valid slice.
         check("cuMemcpyHtoD", unsafe {
             sys::cuMemcpyHtoD_v2(self.device_ptr(), src.as_ptr().cast(), bytes)
@@ -472,6 +593,18 @@ impl VmmBuffer {
                 self.len
             )));
         }
+        if self.mapping.va.emulated {
+            // SAFETY: the source holds at least `bytes` mapped host bytes; `dst` is a valid
+            // slice of another allocation.
+            unsafe {
+                std::ptr::copy_nonoverlapping(
+                    self.device_ptr() as *const u8,
+                    dst.as_mut_ptr().cast::<u8>(),
+                    bytes,
+                )
+            };
+            return Ok(());
+        }
         // SAFETY: the source holds at least `bytes` mapped bytes; `dst` is a valid slice.
         check("cuMemcpyDtoH", unsafe {
             sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), self.device_ptr(), bytes)
@@ -480,6 +613,11 @@ impl VmmBuffer {
 
     /// Sets every byte of the buffer to `value` (synchronous), e.g. to poison outputs.
     pub fn fill_bytes(&self, value: u8) -> Result<()> {
+        if self.mapping.va.emulated {
+            // SAFETY: `len` host bytes are mapped at device_ptr().
+            unsafe { std::ptr::write_bytes(self.device_ptr() as *mut u8, value, self.len) };
+            return Ok(());
+        }
         // SAFETY: `len` bytes are mapped at device_ptr().
         check("cuMemsetD8", unsafe {
             sys::cuMemsetD8_v2(self.device_ptr(), value, self.len)
@@ -571,6 +709,13 @@ fn not_device_memory(ptr: u64, e: Error) -> Error {
         )),
         None => e,
     }
+}
+
+fn not_emulated_memory(ptr: u64) -> Error {
+    Error::InvalidArgument(format!(
+        "address {ptr:#x} is not emulated device memory (allocate it with \
+         SymmetricMemory::alloc or VmmBuffer)"
+    ))
 }
 
 fn not_vmm_memory(ptr: u64, e: Error) -> Error {

@@ -23,6 +23,9 @@ pub enum HandleKind {
     PosixFd,
     /// A CUDA fabric handle (multi-node NVLink, IMEX), exchanged by value.
     Fabric,
+    /// A memfd of the emulated backend ([`crate::backend`]), passed like a POSIX fd; never
+    /// mixed with GPU memory in one registration.
+    EmulatedFd,
 }
 
 impl HandleKind {
@@ -30,6 +33,7 @@ impl HandleKind {
         match self {
             HandleKind::PosixFd => 1,
             HandleKind::Fabric => 2,
+            HandleKind::EmulatedFd => 3,
         }
     }
 
@@ -37,6 +41,7 @@ impl HandleKind {
         match v {
             1 => Some(HandleKind::PosixFd),
             2 => Some(HandleKind::Fabric),
+            3 => Some(HandleKind::EmulatedFd),
             _ => None,
         }
     }
@@ -47,6 +52,7 @@ impl fmt::Display for HandleKind {
         f.write_str(match self {
             HandleKind::PosixFd => "posix-fd",
             HandleKind::Fabric => "fabric",
+            HandleKind::EmulatedFd => "emulated-fd",
         })
     }
 }
@@ -191,7 +197,11 @@ mod tests {
 
     #[test]
     fn records_round_trip_through_the_wire_form() {
-        for kind in [HandleKind::PosixFd, HandleKind::Fabric] {
+        for kind in [
+            HandleKind::PosixFd,
+            HandleKind::Fabric,
+            HandleKind::EmulatedFd,
+        ] {
             let r = RegistrationRecord {
                 handle_kind: kind,
                 ..sample(7)
@@ -254,10 +264,10 @@ mod tests {
                 .contains("handle kind 0")
         );
         assert!(
-            corrupt(6, 3)
+            corrupt(6, 4)
                 .unwrap_err()
                 .to_string()
-                .contains("handle kind 3")
+                .contains("handle kind 4")
         );
         assert!(corrupt(13, 1).unwrap_err().to_string().contains("reserved"));
         // Every other byte is payload and decodes to a (different) valid record.

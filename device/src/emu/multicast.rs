@@ -1,0 +1,102 @@
+//! Emulated multicast ranges: what makes [`crate::multimem`] work on the host.
+//!
+//! On a GPU, a multicast address reaches the copy of every bound device. The emulated host
+//! runtime reserves an (inaccessible) address range for the LSA team's multicast range and
+//! [registers](register) it here with, per LSA peer, the address where that peer's copy of
+//! byte 0 is mapped in this process (`flat_base + peer × stride`). The host backend of
+//! `multimem` [resolves](resolve) a multicast address to those copies: `ld_reduce` sums over
+//! them, `st` stores to all of them, `red` adds to all of them. An address in no registered
+//! range keeps the single-rank meaning (the address itself is the only copy).
+//!
+//! The registry is process-global (every rank thread of a process sees it) and ranges must
+//! not overlap; dropping the [`MulticastRange`] removes the range.
+
+use std::string::{String, ToString};
+use std::sync::{Arc, PoisonError, RwLock};
+use std::vec::Vec;
+
+struct Range {
+    base: u64,
+    size: u64,
+    copies: Arc<[u64]>,
+}
+
+static RANGES: RwLock<Vec<Range>> = RwLock::new(Vec::new());
+
+/// A registered multicast range; unregistered on drop.
+#[derive(Debug)]
+pub struct MulticastRange {
+    base: u64,
+}
+
+/// Registers `[base, base + size)` as a multicast range whose byte `o` lives at
+/// `copies[p] + o` for every member `p`. Fails when the range is empty, has no members or
+/// overlaps a registered one.
+pub fn register(base: u64, size: u64, copies: &[u64]) -> Result<MulticastRange, String> {
+    if size == 0 || copies.is_empty() {
+        return Err("an emulated multicast range needs a size and at least one member".to_string());
+    }
+    let end = base
+        .checked_add(size)
+        .ok_or_else(|| "emulated multicast range overflows".to_string())?;
+    let mut ranges = RANGES.write().unwrap_or_else(PoisonError::into_inner);
+    if let Some(r) = ranges
+        .iter()
+        .find(|r| base < r.base + r.size && r.base < end)
+    {
+        return Err(std::format!(
+            "emulated multicast range {base:#x}+{size:#x} overlaps {:#x}+{:#x}",
+            r.base,
+            r.size
+        ));
+    }
+    ranges.push(Range {
+        base,
+        size,
+        copies: copies.into(),
+    });
+    Ok(MulticastRange { base })
+}
+
+impl MulticastRange {
+    /// The first multicast address.
+    pub fn base(&self) -> u64 {
+        self.base
+    }
+}
+
+impl Drop for MulticastRange {
+    fn drop(&mut self) {
+        RANGES
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|r| r.base != self.base);
+    }
+}
+
+/// The copies of multicast address `addr`: `(per-member base addresses, offset)`, so member
+/// `p`'s copy is at `bases[p] + offset`; `None` when `addr` is in no registered range.
+pub fn resolve(addr: u64) -> Option<(Arc<[u64]>, u64)> {
+    let ranges = RANGES.read().unwrap_or_else(PoisonError::into_inner);
+    ranges
+        .iter()
+        .find(|r| addr >= r.base && addr - r.base < r.size)
+        .map(|r| (Arc::clone(&r.copies), addr - r.base))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn addresses_resolve_to_every_copy_until_the_range_is_dropped() {
+        let base = 0x7e00_0000_0000;
+        let range = register(base, 1 << 20, &[0x1000_0000, 0x2000_0000]).unwrap();
+        let (copies, off) = resolve(base + 24).unwrap();
+        assert_eq!((&copies[..], off), (&[0x1000_0000, 0x2000_0000][..], 24));
+        assert!(resolve(base + (1 << 20)).is_none());
+        assert!(register(base + 4096, 4096, &[1]).is_err());
+        drop(range);
+        assert!(resolve(base + 24).is_none());
+    }
+}

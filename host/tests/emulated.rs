@@ -1,0 +1,182 @@
+//! The host runtime on the emulated backend (memfd + `mmap`): window registration through the
+//! real all-gather, validation, slot allocator and fd exchange, with ranks as threads of this
+//! process; the emulated LSA multicast range. Runs on any Linux machine (the backend is forced
+//! to emulation for this test process).
+
+use std::time::Duration;
+
+use symcomm::backend::{self, Backend};
+use symcomm::{CommOptions, Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
+use symcomm_device::multimem;
+
+/// Runs `f` on `n` in-process ranks and returns their results in rank order.
+fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator) -> Result<T> + Sync) -> Vec<T> {
+    backend::use_backend(Backend::Emulated).unwrap();
+    let comms = Communicator::init_threads_with(n, Duration::from_secs(20), |r| {
+        CommOptions::new().device(r)
+    })
+    .unwrap();
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = comms.into_iter().map(|c| s.spawn(move || f(c))).collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(r, h)| match h.join() {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => panic!("rank {r}: {e}"),
+                Err(_) => panic!("rank {r} panicked"),
+            })
+            .collect()
+    })
+}
+
+fn word_at(addr: u64) -> *mut u32 {
+    addr as *mut u32
+}
+
+/// Every rank writes its id into its slot of every peer's copy (through the flat VA), then
+/// checks its own copy; returns the per-rank count of wrong words.
+fn exchange(comm: Communicator) -> Result<usize> {
+    let n = comm.size();
+    let words = 1000;
+    let mem = SymmetricMemory::alloc(&comm, n * words * 4)?;
+    mem.buffer().fill_bytes(0xff)?;
+    let win = comm.register_window(&mem)?;
+    assert_eq!(
+        comm.find_window(mem.device_ptr() + 8),
+        Some(win.device_ptr())
+    );
+    let usage = comm
+        .symmetric_usage()
+        .ok_or(Error::InvalidArgument("no usage".into()))?;
+    assert_eq!(usage.flat_bytes, n as u64 * (4 << 30));
+    let me = comm.lsa_rank();
+    for p in 0..n {
+        for i in 0..words {
+            let addr = win
+                .lsa_ptr((me * words + i) * 4, p)
+                .ok_or(Error::InvalidArgument("lsa_ptr out of range".into()))?;
+            // SAFETY: inside peer p's mapped copy of the window.
+            unsafe { word_at(addr).write_volatile((me * 100_000 + i) as u32) };
+        }
+    }
+    comm.bootstrap().barrier()?;
+    let mut got = vec![0u32; n * words];
+    mem.buffer().copy_to_host(&mut got)?;
+    let wrong = (0..n * words)
+        .filter(|&k| got[k] != ((k / words) * 100_000 + k % words) as u32)
+        .count();
+    comm.bootstrap().barrier()?; // nobody unmaps while a peer still writes
+    win.deregister()?;
+    Ok(wrong)
+}
+
+#[test]
+fn windows_register_and_peers_write_through_the_flat_va_with_2_4_and_8_ranks() {
+    for n in [2, 4, 8] {
+        assert_eq!(on_ranks(n, exchange), vec![0; n], "{n} ranks");
+    }
+}
+
+#[test]
+fn a_size_mismatch_gives_every_rank_the_same_error() {
+    let errors = on_ranks(2, |comm| {
+        let mem = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        let size = if comm.rank() == 0 { 1 << 16 } else { 1 << 15 };
+        Ok(comm
+            .register_window_ptr(mem.device_ptr(), size)
+            .err()
+            .map(|e| e.to_string()))
+    });
+    assert!(errors.iter().all(|e| e.is_some()), "{errors:?}");
+    assert_eq!(errors[0], errors[1]);
+}
+
+#[test]
+fn a_host_pointer_is_refused_on_every_rank() {
+    let errors = on_ranks(2, |comm| {
+        let host = vec![0u8; 1 << 16];
+        Ok(comm
+            .register_window_ptr(host.as_ptr() as u64, host.len())
+            .err()
+            .map(|e| e.to_string()))
+    });
+    assert!(
+        errors[0]
+            .as_deref()
+            .is_some_and(|e| e.contains("not emulated device memory")),
+        "{errors:?}"
+    );
+    assert!(
+        errors[1].as_deref().is_some_and(|e| e.contains("rank 0")),
+        "{errors:?}"
+    );
+}
+
+#[test]
+fn the_emulated_multicast_range_reaches_every_lsa_peer() {
+    let n = 4;
+    let sums = on_ranks(n, |comm| {
+        let mem = SymmetricMemory::alloc(&comm, 4096)?;
+        let win = comm.register_window(&mem)?;
+        let dev = DevComm::create(
+            &comm,
+            Requirements::new().lsa_barriers(1).lsa_multimem(true),
+        )?;
+        let mc_base = dev.raw().lsa_multimem.mc_base;
+        assert_ne!(mc_base, 0);
+        let d = win.descriptor();
+        let mc = |word: u64| (mc_base + 4096 * u64::from(d.mc_offset4k) + 4 * word) as *mut u32;
+        let me = comm.rank() as u32;
+        mem.buffer().copy_from_host(&[me + 1, 0, 0])?;
+        comm.bootstrap().barrier()?;
+        // SAFETY: word 0..3 of the window, through the emulated multicast range.
+        let sum = unsafe { multimem::ld_reduce_add_u32(mc(0)) };
+        unsafe {
+            multimem::red_add_u32(mc(1), me, symcomm_device::mem::Ordering::Release);
+            if me == 0 {
+                multimem::st_u32(mc(2), 77);
+            }
+        }
+        comm.bootstrap().barrier()?;
+        let mut words = [0u32; 3];
+        mem.buffer().copy_to_host(&mut words)?;
+        assert!(!dev.is_aborted());
+        comm.bootstrap().barrier()?;
+        drop(dev);
+        drop(win);
+        Ok((sum, words[1], words[2]))
+    });
+    let ranks = n as u32;
+    let want = (ranks * (ranks + 1) / 2, ranks * (ranks - 1) / 2, 77);
+    assert_eq!(sums, vec![want; n]);
+}
+
+#[test]
+fn deregistering_unmaps_the_peers_and_frees_the_slot_for_the_next_window() {
+    let outcomes = on_ranks(2, |comm| {
+        let a = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        let b = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        let win = comm.register_window(&a)?;
+        let peer = 1 - comm.lsa_rank();
+        let peer_addr = win
+            .lsa_ptr(64, peer)
+            .ok_or(Error::InvalidArgument("lsa_ptr".into()))?;
+        // The peer's copy in the flat VA is memory the runtime knows, as on a GPU.
+        let found = symcomm::cuda::find_allocation(peer_addr)?;
+        let mapped_before = found.base == peer_addr - 64;
+        drop(found);
+        let first_base = win.descriptor().lsa_flat_base;
+        comm.bootstrap().barrier()?;
+        win.deregister()?;
+        let gone = symcomm::cuda::find_allocation(peer_addr).is_err();
+        let usage = comm
+            .symmetric_usage()
+            .map(|u| (u.windows, u.slot_bytes_used));
+        let again = comm.register_window(&b)?;
+        let same_slot = again.descriptor().lsa_flat_base == first_base;
+        Ok((mapped_before, gone, usage, same_slot))
+    });
+    assert_eq!(outcomes, vec![(true, true, Some((0, 0)), true); 2]);
+}
