@@ -1,8 +1,8 @@
-//! `symcomm-gallery`: collectives written only against the public device API (all-reduce,
-//! all-gather, reduce-scatter, broadcast, all-to-all, fused all-reduce + RMSNorm) and the
-//! `symcomm-bench` benchmark. The kernels live in `kernels-gallery/kernels`.
-//!
-//! The collectives arrive once symmetric memory and device communicators exist; this crate
-//! currently only reserves its place in the workspace.
+//! `symcomm-gallery`: collectives written only against the public device API.
 
 #![warn(missing_docs)]
+
+/// The gallery kernels as PTX, with their entry points.
+pub mod kernels {
+    include!(concat!(env!("OUT_DIR"), "/symcomm_gallery_kernels.rs"));
+}

@@ -1,8 +1,184 @@
-//! Device kernels of the gallery collectives (written against `symcomm-device` only).
+//! Device kernels of the gallery collectives, written only against the public device API
+//! (`symcomm-device`). Built to PTX by `kernels-gallery/build.rs`; the host API in
+//! `symcomm-gallery` plans and launches them.
+//!
+//! Kernels cannot be generic, so the bodies are generic over the element type and operator
+//! (`reduce_ops`, `collectives`, `rmsnorm`) and this file instantiates them as concrete
+//! entry points named `<collective>_<algorithm>_<type>_<op>`. All data moves in 16-byte packs
+//! (`plan::PACK`); sizes and offsets are multiples of 16 bytes (the host API checks).
+//!
+//! Every kernel that waits does so with a bounded wait: a barrier or LL poll that times out
+//! (or sees the abort flag) writes its code (1 = timeout, 2 = aborted) to `status`.
 
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
+#![warn(missing_docs)]
 
-// The collectives arrive with the gallery; until then this keeps the device crate (and, on
-// the host, its std-backed panic handler) linked.
-use symcomm_device as _;
+#[cfg(test)]
+extern crate std;
+
+mod collectives;
+mod common;
+mod ll_path;
+pub mod multimem_ops;
+pub mod plan;
+mod reduce_ops;
+pub mod rmsnorm;
+
+use symcomm_device::kernel;
+use symcomm_device::prelude::DevComm;
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Bf16, F16, Max, Min, Sum};
+
+macro_rules! reducing {
+    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident;)*) => {$(
+        #[doc = concat!("Two-shot all-reduce (", stringify!($t), ", ", stringify!($op),
+            "): `dst` = reduction of every rank's `src`, `packs` 16-byte packs.")]
+        ///
+        /// # Safety
+        /// - `src` and `dst` are windows (may be the same range) holding `packs × 16` bytes
+        ///   from their offsets on every LSA rank;
+        /// - `comm` has at least `grid_dim().x` LSA barriers, and every LSA rank launches
+        ///   this kernel with the same shape and `packs`;
+        /// - `status` is null or a valid `u32` of this device.
+        #[kernel]
+        pub unsafe fn $two(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { reduce_ops::two_shot::<$t, $op>(&comm, src, dst, packs, timeout_ns, status) }
+        }
+
+        #[doc = concat!("One-shot LL all-reduce (", stringify!($t), ", ", stringify!($op),
+            "): `dst` = reduction of every rank's `src` in rank order, no barrier.")]
+        ///
+        /// # Safety
+        /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
+        ///   bytes on this rank;
+        /// - `scratch` is the gallery scratch window (LL region for `cap ≥ packs` packs per
+        ///   sender, header zeroed at creation), used only by gallery LL launches, which every
+        ///   LSA rank issues in the same order with the same `packs`;
+        /// - `status` is null or a valid `u32` of this device.
+        #[kernel]
+        pub unsafe fn $one(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            scratch: SymPtr<u8>,
+            cap: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::one_shot_ll::<$t, $op>(
+                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
+                )
+            }
+        }
+
+        #[doc = concat!("Reduce-scatter (", stringify!($t), ", ", stringify!($op),
+            "): `dst` (`packs` packs) = reduction of slice `rank` of every rank's `src`.")]
+        ///
+        /// # Safety
+        /// - `src` is a window of `lsa_size × packs × 16` bytes on every LSA rank; `dst`
+        ///   (window or local pointer) holds `packs × 16` bytes and does not overlap slices
+        ///   of `src` other than this rank's;
+        /// - barriers and launch shape as for the two-shot all-reduce; `status` as there.
+        #[kernel]
+        pub unsafe fn $rs(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::reduce_scatter::<$t, $op>(&comm, src, dst, packs, timeout_ns, status)
+            }
+        }
+    )*};
+}
+
+reducing! {
+    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum;
+    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min;
+    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max;
+    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum;
+    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min;
+    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max;
+    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum;
+    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min;
+    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max;
+    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum;
+    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min;
+    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max;
+}
+
+/// All-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's `dst`.
+///
+/// # Safety
+/// - `src` (window or local pointer) holds `packs × 16` bytes; `dst` is a window of
+///   `lsa_size × packs × 16` bytes on every LSA rank (`src` may be this rank's block of it);
+/// - `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
+///   the same shape and `packs`; `status` is null or a valid `u32` of this device.
+#[kernel]
+pub unsafe fn all_gather(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { collectives::all_gather(&comm, src, dst, packs, timeout_ns, status) }
+}
+
+/// All-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of peer
+/// `p`'s `dst`.
+///
+/// # Safety
+/// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes; `dst` is a window of
+///   that size on every LSA rank, not overlapping `src`;
+/// - barriers, launch shape and `status` as for [`all_gather`].
+#[kernel]
+pub unsafe fn all_to_all(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { collectives::all_to_all(&comm, src, dst, packs, timeout_ns, status) }
+}
+
+/// Broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`.
+///
+/// # Safety
+/// - `src` and `dst` are windows of `packs × 16` bytes on every LSA rank (`dst` may equal
+///   `src`); `root` is an LSA rank;
+/// - barriers, launch shape and `status` as for [`all_gather`].
+#[kernel]
+pub unsafe fn broadcast(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    root: i32,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { collectives::broadcast(&comm, src, dst, packs, root, timeout_ns, status) }
+}
