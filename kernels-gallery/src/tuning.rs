@@ -1,0 +1,203 @@
+//! Algorithm selection and launch shapes: what the host API picks for a given size, and the
+//! environment knobs that change it.
+//!
+//! Every rank must pick the same algorithm and shape for the same call, so the knobs must be
+//! set identically on every rank (the launcher passes the environment to all of them).
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot` or `two_shot` | by size |
+//! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 256 KiB |
+//! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel | 32 |
+//! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel | 16 |
+//! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
+
+use symcomm::{Error, Result};
+
+use symcomm_gallery_kernels::plan;
+
+/// An all-reduce algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algo {
+    /// One kernel, no barrier: every rank pushes its input to every peer as LL lines and
+    /// reduces all of them itself (latency; traffic grows with the rank count).
+    OneShot,
+    /// Reduce-scatter by loads + all-gather by stores between an entry and an exit barrier
+    /// (bandwidth-optimal).
+    TwoShot,
+}
+
+impl Algo {
+    /// `one_shot` / `two_shot`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algo::OneShot => "one_shot",
+            Algo::TwoShot => "two_shot",
+        }
+    }
+
+    /// Parses [`Algo::name`].
+    pub fn parse(s: &str) -> Option<Algo> {
+        match s {
+            "one_shot" => Some(Algo::OneShot),
+            "two_shot" => Some(Algo::TwoShot),
+            _ => None,
+        }
+    }
+}
+
+/// The knobs of the host API (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Forced all-reduce algorithm (`None`: by size).
+    pub algo: Option<Algo>,
+    /// Largest all-reduce in bytes that runs one-shot (also the LL scratch capacity).
+    pub one_shot_max: usize,
+    /// Most blocks of a barrier-based kernel (the device communicator gets this many
+    /// barriers).
+    pub max_blocks: u32,
+    /// Most blocks of an LL kernel.
+    pub ll_blocks: u32,
+    /// Bound of every device-side wait, in nanoseconds.
+    pub timeout_ns: u64,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            algo: None,
+            one_shot_max: 256 << 10,
+            max_blocks: 32,
+            ll_blocks: 16,
+            timeout_ns: 10_000_000_000,
+        }
+    }
+}
+
+impl Tuning {
+    /// The defaults, overridden by the `SYMCOMM_*` variables that are set.
+    pub fn from_env() -> Result<Tuning> {
+        Tuning::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// The defaults, overridden by what `get` returns for the variable names.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Tuning> {
+        let mut t = Tuning::default();
+        if let Some(v) = get("SYMCOMM_ALGO") {
+            t.algo = Some(Algo::parse(&v).ok_or_else(|| Error::Env {
+                var: "SYMCOMM_ALGO".into(),
+                reason: format!("{v:?} is not one_shot or two_shot"),
+            })?);
+        }
+        let num = |var: &str, min: u64, max: u64| -> Result<Option<u64>> {
+            match get(var) {
+                None => Ok(None),
+                Some(v) => match v.parse::<u64>() {
+                    Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+                    _ => Err(Error::Env {
+                        var: var.into(),
+                        reason: format!("{v:?} is not a number in {min}..={max}"),
+                    }),
+                },
+            }
+        };
+        if let Some(n) = num("SYMCOMM_ONE_SHOT_MAX", 0, 64 << 20)? {
+            t.one_shot_max = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, 1024)? {
+            t.max_blocks = n as u32;
+        }
+        if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, 1024)? {
+            t.ll_blocks = n as u32;
+        }
+        if let Some(n) = num("SYMCOMM_TIMEOUT_MS", 1, 3_600_000)? {
+            t.timeout_ns = n * 1_000_000;
+        }
+        Ok(t)
+    }
+
+    /// The all-reduce algorithm for `bytes` (the forced one if any; one-shot also needs the
+    /// data to fit the LL scratch, which `one_shot_max` sizes).
+    pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
+        match self.algo {
+            Some(Algo::OneShot) if bytes <= self.one_shot_max => Algo::OneShot,
+            Some(a) if a != Algo::OneShot => a,
+            Some(_) => Algo::TwoShot,
+            None if bytes <= self.one_shot_max => Algo::OneShot,
+            None => Algo::TwoShot,
+        }
+    }
+
+    /// Blocks of a barrier-based kernel where each thread handles `work` packs in total
+    /// (spread over the grid).
+    pub fn blocks(&self, work: u64) -> u32 {
+        plan::blocks_for(work, plan::THREADS, self.max_blocks)
+    }
+
+    /// Blocks of an LL kernel for `packs` packs.
+    pub fn ll_blocks_for(&self, packs: u64) -> u32 {
+        plan::blocks_for(packs, plan::LL_THREADS, self.ll_blocks)
+    }
+
+    /// LL capacity in packs per sender.
+    pub fn ll_cap_packs(&self) -> u64 {
+        (self.one_shot_max as u64).div_ceil(plan::PACK).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn small_all_reduces_go_one_shot_and_large_ones_two_shot() {
+        let t = Tuning::default();
+        assert_eq!(t.all_reduce_algo(4096), Algo::OneShot);
+        assert_eq!(t.all_reduce_algo(256 << 10), Algo::OneShot);
+        assert_eq!(t.all_reduce_algo((256 << 10) + 16), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo(1 << 30), Algo::TwoShot);
+    }
+
+    #[test]
+    fn the_environment_forces_an_algorithm_within_the_scratch_capacity() {
+        let t = Tuning::from_lookup(lookup(&[("SYMCOMM_ALGO", "two_shot")])).unwrap();
+        assert_eq!(t.all_reduce_algo(16), Algo::TwoShot);
+        let t = Tuning::from_lookup(lookup(&[
+            ("SYMCOMM_ALGO", "one_shot"),
+            ("SYMCOMM_ONE_SHOT_MAX", "65536"),
+        ]))
+        .unwrap();
+        assert_eq!(t.all_reduce_algo(65536), Algo::OneShot);
+        // Beyond the LL scratch a forced one-shot cannot run: two-shot instead.
+        assert_eq!(t.all_reduce_algo(65536 + 16), Algo::TwoShot);
+        assert_eq!(t.ll_cap_packs(), 4096);
+    }
+
+    #[test]
+    fn malformed_knobs_are_rejected_with_the_variable_named() {
+        let e = Tuning::from_lookup(lookup(&[("SYMCOMM_ALGO", "three_shot")])).unwrap_err();
+        assert!(e.to_string().contains("SYMCOMM_ALGO"), "{e}");
+        let e = Tuning::from_lookup(lookup(&[("SYMCOMM_MAX_BLOCKS", "0")])).unwrap_err();
+        assert!(e.to_string().contains("SYMCOMM_MAX_BLOCKS"), "{e}");
+        let t = Tuning::from_lookup(lookup(&[("SYMCOMM_TIMEOUT_MS", "250")])).unwrap();
+        assert_eq!(t.timeout_ns, 250_000_000);
+    }
+
+    #[test]
+    fn block_counts_follow_the_work_and_the_cap() {
+        let t = Tuning::default();
+        assert_eq!(t.blocks(1), 1);
+        assert_eq!(t.blocks(512 * 3), 3);
+        assert_eq!(t.blocks(1 << 30), 32);
+        assert_eq!(t.ll_blocks_for(1 << 20), 16);
+    }
+}
