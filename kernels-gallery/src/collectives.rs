@@ -349,10 +349,6 @@ impl Collectives {
     pub(crate) fn status_ptr(&self) -> *mut u32 {
         self.status.device_ptr() as *mut u32
     }
-
-    pub(crate) fn rank(&self) -> usize {
-        self.rank
-    }
 }
 
 /// Bytes of `count` elements of `t`, refusing overflow.

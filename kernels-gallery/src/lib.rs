@@ -14,12 +14,15 @@
 #![warn(missing_docs)]
 
 pub mod buffer;
+pub mod check;
 pub mod collectives;
+pub mod ranks;
 pub mod rmsnorm;
 pub mod tuning;
 pub mod types;
 
 pub use buffer::Buf;
+pub use rmsnorm::NormBuffers;
 pub use collectives::Collectives;
 pub use tuning::{Algo, Tuning};
 pub use types::{DataType, RedOp};

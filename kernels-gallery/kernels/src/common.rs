@@ -158,12 +158,6 @@ impl<T: Element, O: ReduceOp> Acc<T, O> {
         }
     }
 
-    /// Lane `i` in the accumulation type.
-    #[inline(always)]
-    pub fn lane(&self, i: usize) -> T::Acc {
-        self.a[i]
-    }
-
     /// The result, rounded to `T`.
     #[inline(always)]
     pub fn finish(&self) -> U32x4 {

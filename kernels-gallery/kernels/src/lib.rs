@@ -21,6 +21,7 @@ mod collectives;
 mod common;
 mod ll_path;
 pub mod multimem_ops;
+pub mod pattern;
 pub mod plan;
 mod reduce_ops;
 pub mod rmsnorm;
@@ -181,4 +182,84 @@ pub unsafe fn broadcast(
 ) {
     // SAFETY: the contract above.
     unsafe { collectives::broadcast(&comm, src, dst, packs, root, timeout_ns, status) }
+}
+
+/// Writes `count` elements of the benchmark pattern ([`pattern::value`] of `rank` and
+/// `seed`, elements `first..first + count`) to `dst` as type `elem` (0 = f32, 1 = bf16,
+/// 2 = f16, 3 = i32). A grid-stride loop over any launch shape.
+///
+/// # Safety
+/// `dst` is device memory of this GPU valid for `count` elements of the type.
+#[kernel]
+pub unsafe fn bench_fill(dst: *mut u8, count: u64, elem: u32, rank: u32, seed: u32, first: u64) {
+    let (start, stride) = common::grid_stride();
+    let mut i = start;
+    while i < count {
+        let v = pattern::value(seed, rank, first + i);
+        // SAFETY: i < count elements (caller's contract).
+        unsafe {
+            match elem {
+                0 => *dst.cast::<f32>().add(i as usize) = v as f32,
+                1 => *dst.cast::<u16>().add(i as usize) = Bf16::from_f32(v as f32).0,
+                2 => *dst.cast::<u16>().add(i as usize) = F16::from_f32(v as f32).0,
+                _ => *dst.cast::<i32>().add(i as usize) = v,
+            }
+        }
+        i += stride;
+    }
+}
+
+/// Fused all-reduce + residual add + RMSNorm, one-shot LL (bf16): see [`rmsnorm`].
+///
+/// # Safety
+/// - `x` (window or local pointer) holds `tokens × hidden` bf16 on this rank; `a`'s
+///   pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`] gives;
+///   `hidden` is a multiple of 8 and at most `8 × MAX_PACKS × block size`;
+/// - `scratch` is the gallery scratch window with `cap ≥ tokens × hidden / 8`; every LSA rank
+///   issues the same sequence of gallery LL launches; `status` is null or a valid `u32`.
+#[kernel]
+pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
+    comm: DevComm,
+    x: SymPtr<u8>,
+    a: rmsnorm::NormArgs,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::fused_one_shot(&comm, x, a, scratch, cap, timeout_ns, status) }
+}
+
+/// Fused all-reduce + residual add + RMSNorm, two-shot (bf16): see [`rmsnorm`].
+///
+/// # Safety
+/// - `x` is a window of `tokens × hidden` bf16 on every LSA rank; the residual is the same
+///   on every rank; `a` and `hidden` as for the one-shot kernel;
+/// - `fused` is the fused region of the gallery scratch window (`2 × tokens × hidden` bf16);
+/// - `comm` has `grid_dim().x` LSA barriers; every LSA rank launches the same shape and
+///   arguments; `status` is null or a valid `u32`.
+#[kernel]
+pub unsafe fn all_reduce_rmsnorm_two_shot_bf16(
+    comm: DevComm,
+    x: SymPtr<u8>,
+    a: rmsnorm::NormArgs,
+    fused: SymPtr<u8>,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::fused_two_shot(&comm, x, a, fused, timeout_ns, status) }
+}
+
+/// Residual add + RMSNorm of already all-reduced rows `s` (bf16), one block per row: the
+/// second kernel of the unfused baseline.
+///
+/// # Safety
+/// `s` and `a`'s pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`]
+/// gives; `hidden` as for the fused kernels.
+#[kernel]
+pub unsafe fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) {
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::rmsnorm_residual(s, a) }
 }

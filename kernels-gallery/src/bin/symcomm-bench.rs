@@ -1,1 +1,740 @@
-fn main() {}
+//! `symcomm-bench`: nccl-tests-style rows for the gallery collectives and NCCL, side by side
+//! in the same run, with every result checked.
+//!
+//! Usage: `symcomm-run -n 8 symcomm-bench [OPTIONS]` (one process per GPU, the default
+//! mode) or `symcomm-bench --threads 8 [OPTIONS]` (one process driving 8 GPUs).
+//!
+//! Options:
+//! - `--coll LIST`: `all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,rmsnorm` or
+//!   `all` (default `all_reduce`)
+//! - `--types LIST`: `f32,bf16,f16,i32` (default `f32,bf16`); `--ops LIST`: `sum,min,max`
+//!   (default `sum`)
+//! - `--min BYTES`, `--max BYTES` (suffixes K, M, G; default 4K and 1G), sizes double
+//! - `--iters N` ops captured per CUDA graph (20), `--replays N` timed replays (20),
+//!   `--warmup N` untimed replays (5)
+//! - `--inplace`: in-place variants; `--no-nccl`: symcomm only
+//!
+//! For each size and implementation: inputs are filled with the pattern (random small
+//! integers, exact in every type), outputs poisoned with 0x7f bytes, the collective runs once
+//! and every element of every rank's output is checked (#wrong, summed over ranks); then N
+//! ops are captured into a CUDA graph, replayed back to back, each replay timed with CUDA
+//! events, and the median replay time / N is the time (mean over ranks). NCCL runs with
+//! `NCCL_NVLS_ENABLE=0`. Exits non-zero if any element was wrong.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use cudarc::driver::{CudaContext, CudaStream, sys};
+use cudarc::nccl::{result as nccl, sys as nccl_sys};
+use symcomm::cuda;
+use symcomm::launch::{LaunchConfig, Module};
+use symcomm::{Communicator, Error, Result, SymmetricMemory, Window};
+use symcomm_gallery::check::{count_wrong, fill_code, reduced};
+use symcomm_gallery::rmsnorm::RmsNormBench;
+use symcomm_gallery::{Buf, Collectives, DataType, RedOp, kernels};
+use symcomm_gallery_kernels::pattern;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Coll {
+    AllReduce,
+    AllGather,
+    ReduceScatter,
+    AllToAll,
+    Broadcast,
+    RmsNorm,
+}
+
+impl Coll {
+    const ALL: [Coll; 6] = [
+        Coll::AllReduce,
+        Coll::AllGather,
+        Coll::ReduceScatter,
+        Coll::AllToAll,
+        Coll::Broadcast,
+        Coll::RmsNorm,
+    ];
+    fn name(self) -> &'static str {
+        match self {
+            Coll::AllReduce => "all_reduce",
+            Coll::AllGather => "all_gather",
+            Coll::ReduceScatter => "reduce_scatter",
+            Coll::AllToAll => "all_to_all",
+            Coll::Broadcast => "broadcast",
+            Coll::RmsNorm => "rmsnorm",
+        }
+    }
+    /// nccl-tests' bus-bandwidth factor for `n` ranks.
+    fn bus_factor(self, n: usize) -> f64 {
+        let n = n as f64;
+        match self {
+            Coll::AllReduce | Coll::RmsNorm => 2.0 * (n - 1.0) / n,
+            Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll => (n - 1.0) / n,
+            Coll::Broadcast => 1.0,
+        }
+    }
+    fn reduces(self) -> bool {
+        matches!(self, Coll::AllReduce | Coll::ReduceScatter)
+    }
+}
+
+#[derive(Debug, Clone)]
+struct Opts {
+    threads: Option<usize>,
+    colls: Vec<Coll>,
+    types: Vec<DataType>,
+    ops: Vec<RedOp>,
+    min: usize,
+    max: usize,
+    iters: u32,
+    replays: u32,
+    warmup: u32,
+    inplace: bool,
+    nccl: bool,
+}
+
+fn parse_bytes(s: &str) -> Option<usize> {
+    let (num, mul) = match s.as_bytes().last()? {
+        b'K' | b'k' => (&s[..s.len() - 1], 1usize << 10),
+        b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
+        b'G' | b'g' => (&s[..s.len() - 1], 1 << 30),
+        _ => (s, 1),
+    };
+    num.parse::<usize>().ok()?.checked_mul(mul)
+}
+
+fn parse_list<T>(s: &str, f: impl Fn(&str) -> Option<T>) -> std::result::Result<Vec<T>, String> {
+    s.split(',')
+        .map(|x| f(x).ok_or_else(|| format!("unknown value {x:?}")))
+        .collect()
+}
+
+fn parse_args(mut args: Vec<String>) -> std::result::Result<Opts, String> {
+    let mut o = Opts {
+        threads: None,
+        colls: vec![Coll::AllReduce],
+        types: vec![DataType::F32, DataType::Bf16],
+        ops: vec![RedOp::Sum],
+        min: 4 << 10,
+        max: 1 << 30,
+        iters: 20,
+        replays: 20,
+        warmup: 5,
+        inplace: false,
+        nccl: true,
+    };
+    args.reverse();
+    while let Some(a) = args.pop() {
+        let mut value = || args.pop().ok_or_else(|| format!("{a} needs a value"));
+        match a.as_str() {
+            "--threads" => {
+                o.threads = Some(value()?.parse().map_err(|_| "--threads: not a number")?)
+            }
+            "--coll" => {
+                let v = value()?;
+                o.colls = if v == "all" {
+                    Coll::ALL.to_vec()
+                } else {
+                    parse_list(&v, |x| Coll::ALL.into_iter().find(|c| c.name() == x))?
+                }
+            }
+            "--types" => o.types = parse_list(&value()?, DataType::parse)?,
+            "--ops" => o.ops = parse_list(&value()?, RedOp::parse)?,
+            "--min" => o.min = parse_bytes(&value()?).ok_or("--min: not a size")?,
+            "--max" => o.max = parse_bytes(&value()?).ok_or("--max: not a size")?,
+            "--iters" => o.iters = value()?.parse().map_err(|_| "--iters: not a number")?,
+            "--replays" => o.replays = value()?.parse().map_err(|_| "--replays: not a number")?,
+            "--warmup" => o.warmup = value()?.parse().map_err(|_| "--warmup: not a number")?,
+            "--inplace" => o.inplace = true,
+            "--no-nccl" => o.nccl = false,
+            "-h" | "--help" => return Err("help".into()),
+            other => return Err(format!("unknown argument {other:?}")),
+        }
+    }
+    if o.threads == Some(0) || o.iters == 0 || o.replays == 0 || o.min == 0 || o.min > o.max {
+        return Err("--threads, --iters, --replays must be positive and --min ≤ --max".into());
+    }
+    Ok(o)
+}
+
+fn cu(call: &'static str) -> impl Fn(cudarc::driver::DriverError) -> Error {
+    move |e| Error::Cuda { call, code: e.0 }
+}
+
+fn fail(msg: impl Into<String>) -> Error {
+    Error::InvalidArgument(msg.into())
+}
+
+/// One row of results of one implementation.
+#[derive(Debug, Clone, Copy, Default)]
+struct Measured {
+    us: f64,
+    wrong: u64,
+}
+
+/// NCCL's communicator of this rank.
+struct Nccl {
+    comm: nccl_sys::ncclComm_t,
+    version: i32,
+}
+
+impl Nccl {
+    fn init(comm: &Communicator) -> Result<Nccl> {
+        // SAFETY: probing for the library only dlopens it.
+        if !unsafe { nccl_sys::is_culib_present() } {
+            return Err(fail("libnccl.so could not be loaded (use --no-nccl)"));
+        }
+        let nerr = |what: &str| {
+            let what = what.to_string();
+            move |e: nccl::NcclError| fail(format!("{what}: {e:?}"))
+        };
+        let id_bytes = if comm.rank() == 0 {
+            let id = nccl::get_uniqueid().map_err(nerr("ncclGetUniqueId"))?;
+            id.internal.iter().map(|&c| c as u8).collect::<Vec<u8>>()
+        } else {
+            Vec::new()
+        };
+        let got = comm.bootstrap().broadcast(0, &id_bytes)?;
+        if got.len() != 128 {
+            return Err(fail("malformed NCCL unique id from rank 0"));
+        }
+        let mut internal = [0 as std::ffi::c_char; 128];
+        for (d, s) in internal.iter_mut().zip(&got) {
+            *d = *s as std::ffi::c_char;
+        }
+        let id = nccl_sys::ncclUniqueId { internal };
+        let mut raw: nccl_sys::ncclComm_t = std::ptr::null_mut();
+        // SAFETY: `raw` is a valid out-pointer; every rank calls this with the same id.
+        unsafe { nccl::comm_init_rank(&mut raw, comm.size() as i32, id, comm.rank() as i32) }
+            .map_err(nerr("ncclCommInitRank"))?;
+        let version = nccl::get_nccl_version().unwrap_or(0);
+        Ok(Nccl { comm: raw, version })
+    }
+
+    fn dtype(t: DataType) -> nccl_sys::ncclDataType_t {
+        match t {
+            DataType::F32 => nccl_sys::ncclDataType_t::ncclFloat32,
+            DataType::Bf16 => nccl_sys::ncclDataType_t::ncclBfloat16,
+            DataType::F16 => nccl_sys::ncclDataType_t::ncclFloat16,
+            DataType::I32 => nccl_sys::ncclDataType_t::ncclInt32,
+        }
+    }
+
+    fn op(op: RedOp) -> nccl_sys::ncclRedOp_t {
+        match op {
+            RedOp::Sum => nccl_sys::ncclRedOp_t::ncclSum,
+            RedOp::Min => nccl_sys::ncclRedOp_t::ncclMin,
+            RedOp::Max => nccl_sys::ncclRedOp_t::ncclMax,
+        }
+    }
+}
+
+impl Drop for Nccl {
+    fn drop(&mut self) {
+        // SAFETY: created by comm_init_rank, destroyed once, after all work was synchronised.
+        let _ = unsafe { nccl::comm_destroy(self.comm) };
+    }
+}
+
+/// Everything one rank of the benchmark holds.
+struct Rank<'a> {
+    opts: &'a Opts,
+    comm: &'a Communicator,
+    stream: Arc<CudaStream>,
+    ctx: Arc<CudaContext>,
+    gallery: &'a Collectives,
+    util: &'a Module,
+    a: &'a Window,
+    a_mem: &'a SymmetricMemory,
+    b: &'a Window,
+    b_mem: &'a SymmetricMemory,
+    nccl: Option<&'a Nccl>,
+}
+
+/// What one (collective, size, type, op) case needs.
+#[derive(Debug, Clone, Copy)]
+struct Case {
+    coll: Coll,
+    bytes: usize,
+    t: DataType,
+    op: RedOp,
+    seed: u32,
+}
+
+impl Rank<'_> {
+    fn n(&self) -> usize {
+        self.comm.size()
+    }
+
+    /// (input bytes, output bytes) of a case (per rank).
+    fn sizes(&self, c: &Case) -> (usize, usize) {
+        let n = self.n();
+        match c.coll {
+            Coll::AllReduce | Coll::AllToAll | Coll::Broadcast | Coll::RmsNorm => {
+                (c.bytes, c.bytes)
+            }
+            Coll::AllGather => (c.bytes / n, c.bytes),
+            Coll::ReduceScatter => (c.bytes, c.bytes / n),
+        }
+    }
+
+    /// (source, destination) of a case.
+    fn bufs(&self, c: &Case) -> (Buf<'_>, Buf<'_>) {
+        let (inb, outb) = self.sizes(c);
+        let r = self.comm.rank();
+        if !self.opts.inplace || c.coll == Coll::AllToAll {
+            return (Buf::whole(self.a), Buf::whole(self.b));
+        }
+        match c.coll {
+            Coll::AllGather => (Buf::new(self.b, inb * r), Buf::whole(self.b)),
+            Coll::ReduceScatter => (Buf::whole(self.a), Buf::new(self.a, outb * r)),
+            _ => (Buf::whole(self.a), Buf::whole(self.a)),
+        }
+    }
+
+    /// Poisons the output window, then fills the input with the pattern.
+    fn prepare(&self, c: &Case) -> Result<()> {
+        let (src, dst) = self.bufs(c);
+        let out_mem = if std::ptr::eq(dst.window(), self.a) {
+            self.a_mem
+        } else {
+            self.b_mem
+        };
+        out_mem.buffer().fill_bytes(0x7f)?;
+        let (inb, _) = self.sizes(c);
+        let count = (inb / c.t.size()) as u64;
+        let f = self.util.function("bench_fill")?;
+        let args = (
+            src.device_ptr() as *mut u8,
+            count,
+            fill_code(c.t),
+            self.comm.rank() as u32,
+            c.seed,
+            0u64,
+        );
+        // SAFETY: `src` holds `count` elements of the type (inside its window).
+        unsafe {
+            f.launch_with(
+                LaunchConfig::linear(1024, 512),
+                self.stream.cu_stream(),
+                args,
+            )?
+        };
+        self.stream.synchronize().map_err(cu("cuStreamSynchronize"))
+    }
+
+    /// Checks this rank's output; returns the wrong-element count.
+    fn verify(&self, c: &Case) -> Result<u64> {
+        let (_, dst) = self.bufs(c);
+        let (_, outb) = self.sizes(c);
+        let mut got = vec![0u8; outb];
+        // SAFETY: `dst` holds `outb` bytes of this device's memory.
+        cuda_copy_to_host(&mut got, dst.device_ptr())?;
+        let (n, r, s, t) = (self.n() as u32, self.comm.rank() as u64, c.seed, c.t);
+        let count = outb / t.size();
+        let wrong = match c.coll {
+            Coll::AllReduce => count_wrong(&got, t, count, |i| reduced(c.op, s, n, i as u64)),
+            Coll::ReduceScatter => count_wrong(&got, t, count, |i| {
+                reduced(c.op, s, n, r * count as u64 + i as u64)
+            }),
+            Coll::AllGather => {
+                let per = count / n as usize;
+                count_wrong(&got, t, count, |i| {
+                    pattern::value(s, (i / per) as u32, (i % per) as u64)
+                })
+            }
+            Coll::AllToAll => {
+                let per = count / n as usize;
+                count_wrong(&got, t, count, |i| {
+                    pattern::value(s, (i / per) as u32, r * per as u64 + (i % per) as u64)
+                })
+            }
+            Coll::Broadcast => count_wrong(&got, t, count, |i| pattern::value(s, 0, i as u64)),
+            Coll::RmsNorm => 0,
+        };
+        Ok(wrong as u64)
+    }
+
+    /// Launches one op of symcomm (`nccl == false`) or NCCL on the stream.
+    fn launch(&self, c: &Case, use_nccl: bool) -> Result<()> {
+        let (src, dst) = self.bufs(c);
+        let (inb, outb) = self.sizes(c);
+        let stream = self.stream.cu_stream();
+        let t = c.t;
+        if !use_nccl {
+            let g = self.gallery;
+            return match c.coll {
+                Coll::AllReduce => g
+                    .all_reduce(src, dst, inb / t.size(), t, c.op, stream)
+                    .map(|_| ()),
+                Coll::AllGather => g.all_gather(src, dst, inb / t.size(), t, stream),
+                Coll::ReduceScatter => g.reduce_scatter(src, dst, outb / t.size(), t, c.op, stream),
+                Coll::AllToAll => g.all_to_all(src, dst, inb / t.size() / self.n(), t, stream),
+                Coll::Broadcast => g.broadcast(src, dst, inb / t.size(), t, 0, stream),
+                Coll::RmsNorm => Err(fail("rmsnorm runs through its own bench")),
+            };
+        }
+        let nc = self.nccl.ok_or_else(|| fail("NCCL is off"))?;
+        let (sp, dp) = (
+            src.device_ptr() as *const std::ffi::c_void,
+            dst.device_ptr() as *mut std::ffi::c_void,
+        );
+        let st = stream as nccl_sys::cudaStream_t;
+        let dt = Nccl::dtype(t);
+        let e = |what: &'static str| move |e: nccl::NcclError| fail(format!("{what}: {e:?}"));
+        // SAFETY: the buffers hold the counts given (checked by the symcomm path's sizes) on
+        // this device; NCCL's communicator lives as long as `nc`.
+        unsafe {
+            match c.coll {
+                Coll::AllReduce => {
+                    nccl::all_reduce(sp, dp, inb / t.size(), dt, Nccl::op(c.op), nc.comm, st)
+                        .map_err(e("ncclAllReduce"))?;
+                }
+                Coll::AllGather => {
+                    nccl::all_gather(sp, dp, inb / t.size(), dt, nc.comm, st)
+                        .map_err(e("ncclAllGather"))?;
+                }
+                Coll::ReduceScatter => {
+                    nccl::reduce_scatter(sp, dp, outb / t.size(), dt, Nccl::op(c.op), nc.comm, st)
+                        .map_err(e("ncclReduceScatter"))?;
+                }
+                Coll::Broadcast => {
+                    nccl::broadcast(sp, dp, inb / t.size(), dt, 0, nc.comm, st)
+                        .map_err(e("ncclBroadcast"))?;
+                }
+                Coll::AllToAll => {
+                    let per = inb / self.n();
+                    nccl::group_start().map_err(e("ncclGroupStart"))?;
+                    for p in 0..self.n() {
+                        let off = (p * per) as u64;
+                        nccl_sys::ncclSend(
+                            (src.device_ptr() + off) as *const std::ffi::c_void,
+                            per / t.size(),
+                            dt,
+                            p as i32,
+                            nc.comm,
+                            st,
+                        )
+                        .result()
+                        .map_err(e("ncclSend"))?;
+                        nccl_sys::ncclRecv(
+                            (dst.device_ptr() + off) as *mut std::ffi::c_void,
+                            per / t.size(),
+                            dt,
+                            p as i32,
+                            nc.comm,
+                            st,
+                        )
+                        .result()
+                        .map_err(e("ncclRecv"))?;
+                    }
+                    nccl::group_end().map_err(e("ncclGroupEnd"))?;
+                }
+                Coll::RmsNorm => return Err(fail("rmsnorm runs through its own bench")),
+            }
+        }
+        Ok(())
+    }
+
+    /// Runs one case for one implementation: check, then time.
+    fn measure(&self, c: &Case, use_nccl: bool) -> Result<Measured> {
+        self.prepare(c)?;
+        self.comm.bootstrap().barrier()?;
+        self.gallery.clear_status();
+        self.launch(c, use_nccl)?;
+        self.stream.synchronize().map_err(cu("cuStreamSynchronize"))?;
+        self.gallery.check_status()?;
+        let wrong = self.verify(c)?;
+        let us = time_graph(self, |r| r.launch(c, use_nccl))?;
+        self.gallery.check_status()?;
+        Ok(Measured { us, wrong })
+    }
+}
+
+/// Copies `dst.len()` bytes from device address `src` (synchronous).
+fn cuda_copy_to_host(dst: &mut [u8], src: u64) -> Result<()> {
+    // SAFETY: the caller passes a device range of at least `dst.len()` bytes.
+    let r = unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len()) };
+    if r == sys::CUresult::CUDA_SUCCESS {
+        Ok(())
+    } else {
+        Err(Error::Cuda {
+            call: "cuMemcpyDtoH",
+            code: r,
+        })
+    }
+}
+
+/// Captures `iters` ops into a graph, replays it `warmup` times, then `replays` times back to
+/// back with an event between replays; the median replay time / `iters`, in µs, averaged over
+/// ranks.
+fn time_graph(r: &Rank<'_>, op: impl Fn(&Rank<'_>) -> Result<()>) -> Result<f64> {
+    let s = &r.stream;
+    s.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
+        .map_err(cu("cuStreamBeginCapture"))?;
+    let mut captured = Ok(());
+    for _ in 0..r.opts.iters {
+        captured = op(r);
+        if captured.is_err() {
+            break;
+        }
+    }
+    let graph = s
+        .end_capture(sys::CUgraphInstantiate_flags(0))
+        .map_err(cu("cuStreamEndCapture"))?;
+    captured?;
+    let graph = graph.ok_or_else(|| fail("capture produced no graph"))?;
+    graph.upload().map_err(cu("cuGraphUpload"))?;
+    r.comm.bootstrap().barrier()?;
+    for _ in 0..r.opts.warmup {
+        graph.launch().map_err(cu("cuGraphLaunch"))?;
+    }
+    s.synchronize().map_err(cu("cuStreamSynchronize"))?;
+    r.comm.bootstrap().barrier()?;
+    let events = (0..=r.opts.replays)
+        .map(|_| {
+            r.ctx
+                .new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
+                .map_err(cu("cuEventCreate"))
+        })
+        .collect::<Result<Vec<_>>>()?;
+    events[0].record(s).map_err(cu("cuEventRecord"))?;
+    for e in &events[1..] {
+        graph.launch().map_err(cu("cuGraphLaunch"))?;
+        e.record(s).map_err(cu("cuEventRecord"))?;
+    }
+    s.synchronize().map_err(cu("cuStreamSynchronize"))?;
+    let mut ms = events
+        .windows(2)
+        .map(|w| w[0].elapsed_ms(&w[1]).map_err(cu("cuEventElapsedTime")))
+        .collect::<Result<Vec<f32>>>()?;
+    ms.sort_by(f32::total_cmp);
+    let median_us = f64::from(ms[ms.len() / 2]) * 1000.0 / f64::from(r.opts.iters);
+    let all = r.comm.bootstrap().all_gather(&median_us.to_le_bytes())?;
+    let sum: f64 = all
+        .iter()
+        .map(|b| b.get(..8).and_then(|s| s.try_into().ok()).map_or(0.0, f64::from_le_bytes))
+        .sum();
+    Ok(sum / all.len() as f64)
+}
+
+fn sum_over_ranks(comm: &Communicator, v: u64) -> Result<u64> {
+    Ok(comm
+        .bootstrap()
+        .all_gather(&v.to_le_bytes())?
+        .iter()
+        .map(|b| b.get(..8).and_then(|s| s.try_into().ok()).map_or(u64::MAX, u64::from_le_bytes))
+        .fold(0u64, u64::saturating_add))
+}
+
+fn fmt_bw(bytes: usize, us: f64) -> f64 {
+    bytes as f64 / (us * 1e-6) / 1e9
+}
+
+fn header(opts: &Opts, n: usize, nccl_version: Option<i32>) -> String {
+    let mode = match opts.threads {
+        Some(t) => format!("one process driving {t} GPUs"),
+        None => "one process per GPU".to_string(),
+    };
+    let nccl = match nccl_version {
+        Some(v) => format!("NCCL {}.{}.{}", v / 10000, (v / 100) % 100, v % 100),
+        None => "NCCL off".to_string(),
+    };
+    format!(
+        "# symcomm-bench: {n} ranks ({mode}), CUDA graphs ({} ops per graph, median of {} replays), \
+         {nccl}, NCCL_NVLS_ENABLE={}, {}\n\
+         # time in us, algbw and busbw in GB/s; ratio = symcomm/NCCL (time: lower is better, busbw: higher)\n\
+         #{:>14} {:>11} {:>11} {:>5} {:>5} | {:>8} {:>10} {:>7} {:>7} {:>6} | {:>10} {:>7} {:>7} {:>6} | {:>6} {:>6}",
+        opts.iters,
+        opts.replays,
+        std::env::var("NCCL_NVLS_ENABLE").unwrap_or_default(),
+        if opts.inplace { "in-place" } else { "out-of-place" },
+        "collective", "size", "count", "type", "redop",
+        "algo", "time", "algbw", "busbw", "#wrong",
+        "time", "algbw", "busbw", "#wrong",
+        "time", "busbw",
+    )
+}
+
+fn row(c: &Case, n: usize, algo: &str, sym: Measured, nc: Option<Measured>) -> String {
+    let f = c.coll.bus_factor(n);
+    let algbw = fmt_bw(c.bytes, sym.us);
+    let mut s = format!(
+        " {:>14} {:>11} {:>11} {:>5} {:>5} | {:>8} {:>10.2} {:>7.2} {:>7.2} {:>6} |",
+        c.coll.name(),
+        c.bytes,
+        c.bytes / c.t.size(),
+        c.t.name(),
+        if c.coll.reduces() || c.coll == Coll::RmsNorm { c.op.name() } else { "none" },
+        algo,
+        sym.us,
+        algbw,
+        algbw * f,
+        sym.wrong,
+    );
+    match nc {
+        Some(m) => {
+            let nalg = fmt_bw(c.bytes, m.us);
+            s += &format!(
+                " {:>10.2} {:>7.2} {:>7.2} {:>6} | {:>6.2} {:>6.2}",
+                m.us,
+                nalg,
+                nalg * f,
+                m.wrong,
+                sym.us / m.us,
+                (algbw * f) / (nalg * f)
+            );
+        }
+        None => s += &format!(" {:>10} {:>7} {:>7} {:>6} | {:>6} {:>6}", "-", "-", "-", "-", "-", "-"),
+    }
+    s
+}
+
+fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
+    let ctx = cuda::open_device(comm.device())?;
+    let stream = ctx.new_stream().map_err(cu("cuStreamCreate"))?;
+    let gallery = Collectives::from_env(&comm)?;
+    let util = Module::load(kernels::PTX)?;
+    let max = opts.max.next_multiple_of(16 * comm.size());
+    let a_mem = SymmetricMemory::alloc(&comm, max)?;
+    let b_mem = SymmetricMemory::alloc(&comm, max)?;
+    let a = comm.register_window(&a_mem)?;
+    let b = comm.register_window(&b_mem)?;
+    let nccl = if opts.nccl {
+        Some(Nccl::init(&comm)?)
+    } else {
+        None
+    };
+    let rank = Rank {
+        opts,
+        comm: &comm,
+        stream: stream.clone(),
+        ctx: ctx.clone(),
+        gallery: &gallery,
+        util: &util,
+        a: &a,
+        a_mem: &a_mem,
+        b: &b,
+        b_mem: &b_mem,
+        nccl: nccl.as_ref(),
+    };
+    let n = comm.size();
+    let head = header(opts, n, nccl.as_ref().map(|x| x.version));
+    if comm.rank() == 0 {
+        println!("{head}");
+    }
+    let mut lines = vec![head];
+    let mut total_wrong = 0u64;
+    let mut seed = 1u32;
+    for &coll in &opts.colls {
+        if coll == Coll::RmsNorm {
+            let bench = RmsNormBench::new(&gallery, &util, &stream, &comm)?;
+            for &hidden in &[4096usize, 8192] {
+                for &tokens in &[1usize, 16, 128] {
+                    let (l, w) = bench.run(
+                        tokens,
+                        hidden,
+                        opts.iters,
+                        opts.replays,
+                        nccl.as_ref().map(|x| x.comm.cast()),
+                    )?;
+                    total_wrong += w;
+                    if comm.rank() == 0 {
+                        println!("{l}");
+                    }
+                    lines.push(l);
+                }
+            }
+            continue;
+        }
+        let ops: Vec<RedOp> = if coll.reduces() { opts.ops.clone() } else { vec![RedOp::Sum] };
+        for &t in &opts.types {
+            for &op in &ops {
+                let mut bytes = opts.min;
+                while bytes <= opts.max {
+                    seed = seed.wrapping_add(1);
+                    let case = Case { coll, bytes, t, op, seed };
+                    let unit = match coll {
+                        Coll::AllReduce | Coll::Broadcast => 16,
+                        _ => 16 * n,
+                    };
+                    if !bytes.is_multiple_of(unit) {
+                        bytes *= 2;
+                        continue;
+                    }
+                    let algo = if coll == Coll::AllReduce {
+                        gallery.tuning().all_reduce_algo(bytes).name()
+                    } else {
+                        match coll {
+                            Coll::AllGather | Coll::AllToAll | Coll::Broadcast => "push",
+                            _ => "pull",
+                        }
+                    };
+                    let mut sym = rank.measure(&case, false)?;
+                    sym.wrong = sum_over_ranks(&comm, sym.wrong)?;
+                    let nc = if nccl.is_some() {
+                        let mut m = rank.measure(&case, true)?;
+                        m.wrong = sum_over_ranks(&comm, m.wrong)?;
+                        Some(m)
+                    } else {
+                        None
+                    };
+                    total_wrong += sym.wrong + nc.map_or(0, |m| m.wrong);
+                    let line = row(&case, n, algo, sym, nc);
+                    if comm.rank() == 0 {
+                        println!("{line}");
+                    }
+                    lines.push(line);
+                    bytes *= 2;
+                }
+            }
+        }
+    }
+    drop(rank);
+    drop(nccl);
+    Ok((lines, total_wrong))
+}
+
+fn main() -> ExitCode {
+    // NVLink SHARP stays off on the shared node: set before NCCL (or anything) starts.
+    // SAFETY: no other thread exists yet.
+    unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let opts = match parse_args(args) {
+        Ok(o) => o,
+        Err(e) => {
+            if e != "help" {
+                eprintln!("symcomm-bench: {e}");
+            }
+            eprintln!(
+                "usage: symcomm-bench [--threads N] [--coll LIST|all] [--types f32,bf16,f16,i32] \
+                 [--ops sum,min,max] [--min 4K] [--max 1G] [--iters 20] [--replays 20] \
+                 [--warmup 5] [--inplace] [--no-nccl]"
+            );
+            return ExitCode::from(2);
+        }
+    };
+    if let Err(e @ Error::NoDriver(_)) = cuda::init_driver() {
+        println!("symcomm-bench: skipped: {e}");
+        return ExitCode::SUCCESS;
+    }
+    let mut ok = true;
+    for (rank, result) in
+        symcomm_gallery::ranks::run_ranks(opts.threads, |comm| run_rank(comm, &opts))
+    {
+        match result {
+            Ok((lines, wrong)) => {
+                if rank == 0 {
+                    println!("# {} rows, {wrong} wrong elements in total", lines.len() - 1);
+                }
+                if wrong != 0 {
+                    ok = false;
+                }
+            }
+            Err(e) => {
+                ok = false;
+                eprintln!("symcomm-bench: rank {rank} FAILED: {e}");
+            }
+        }
+    }
+    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
