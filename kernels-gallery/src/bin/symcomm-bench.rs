@@ -30,7 +30,9 @@ use symcomm::cuda;
 use symcomm::launch::{LaunchConfig, Module};
 use symcomm::{Communicator, Error, Result, SymmetricMemory, Window};
 use symcomm_gallery::check::{count_wrong, fill_code, reduced};
-use symcomm_gallery::rmsnorm::RmsNormBench;
+use symcomm_gallery::rmsnorm::{bf16_close, reference_row};
+use symcomm_gallery::NormBuffers;
+use symcomm::cuda::VmmBuffer;
 use symcomm_gallery::{Buf, Collectives, DataType, RedOp, kernels};
 use symcomm_gallery_kernels::pattern;
 
@@ -450,6 +452,166 @@ impl Rank<'_> {
     }
 }
 
+/// The fused all-reduce + RMSNorm benchmark: fused kernel vs symcomm's plain all-reduce of
+/// the same rows vs NCCL's all-reduce followed by the unfused RMSNorm kernel.
+struct NormBench {
+    residual: VmmBuffer,
+    weight: VmmBuffer,
+    out: VmmBuffer,
+    residual_out: VmmBuffer,
+    sum: VmmBuffer,
+}
+
+const EPS: f32 = 1e-6;
+const MAX_TOKENS: usize = 128;
+const MAX_HIDDEN: usize = 8192;
+
+impl NormBench {
+    fn new(r: &Rank<'_>) -> Result<NormBench> {
+        let dev = r.comm.device() as i32;
+        let rows = MAX_TOKENS * MAX_HIDDEN * 2;
+        Ok(NormBench {
+            residual: VmmBuffer::new(dev, rows)?,
+            weight: VmmBuffer::new(dev, MAX_HIDDEN * 2)?,
+            out: VmmBuffer::new(dev, rows)?,
+            residual_out: VmmBuffer::new(dev, rows)?,
+            sum: VmmBuffer::new(dev, rows)?,
+        })
+    }
+
+    fn header() -> String {
+        format!(
+            "#{:>14} {:>11} {:>6} {:>6} | {:>8} {:>10} {:>6} | {:>12} | {:>14} {:>6} | {:>9} {:>9}",
+            "fused", "bytes", "tokens", "hidden", "algo", "time", "#wrong", "all_reduce", "NCCL+rmsnorm",
+            "#wrong", "fused/AR", "fused/NC"
+        )
+    }
+
+    fn bufs(&self) -> NormBuffers {
+        NormBuffers {
+            residual: self.residual.device_ptr(),
+            weight: self.weight.device_ptr(),
+            out: self.out.device_ptr(),
+            residual_out: self.residual_out.device_ptr(),
+        }
+    }
+
+    fn fill(&self, r: &Rank<'_>, dst: u64, count: usize, rank: u32, seed: u32) -> Result<()> {
+        let f = r.util.function("bench_fill")?;
+        let args = (dst as *mut u8, count as u64, fill_code(DataType::Bf16), rank, seed, 0u64);
+        // SAFETY: `dst` holds `count` bf16 of this device.
+        unsafe { f.launch_with(LaunchConfig::linear(256, 512), r.stream.cu_stream(), args) }
+    }
+
+    /// Poisons the outputs and fills x (rank pattern), residual and weight (rank 0's
+    /// pattern on every rank: replicated).
+    fn prepare(&self, r: &Rank<'_>, tokens: usize, hidden: usize, seed: u32) -> Result<()> {
+        self.out.fill_bytes(0x7f)?;
+        self.residual_out.fill_bytes(0x7f)?;
+        self.sum.fill_bytes(0x7f)?;
+        let n = tokens * hidden;
+        self.fill(r, r.a.user_ptr(), n, r.comm.rank() as u32, seed)?;
+        self.fill(r, self.residual.device_ptr(), n, 0, seed ^ 0x5555)?;
+        self.fill(r, self.weight.device_ptr(), hidden, 0, seed ^ 0xaaaa)?;
+        r.stream.synchronize().map_err(cu("cuStreamSynchronize"))
+    }
+
+    /// Wrong elements of `residual_out` (exact) and `out` (within a bf16 ulp).
+    fn verify(&self, r: &Rank<'_>, tokens: usize, hidden: usize, seed: u32) -> Result<u64> {
+        let n = tokens * hidden;
+        let read = |b: &VmmBuffer, len: usize| -> Result<Vec<u16>> {
+            let mut v = vec![0u16; len];
+            b.copy_to_host(&mut v)?;
+            Ok(v)
+        };
+        let (h_got, y_got) = (read(&self.residual_out, n)?, read(&self.out, n)?);
+        let (res, w) = (read(&self.residual, n)?, read(&self.weight, hidden)?);
+        let ranks = r.comm.size() as u32;
+        let mut wrong = 0u64;
+        for t in 0..tokens {
+            let row = t * hidden..(t + 1) * hidden;
+            let s: Vec<u16> = row
+                .clone()
+                .map(|i| symcomm_device::reduce::Bf16::from_f32(pattern::sum(seed, ranks, i as u64) as f32).0)
+                .collect();
+            let (h, y) = reference_row(&s, &res[row.clone()], &w, EPS);
+            for (k, i) in row.enumerate() {
+                wrong += u64::from(h_got[i] != h[k]) + u64::from(!bf16_close(y_got[i], y[k]));
+            }
+        }
+        Ok(wrong)
+    }
+
+    fn run(&self, r: &Rank<'_>, tokens: usize, hidden: usize, seed: u32) -> Result<(String, u64)> {
+        let g = r.gallery;
+        let x = Buf::whole(r.a);
+        let s = r.stream.cu_stream();
+        let bytes = tokens * hidden * 2;
+        // Fused: check once, then time.
+        self.prepare(r, tokens, hidden, seed)?;
+        r.comm.bootstrap().barrier()?;
+        g.clear_status();
+        let algo = g.all_reduce_rmsnorm(x, self.bufs(), tokens, hidden, EPS, s)?;
+        r.stream.synchronize().map_err(cu("cuStreamSynchronize"))?;
+        g.check_status()?;
+        let fused_wrong = sum_over_ranks(r.comm, self.verify(r, tokens, hidden, seed)?)?;
+        let fused_us = time_graph(r, |r| {
+            g.all_reduce_rmsnorm(x, self.bufs(), tokens, hidden, EPS, r.stream.cu_stream())
+                .map(|_| ())
+        })?;
+        // symcomm's plain all-reduce of the same rows.
+        let ar_us = time_graph(r, |r| {
+            g.all_reduce(x, Buf::whole(r.b), tokens * hidden, DataType::Bf16, RedOp::Sum, r.stream.cu_stream())
+                .map(|_| ())
+        })?;
+        // NCCL all-reduce + the unfused kernel.
+        let (nc_us, nc_wrong) = match r.nccl {
+            Some(nc) => {
+                let op = |r: &Rank<'_>| -> Result<()> {
+                    let st = r.stream.cu_stream();
+                    // SAFETY: x holds tokens × hidden bf16, `sum` as many; same device.
+                    unsafe {
+                        nccl::all_reduce(
+                            x.device_ptr() as *const std::ffi::c_void,
+                            self.sum.device_ptr() as *mut std::ffi::c_void,
+                            tokens * hidden,
+                            Nccl::dtype(DataType::Bf16),
+                            Nccl::op(RedOp::Sum),
+                            nc.comm,
+                            st as nccl_sys::cudaStream_t,
+                        )
+                    }
+                    .map_err(|e| fail(format!("ncclAllReduce: {e:?}")))?;
+                    g.rmsnorm_residual(self.sum.device_ptr(), self.bufs(), tokens, hidden, EPS, st)
+                };
+                self.prepare(r, tokens, hidden, seed)?;
+                r.comm.bootstrap().barrier()?;
+                op(r)?;
+                r.stream.synchronize().map_err(cu("cuStreamSynchronize"))?;
+                let w = sum_over_ranks(r.comm, self.verify(r, tokens, hidden, seed)?)?;
+                (Some(time_graph(r, op)?), w)
+            }
+            None => (None, 0),
+        };
+        let line = format!(
+            " {:>14} {:>11} {:>6} {:>6} | {:>8} {:>10.2} {:>6} | {:>12.2} | {:>14} {:>6} | {:>9.2} {:>9}",
+            "ar_rmsnorm",
+            bytes,
+            tokens,
+            hidden,
+            algo.name(),
+            fused_us,
+            fused_wrong,
+            ar_us,
+            nc_us.map_or("-".to_string(), |u| format!("{u:.2}")),
+            nc_wrong,
+            fused_us / ar_us,
+            nc_us.map_or("-".to_string(), |u| format!("{:.2}", fused_us / u)),
+        );
+        Ok((line, fused_wrong + nc_wrong))
+    }
+}
+
 /// Copies `dst.len()` bytes from device address `src` (synchronous).
 fn cuda_copy_to_host(dst: &mut [u8], src: u64) -> Result<()> {
     // SAFETY: the caller passes a device range of at least `dst.len()` bytes.
@@ -627,16 +789,14 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
     let mut seed = 1u32;
     for &coll in &opts.colls {
         if coll == Coll::RmsNorm {
-            let bench = RmsNormBench::new(&gallery, &util, &stream, &comm)?;
+            let bench = NormBench::new(&rank)?;
+            if comm.rank() == 0 {
+                println!("{}", NormBench::header());
+            }
             for &hidden in &[4096usize, 8192] {
                 for &tokens in &[1usize, 16, 128] {
-                    let (l, w) = bench.run(
-                        tokens,
-                        hidden,
-                        opts.iters,
-                        opts.replays,
-                        nccl.as_ref().map(|x| x.comm.cast()),
-                    )?;
+                    seed = seed.wrapping_add(1);
+                    let (l, w) = bench.run(&rank, tokens, hidden, seed)?;
                     total_wrong += w;
                     if comm.rank() == 0 {
                         println!("{l}");
