@@ -113,9 +113,25 @@ pub unsafe fn send_pack(l: &LlLaunch, peer: i32, j: u64, v: U32x4) {
 /// `j < cap`; `src` is an LSA rank other than ours that sends pack `j` in this launch.
 #[inline(always)]
 pub unsafe fn recv_pack(l: &LlLaunch, src: i32, j: u64, timeout_ns: u64) -> Result<U32x4, WaitError> {
+    let line = (l.local + line_off(l, src as u32, j)) as *const ll::Line;
     // SAFETY: our own LL region (caller's contract).
-    unsafe {
-        let line = l.local + line_off(l, src as u32, j);
-        ll::load_pack(line as *const ll::Line, l.epoch, l.abort, timeout_ns)
-    }
+    let v = unsafe { ll::load_pack(line, l.epoch, l.abort, timeout_ns) };
+    // The CPU emulation moves the 16 bytes of a line as four separate words, so a poll can
+    // see the epochs of this round next to a payload word of the last one; on the GPU the
+    // 8-byte halves of a 16-byte access are not torn. Emulation only: read again until two
+    // reads agree.
+    #[cfg(not(target_arch = "nvptx64"))]
+    let v = {
+        let mut v = v;
+        while let Ok(first) = v {
+            // SAFETY: as above.
+            let again = unsafe { ll::load_pack(line, l.epoch, l.abort, timeout_ns) };
+            if again == Ok(first) {
+                break;
+            }
+            v = again;
+        }
+        v
+    };
+    v
 }

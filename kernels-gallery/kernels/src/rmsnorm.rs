@@ -72,13 +72,20 @@ pub fn rsqrt(x: f32) -> f32 {
 #[inline(always)]
 fn block_sum(v: f32) -> f32 {
     let parts: *mut f32 = shared_array!(GALLERY_RMSNORM_PARTS: [f32; 32]);
+    let threads = block_dim().x;
     let mut s = v;
     let mut m = 16;
     while m > 0 {
-        s += arch::shfl_xor(FULL_MASK, s, m);
+        // Uniform over the block: lanes beyond the block size do not exist.
+        if m < threads {
+            s += arch::shfl_xor(FULL_MASK, s, m);
+        }
         m >>= 1;
     }
-    let warps = block_dim().x.div_ceil(32);
+    let warps = threads.div_ceil(32);
+    if warps == 1 {
+        return s;
+    }
     let lane = thread_idx().x % 32;
     let warp = thread_idx().x / 32;
     let cta = Cta::new();
