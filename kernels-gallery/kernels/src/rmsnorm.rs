@@ -194,13 +194,16 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
         let row_off = pack_off(row * ppr);
         let mut h = [U32x4::default(); MAX_PACKS];
         let mut have = 0;
-        let mut k = k0;
-        while k < ppr && have < MAX_PACKS {
-            let o = row_off + pack_off(k);
-            // SAFETY: inside the row.
-            h[have] = unsafe { add_bf16(ld(s + o), ld(residual + o)) };
-            have += 1;
-            k += stride;
+        let mut i = 0;
+        while i < MAX_PACKS {
+            let k = k0 + i as u64 * stride;
+            if k < ppr {
+                let o = row_off + pack_off(k);
+                // SAFETY: inside the row.
+                h[i] = unsafe { add_bf16(ld(s + o), ld(residual + o)) };
+                have = i + 1;
+            }
+            i += 1;
         }
         // SAFETY: forwarded.
         unsafe { finish_row(&h, have, k0, stride, hidden, eps, weight, out, residual_out, row_off) };
@@ -252,8 +255,13 @@ pub unsafe fn fused_one_shot(
             let row_off = pack_off(row * ppr);
             let mut h = [U32x4::default(); MAX_PACKS];
             let mut have = 0;
-            let mut k = k0;
-            while k < ppr && have < MAX_PACKS {
+            let mut i = 0;
+            while i < MAX_PACKS {
+                let k = k0 + i as u64 * stride;
+                if k >= ppr {
+                    i += 1;
+                    continue;
+                }
                 let j = row * ppr + k;
                 let own = ld(inp + pack_off(j));
                 // Rank order, as the one-shot all-reduce (the same bits on every rank).
@@ -273,9 +281,9 @@ pub unsafe fn fused_one_shot(
                 for s in 1..n {
                     acc.add(get(s));
                 }
-                h[have] = add_bf16(acc.finish(), ld(residual + row_off + pack_off(k)));
-                have += 1;
-                k += stride;
+                h[i] = add_bf16(acc.finish(), ld(residual + row_off + pack_off(k)));
+                have = i + 1;
+                i += 1;
             }
             finish_row(&h, have, k0, stride, hidden, eps, weight, out, residual_out, row_off);
             row += u64::from(grid_dim().x);
@@ -328,19 +336,22 @@ pub unsafe fn fused_two_shot(
                 let row_off = pack_off(row * ppr);
                 let mut h = [U32x4::default(); MAX_PACKS];
                 let mut have = 0;
-                let mut k = k0;
-                while k < ppr && have < MAX_PACKS {
-                    let o = row_off + pack_off(k);
-                    let mut acc = Acc::<Bf16, Sum>::new(ld(peer_addr(x, 0) + o));
-                    for p in 1..n {
-                        acc.add(ld(peer_addr(x, p) + o));
+                let mut i = 0;
+                while i < MAX_PACKS {
+                    let k = k0 + i as u64 * stride;
+                    if k < ppr {
+                        let o = row_off + pack_off(k);
+                        let mut acc = Acc::<Bf16, Sum>::new(ld(peer_addr(x, 0) + o));
+                        for p in 1..n {
+                            acc.add(ld(peer_addr(x, p) + o));
+                        }
+                        h[i] = add_bf16(acc.finish(), ld(residual + o));
+                        have = i + 1;
                     }
-                    h[have] = add_bf16(acc.finish(), ld(residual + o));
-                    have += 1;
-                    k += stride;
+                    i += 1;
                 }
                 let mut ss = 0.0;
-                let mut i = 0;
+                i = 0;
                 while i < MAX_PACKS {
                     if i < have {
                         ss += sumsq(h[i]);
