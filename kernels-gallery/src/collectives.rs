@@ -109,7 +109,11 @@ impl Collectives {
                 rank: Some(self.rank),
                 step: format!(
                     "a gallery collective's device-side wait ({})",
-                    if code == 2 { "aborted" } else { "peer never arrived" }
+                    if code == 2 {
+                        "aborted"
+                    } else {
+                        "peer never arrived"
+                    }
                 ),
                 after: std::time::Duration::from_nanos(self.tuning.timeout_ns),
             }),
@@ -154,7 +158,13 @@ impl Collectives {
                     self.tuning.timeout_ns,
                     self.status_ptr(),
                 );
-                self.launch(&name, self.tuning.ll_blocks_for(packs), plan::LL_THREADS, stream, args)?;
+                self.launch(
+                    &name,
+                    self.tuning.ll_blocks_for(packs),
+                    plan::LL_THREADS,
+                    stream,
+                    args,
+                )?;
             }
             Algo::TwoShot => {
                 let name = reducing_kernel("all_reduce_two_shot", t, op);
@@ -205,7 +215,13 @@ impl Collectives {
             self.status_ptr(),
         );
         let name = reducing_kernel("reduce_scatter", t, op);
-        self.launch(&name, self.tuning.blocks(packs), plan::THREADS, stream, args)
+        self.launch(
+            &name,
+            self.tuning.blocks(packs),
+            plan::THREADS,
+            stream,
+            args,
+        )
     }
 
     /// Collective: block `rank` of every rank's `dst` (`size × count` elements) receives this
@@ -237,7 +253,13 @@ impl Collectives {
             self.tuning.timeout_ns,
             self.status_ptr(),
         );
-        self.launch("all_gather", self.tuning.blocks(packs), plan::THREADS, stream, args)
+        self.launch(
+            "all_gather",
+            self.tuning.blocks(packs),
+            plan::THREADS,
+            stream,
+            args,
+        )
     }
 
     /// Collective: block `p` (`count` elements) of this rank's `src` lands in block `rank` of
@@ -271,7 +293,13 @@ impl Collectives {
             self.tuning.timeout_ns,
             self.status_ptr(),
         );
-        self.launch("all_to_all", self.tuning.blocks(packs), plan::THREADS, stream, args)
+        self.launch(
+            "all_to_all",
+            self.tuning.blocks(packs),
+            plan::THREADS,
+            stream,
+            args,
+        )
     }
 
     /// Collective: every rank's `dst` receives `count` elements of rank `root`'s `src`
@@ -354,7 +382,9 @@ impl Collectives {
 /// Bytes of `count` elements of `t`, refusing overflow.
 pub(crate) fn bytes_of(count: usize, t: DataType) -> Result<usize> {
     count.checked_mul(t.size()).ok_or_else(|| {
-        Error::InvalidArgument(format!("{count} elements of {t} overflow the address space"))
+        Error::InvalidArgument(format!(
+            "{count} elements of {t} overflow the address space"
+        ))
     })
 }
 

@@ -22,8 +22,8 @@ pub mod tuning;
 pub mod types;
 
 pub use buffer::Buf;
-pub use rmsnorm::NormBuffers;
 pub use collectives::Collectives;
+pub use rmsnorm::NormBuffers;
 pub use tuning::{Algo, Tuning};
 pub use types::{DataType, RedOp};
 

@@ -33,7 +33,9 @@ where
                     .into_iter()
                     .map(|(rank, h)| {
                         let r = h.join().unwrap_or_else(|_| {
-                            Err(Error::InvalidArgument(format!("rank {rank}'s thread panicked")))
+                            Err(Error::InvalidArgument(format!(
+                                "rank {rank}'s thread panicked"
+                            )))
                         });
                         (rank, r)
                     })

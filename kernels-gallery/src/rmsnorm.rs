@@ -89,12 +89,12 @@ impl Collectives {
             pad: 0,
         });
         let packs = bytes as u64 / plan::PACK;
-        let algo = if self.tuning().all_reduce_algo(bytes) == Algo::OneShot && packs <= self.ll_cap()
-        {
-            Algo::OneShot
-        } else {
-            Algo::TwoShot
-        };
+        let algo =
+            if self.tuning().all_reduce_algo(bytes) == Algo::OneShot && packs <= self.ll_cap() {
+                Algo::OneShot
+            } else {
+                Algo::TwoShot
+            };
         match algo {
             Algo::OneShot => {
                 let blocks = (tokens as u32).min(self.tuning().ll_blocks.max(1));
@@ -107,7 +107,13 @@ impl Collectives {
                     self.tuning().timeout_ns,
                     self.status_ptr(),
                 );
-                self.launch("all_reduce_rmsnorm_one_shot_bf16", blocks, plan::LL_THREADS, stream, a)?;
+                self.launch(
+                    "all_reduce_rmsnorm_one_shot_bf16",
+                    blocks,
+                    plan::LL_THREADS,
+                    stream,
+                    a,
+                )?;
             }
             Algo::TwoShot => {
                 if 2 * bytes as u64 > FUSED_SCRATCH_BYTES {
@@ -126,7 +132,13 @@ impl Collectives {
                     self.tuning().timeout_ns,
                     self.status_ptr(),
                 );
-                self.launch("all_reduce_rmsnorm_two_shot_bf16", blocks, plan::THREADS, stream, a)?;
+                self.launch(
+                    "all_reduce_rmsnorm_two_shot_bf16",
+                    blocks,
+                    plan::THREADS,
+                    stream,
+                    a,
+                )?;
             }
         }
         Ok(algo)
@@ -155,13 +167,24 @@ impl Collectives {
             pad: 0,
         });
         let blocks = (tokens as u32).min(1024);
-        self.launch("rmsnorm_residual_bf16", blocks, plan::THREADS, stream, (s, args))
+        self.launch(
+            "rmsnorm_residual_bf16",
+            blocks,
+            plan::THREADS,
+            stream,
+            (s, args),
+        )
     }
 }
 
 /// Host reference of one row: from the reduced row `s` (bf16 bits), the residual and the
 /// weight, returns `(h, out)` as bf16 bits, rounding as the kernels do.
-pub fn reference_row(s: &[u16], residual: &[u16], weight: &[u16], eps: f32) -> (Vec<u16>, Vec<u16>) {
+pub fn reference_row(
+    s: &[u16],
+    residual: &[u16],
+    weight: &[u16],
+    eps: f32,
+) -> (Vec<u16>, Vec<u16>) {
     let h: Vec<u16> = s
         .iter()
         .zip(residual)
@@ -202,7 +225,9 @@ mod tests {
 
     #[test]
     fn reference_row_normalises_to_unit_rms_times_weight() {
-        let s: Vec<u16> = (0..64).map(|i| Bf16::from_f32((i % 7) as f32 - 3.0).0).collect();
+        let s: Vec<u16> = (0..64)
+            .map(|i| Bf16::from_f32((i % 7) as f32 - 3.0).0)
+            .collect();
         let r: Vec<u16> = (0..64).map(|i| Bf16::from_f32((i % 3) as f32).0).collect();
         let w = vec![Bf16::from_f32(1.0).0; 64];
         let (h, out) = reference_row(&s, &r, &w, 0.0);

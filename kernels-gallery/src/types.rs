@@ -101,13 +101,29 @@ mod tests {
         let entries = crate::kernels::ENTRY_POINTS;
         for t in DataType::ALL {
             for op in RedOp::ALL {
-                for c in ["all_reduce_one_shot", "all_reduce_two_shot", "reduce_scatter"] {
+                for c in [
+                    "all_reduce_one_shot",
+                    "all_reduce_two_shot",
+                    "reduce_scatter",
+                ] {
                     let name = reducing_kernel(c, t, op);
                     assert!(entries.contains(&name.as_str()), "{name} missing");
                 }
             }
         }
-        for name in ["all_gather", "all_to_all", "broadcast"] {
+        for name in [
+            "all_gather",
+            "all_to_all",
+            "broadcast",
+            "all_reduce_rmsnorm_one_shot_bf16",
+            "all_reduce_rmsnorm_two_shot_bf16",
+            "rmsnorm_residual_bf16",
+            "bench_fill",
+            "all_reduce_multimem_one_shot_f32_sum",
+            "all_reduce_multimem_two_shot_f32_sum",
+            "all_reduce_multimem_one_shot_bf16_sum",
+            "all_reduce_multimem_two_shot_bf16_sum",
+        ] {
             assert!(entries.contains(&name), "{name} missing");
         }
     }

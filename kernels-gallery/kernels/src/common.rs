@@ -145,7 +145,10 @@ impl<T: Element, O: ReduceOp> Acc<T, O> {
             a[i] = T::get(&v, i);
             i += 1;
         }
-        Acc { a, _op: PhantomData }
+        Acc {
+            a,
+            _op: PhantomData,
+        }
     }
 
     /// Folds in the lanes of `v`.

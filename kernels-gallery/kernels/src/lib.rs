@@ -263,3 +263,53 @@ pub unsafe fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) {
     // SAFETY: the contract above.
     unsafe { rmsnorm::rmsnorm_residual(s, a) }
 }
+
+macro_rules! multimem_entries {
+    ($($p:ty => $one:ident, $two:ident, $t:literal;)*) => {$(
+        #[doc = concat!("Multimem one-shot all-reduce, sum of ", $t,
+            " (compiled and loaded only; see [`multimem_ops`]).")]
+        ///
+        /// # Safety
+        /// - `src` is a window bound to the LSA multicast object of `comm` (present), holding
+        ///   `packs × 16` bytes on every rank; `dst` (window or local pointer) as many here;
+        /// - `comm` has `grid_dim().x` LSA barriers; every rank launches the same shape;
+        ///   `status` is null or a valid `u32`; sm_90 with NVLink SHARP.
+        #[kernel]
+        pub unsafe fn $one(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { multimem_ops::one_shot::<$p>(&comm, src, dst, packs, timeout_ns, status) }
+        }
+
+        #[doc = concat!("Multimem two-shot all-reduce, sum of ", $t,
+            " (compiled and loaded only; see [`multimem_ops`]).")]
+        ///
+        /// # Safety
+        /// As the one-shot kernel, with `dst` also a window bound to the multicast object.
+        #[kernel]
+        pub unsafe fn $two(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { multimem_ops::two_shot::<$p>(&comm, src, dst, packs, timeout_ns, status) }
+        }
+    )*};
+}
+
+multimem_entries! {
+    multimem_ops::McF32 => all_reduce_multimem_one_shot_f32_sum,
+        all_reduce_multimem_two_shot_f32_sum, "f32";
+    multimem_ops::McBf16 => all_reduce_multimem_one_shot_bf16_sum,
+        all_reduce_multimem_two_shot_bf16_sum, "bf16";
+}

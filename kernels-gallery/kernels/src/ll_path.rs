@@ -112,7 +112,12 @@ pub unsafe fn send_pack(l: &LlLaunch, peer: i32, j: u64, v: U32x4) {
 /// # Safety
 /// `j < cap`; `src` is an LSA rank other than ours that sends pack `j` in this launch.
 #[inline(always)]
-pub unsafe fn recv_pack(l: &LlLaunch, src: i32, j: u64, timeout_ns: u64) -> Result<U32x4, WaitError> {
+pub unsafe fn recv_pack(
+    l: &LlLaunch,
+    src: i32,
+    j: u64,
+    timeout_ns: u64,
+) -> Result<U32x4, WaitError> {
     let line = (l.local + line_off(l, src as u32, j)) as *const ll::Line;
     // SAFETY: our own LL region (caller's contract).
     let v = unsafe { ll::load_pack(line, l.epoch, l.abort, timeout_ns) };

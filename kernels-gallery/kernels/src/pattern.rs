@@ -74,7 +74,9 @@ mod tests {
         let n = 8;
         let changed = (0..1000u64)
             .filter(|&i| {
-                let wrong: i32 = (0..n).map(|p| value(3, if p == 5 { 2 } else { p }, i)).sum();
+                let wrong: i32 = (0..n)
+                    .map(|p| value(3, if p == 5 { 2 } else { p }, i))
+                    .sum();
                 wrong != sum(3, n, i)
             })
             .count();

@@ -16,7 +16,9 @@ use symcomm_device::mem::{Ordering, U32x4};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 
-use crate::common::{Acc, bracketed, reduce_packs, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st};
+use crate::common::{
+    Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, reduce_packs, rotated, st,
+};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
 

@@ -186,7 +186,16 @@ unsafe fn finish_row(
 /// `hidden`); `hidden / 8 ≤ MAX_PACKS × block size`; `residual_out` may equal `residual`.
 #[inline(always)]
 pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
-    let NormArgs { residual, weight, out, residual_out, tokens, hidden, eps, .. } = a;
+    let NormArgs {
+        residual,
+        weight,
+        out,
+        residual_out,
+        tokens,
+        hidden,
+        eps,
+        ..
+    } = a;
     let ppr = hidden / 8;
     let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
     let mut row = u64::from(block_idx().x);
@@ -206,7 +215,20 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
             i += 1;
         }
         // SAFETY: forwarded.
-        unsafe { finish_row(&h, have, k0, stride, hidden, eps, weight, out, residual_out, row_off) };
+        unsafe {
+            finish_row(
+                &h,
+                have,
+                k0,
+                stride,
+                hidden,
+                eps,
+                weight,
+                out,
+                residual_out,
+                row_off,
+            )
+        };
         row += u64::from(grid_dim().x);
     }
 }
@@ -227,7 +249,16 @@ pub unsafe fn fused_one_shot(
     timeout_ns: u64,
     status: *mut u32,
 ) {
-    let NormArgs { residual, weight, out, residual_out, tokens, hidden, eps, .. } = a;
+    let NormArgs {
+        residual,
+        weight,
+        out,
+        residual_out,
+        tokens,
+        hidden,
+        eps,
+        ..
+    } = a;
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let ll = LlLaunch::begin(comm, scratch, cap);
@@ -285,7 +316,18 @@ pub unsafe fn fused_one_shot(
                 have = i + 1;
                 i += 1;
             }
-            finish_row(&h, have, k0, stride, hidden, eps, weight, out, residual_out, row_off);
+            finish_row(
+                &h,
+                have,
+                k0,
+                stride,
+                hidden,
+                eps,
+                weight,
+                out,
+                residual_out,
+                row_off,
+            );
             row += u64::from(grid_dim().x);
         }
         ll.end(res, status);
@@ -321,7 +363,16 @@ pub unsafe fn fused_two_shot(
     timeout_ns: u64,
     status: *mut u32,
 ) {
-    let NormArgs { residual, weight, out, residual_out, tokens, hidden, eps, .. } = a;
+    let NormArgs {
+        residual,
+        weight,
+        out,
+        residual_out,
+        tokens,
+        hidden,
+        eps,
+        ..
+    } = a;
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
     let ppr = hidden / 8;
     let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
@@ -385,8 +436,14 @@ pub unsafe fn fused_two_shot(
                 let mut k = k0;
                 while k < ppr {
                     let o = pack_off(k);
-                    st(residual_out + row_off + o, ld(local + fused_h_off(0, row, hidden) + o));
-                    st(out + row_off + o, ld(local + fused_y_off(0, row, hidden, tokens) + o));
+                    st(
+                        residual_out + row_off + o,
+                        ld(local + fused_h_off(0, row, hidden) + o),
+                    );
+                    st(
+                        out + row_off + o,
+                        ld(local + fused_y_off(0, row, hidden, tokens) + o),
+                    );
                     k += stride;
                 }
                 row += g;

@@ -48,7 +48,11 @@ impl Flat {
             )
         };
         assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes");
-        Flat { base: p as u64, len, n }
+        Flat {
+            base: p as u64,
+            len,
+            n,
+        }
     }
 
     fn addr(&self, rank: u32, off: u64) -> u64 {
@@ -160,7 +164,11 @@ fn two_shot_all_reduce_sums_every_rank_for_8_and_3_ranks_in_and_out_of_place() {
         for r in 0..n {
             let got: Vec<f32> = flat.read(r, if inplace { A } else { B }, count);
             for (i, g) in got.iter().enumerate() {
-                assert_eq!(*g, pattern::sum(5, n, i as u64) as f32, "n {n} rank {r} elem {i}");
+                assert_eq!(
+                    *g,
+                    pattern::sum(5, n, i as u64) as f32,
+                    "n {n} rank {r} elem {i}"
+                );
             }
         }
     }
@@ -181,7 +189,11 @@ fn one_shot_ll_all_reduce_is_right_launch_after_launch_across_banks() {
             flat.write(r, B, &vec![0x7f7fu16; count]);
         }
         let st = on_ranks(n, |r, status| {
-            let (wa, wb, ws) = (flat.window(r, A), flat.window(r, B), flat.window(r, SCRATCH));
+            let (wa, wb, ws) = (
+                flat.window(r, A),
+                flat.window(r, B),
+                flat.window(r, SCRATCH),
+            );
             // SAFETY: LL region of `cap` packs per sender in every scratch copy.
             unsafe {
                 k::all_reduce_one_shot_bf16_sum(
@@ -229,7 +241,14 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
         let (wa, wb) = (flat.window(r, A), flat.window(r, B));
         // SAFETY: A holds n × per f32, B per f32 on every rank.
         unsafe {
-            k::reduce_scatter_f32_max(flat.comm(r, 1), sym(&wa, 0), sym(&wb, 0), packs, TIMEOUT, status)
+            k::reduce_scatter_f32_max(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                packs,
+                TIMEOUT,
+                status,
+            )
         };
     });
     assert!(st.iter().all(|&s| s == 0));
@@ -245,7 +264,16 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
     let st = on_ranks(n, |r, status| {
         let (wa, wb) = (flat.window(r, A), flat.window(r, B));
         // SAFETY: A holds per f32, B n × per f32 on every rank.
-        unsafe { k::all_gather(flat.comm(r, 1), sym(&wa, 0), sym(&wb, 0), packs, TIMEOUT, status) };
+        unsafe {
+            k::all_gather(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                packs,
+                TIMEOUT,
+                status,
+            )
+        };
     });
     assert!(st.iter().all(|&s| s == 0));
     for r in 0..n {
@@ -260,7 +288,16 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
     let st = on_ranks(n, |r, status| {
         let (wa, wb) = (flat.window(r, A), flat.window(r, B));
         // SAFETY: A and B hold n × per f32 on every rank.
-        unsafe { k::all_to_all(flat.comm(r, 1), sym(&wa, 0), sym(&wb, 0), packs, TIMEOUT, status) };
+        unsafe {
+            k::all_to_all(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                packs,
+                TIMEOUT,
+                status,
+            )
+        };
     });
     assert!(st.iter().all(|&s| s == 0));
     for r in 0..n {
@@ -277,14 +314,26 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
         let (wa, wb) = (flat.window(r, A), flat.window(r, B));
         // SAFETY: A and B hold n × per f32 on every rank.
         unsafe {
-            k::broadcast(flat.comm(r, 1), sym(&wa, 0), sym(&wb, 0), (total / 4) as u64, 2, TIMEOUT, status)
+            k::broadcast(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                (total / 4) as u64,
+                2,
+                TIMEOUT,
+                status,
+            )
         };
     });
     assert!(st.iter().all(|&s| s == 0));
     for r in 0..n {
         let got: Vec<f32> = flat.read(r, B, total);
         for (i, g) in got.iter().enumerate() {
-            assert_eq!(*g, pattern::value(14, 2, i as u64) as f32, "bcast rank {r} elem {i}");
+            assert_eq!(
+                *g,
+                pattern::value(14, 2, i as u64) as f32,
+                "bcast rank {r} elem {i}"
+            );
         }
     }
 }
@@ -297,7 +346,14 @@ fn a_missing_peer_makes_the_barrier_time_out_with_status_1() {
     let mut status = 0u32;
     // SAFETY: windows exist; rank 1 never launches, so rank 0's entry barrier times out.
     unsafe {
-        k::all_reduce_two_shot_f16_sum(flat.comm(0, 1), sym(&wa, 0), sym(&wa, 0), 4, 20_000_000, &mut status)
+        k::all_reduce_two_shot_f16_sum(
+            flat.comm(0, 1),
+            sym(&wa, 0),
+            sym(&wa, 0),
+            4,
+            20_000_000,
+            &mut status,
+        )
     };
     assert_eq!(status, 1);
     let _ = F16::from_f32(0.0);
@@ -318,11 +374,17 @@ fn fused_rmsnorm_matches_unfused(two_shot: bool) {
     let rows = tokens * hidden;
     let bf = |v: i32| Bf16::from_f32(v as f32).0;
     for r in 0..n {
-        let x: Vec<u16> = (0..rows).map(|i| bf(pattern::value(21, r, i as u64))).collect();
+        let x: Vec<u16> = (0..rows)
+            .map(|i| bf(pattern::value(21, r, i as u64)))
+            .collect();
         flat.write(r, A, &x);
     }
-    let residual: Vec<u16> = (0..rows).map(|i| bf(pattern::value(22, 0, i as u64))).collect();
-    let weight: Vec<u16> = (0..hidden).map(|i| bf(pattern::value(23, 0, i as u64))).collect();
+    let residual: Vec<u16> = (0..rows)
+        .map(|i| bf(pattern::value(22, 0, i as u64)))
+        .collect();
+    let weight: Vec<u16> = (0..hidden)
+        .map(|i| bf(pattern::value(23, 0, i as u64)))
+        .collect();
     let outs: Vec<(Vec<u16>, Vec<u16>)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)
             .map(|r| {
@@ -374,7 +436,9 @@ fn fused_rmsnorm_matches_unfused(two_shot: bool) {
         hs.into_iter().map(|h| h.join().unwrap()).collect()
     });
     // The unfused kernel on the exact sums.
-    let sum: Vec<u16> = (0..rows).map(|i| bf(pattern::sum(21, n, i as u64))).collect();
+    let sum: Vec<u16> = (0..rows)
+        .map(|i| bf(pattern::sum(21, n, i as u64)))
+        .collect();
     let mut out = vec![0u16; rows];
     let mut hout = vec![0u16; rows];
     let a = k::rmsnorm::NormArgs {

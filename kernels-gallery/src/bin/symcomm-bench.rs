@@ -27,12 +27,12 @@ use std::sync::Arc;
 use cudarc::driver::{CudaContext, CudaStream, sys};
 use cudarc::nccl::{result as nccl, sys as nccl_sys};
 use symcomm::cuda;
+use symcomm::cuda::VmmBuffer;
 use symcomm::launch::{LaunchConfig, Module};
 use symcomm::{Communicator, Error, Result, SymmetricMemory, Window};
+use symcomm_gallery::NormBuffers;
 use symcomm_gallery::check::{count_wrong, fill_code, reduced};
 use symcomm_gallery::rmsnorm::{bf16_close, reference_row};
-use symcomm_gallery::NormBuffers;
-use symcomm::cuda::VmmBuffer;
 use symcomm_gallery::{Buf, Collectives, DataType, RedOp, kernels};
 use symcomm_gallery_kernels::pattern;
 
@@ -443,7 +443,9 @@ impl Rank<'_> {
         self.comm.bootstrap().barrier()?;
         self.gallery.clear_status();
         self.launch(c, use_nccl)?;
-        self.stream.synchronize().map_err(cu("cuStreamSynchronize"))?;
+        self.stream
+            .synchronize()
+            .map_err(cu("cuStreamSynchronize"))?;
         self.gallery.check_status()?;
         let wrong = self.verify(c)?;
         let us = time_graph(self, |r| r.launch(c, use_nccl))?;
@@ -482,8 +484,18 @@ impl NormBench {
     fn header() -> String {
         format!(
             "#{:>14} {:>11} {:>6} {:>6} | {:>8} {:>10} {:>6} | {:>12} | {:>14} {:>6} | {:>9} {:>9}",
-            "fused", "bytes", "tokens", "hidden", "algo", "time", "#wrong", "all_reduce", "NCCL+rmsnorm",
-            "#wrong", "fused/AR", "fused/NC"
+            "fused",
+            "bytes",
+            "tokens",
+            "hidden",
+            "algo",
+            "time",
+            "#wrong",
+            "all_reduce",
+            "NCCL+rmsnorm",
+            "#wrong",
+            "fused/AR",
+            "fused/NC"
         )
     }
 
@@ -498,7 +510,14 @@ impl NormBench {
 
     fn fill(&self, r: &Rank<'_>, dst: u64, count: usize, rank: u32, seed: u32) -> Result<()> {
         let f = r.util.function("bench_fill")?;
-        let args = (dst as *mut u8, count as u64, fill_code(DataType::Bf16), rank, seed, 0u64);
+        let args = (
+            dst as *mut u8,
+            count as u64,
+            fill_code(DataType::Bf16),
+            rank,
+            seed,
+            0u64,
+        );
         // SAFETY: `dst` holds `count` bf16 of this device.
         unsafe { f.launch_with(LaunchConfig::linear(256, 512), r.stream.cu_stream(), args) }
     }
@@ -532,7 +551,12 @@ impl NormBench {
             let row = t * hidden..(t + 1) * hidden;
             let s: Vec<u16> = row
                 .clone()
-                .map(|i| symcomm_device::reduce::Bf16::from_f32(pattern::sum(seed, ranks, i as u64) as f32).0)
+                .map(|i| {
+                    symcomm_device::reduce::Bf16::from_f32(
+                        pattern::sum(seed, ranks, i as u64) as f32
+                    )
+                    .0
+                })
                 .collect();
             let (h, y) = reference_row(&s, &res[row.clone()], &w, EPS);
             for (k, i) in row.enumerate() {
@@ -561,8 +585,15 @@ impl NormBench {
         })?;
         // symcomm's plain all-reduce of the same rows.
         let ar_us = time_graph(r, |r| {
-            g.all_reduce(x, Buf::whole(r.b), tokens * hidden, DataType::Bf16, RedOp::Sum, r.stream.cu_stream())
-                .map(|_| ())
+            g.all_reduce(
+                x,
+                Buf::whole(r.b),
+                tokens * hidden,
+                DataType::Bf16,
+                RedOp::Sum,
+                r.stream.cu_stream(),
+            )
+            .map(|_| ())
         })?;
         // NCCL all-reduce + the unfused kernel.
         let (nc_us, nc_wrong) = match r.nccl {
@@ -674,7 +705,11 @@ fn time_graph(r: &Rank<'_>, op: impl Fn(&Rank<'_>) -> Result<()>) -> Result<f64>
     let all = r.comm.bootstrap().all_gather(&median_us.to_le_bytes())?;
     let sum: f64 = all
         .iter()
-        .map(|b| b.get(..8).and_then(|s| s.try_into().ok()).map_or(0.0, f64::from_le_bytes))
+        .map(|b| {
+            b.get(..8)
+                .and_then(|s| s.try_into().ok())
+                .map_or(0.0, f64::from_le_bytes)
+        })
         .sum();
     Ok(sum / all.len() as f64)
 }
@@ -684,7 +719,11 @@ fn sum_over_ranks(comm: &Communicator, v: u64) -> Result<u64> {
         .bootstrap()
         .all_gather(&v.to_le_bytes())?
         .iter()
-        .map(|b| b.get(..8).and_then(|s| s.try_into().ok()).map_or(u64::MAX, u64::from_le_bytes))
+        .map(|b| {
+            b.get(..8)
+                .and_then(|s| s.try_into().ok())
+                .map_or(u64::MAX, u64::from_le_bytes)
+        })
         .fold(0u64, u64::saturating_add))
 }
 
@@ -709,11 +748,27 @@ fn header(opts: &Opts, n: usize, nccl_version: Option<i32>) -> String {
         opts.iters,
         opts.replays,
         std::env::var("NCCL_NVLS_ENABLE").unwrap_or_default(),
-        if opts.inplace { "in-place" } else { "out-of-place" },
-        "collective", "size", "count", "type", "redop",
-        "algo", "time", "algbw", "busbw", "#wrong",
-        "time", "algbw", "busbw", "#wrong",
-        "time", "busbw",
+        if opts.inplace {
+            "in-place"
+        } else {
+            "out-of-place"
+        },
+        "collective",
+        "size",
+        "count",
+        "type",
+        "redop",
+        "algo",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "time",
+        "algbw",
+        "busbw",
+        "#wrong",
+        "time",
+        "busbw",
     )
 }
 
@@ -726,7 +781,11 @@ fn row(c: &Case, n: usize, algo: &str, sym: Measured, nc: Option<Measured>) -> S
         c.bytes,
         c.bytes / c.t.size(),
         c.t.name(),
-        if c.coll.reduces() || c.coll == Coll::RmsNorm { c.op.name() } else { "none" },
+        if c.coll.reduces() || c.coll == Coll::RmsNorm {
+            c.op.name()
+        } else {
+            "none"
+        },
         algo,
         sym.us,
         algbw,
@@ -746,7 +805,12 @@ fn row(c: &Case, n: usize, algo: &str, sym: Measured, nc: Option<Measured>) -> S
                 (algbw * f) / (nalg * f)
             );
         }
-        None => s += &format!(" {:>10} {:>7} {:>7} {:>6} | {:>6} {:>6}", "-", "-", "-", "-", "-", "-"),
+        None => {
+            s += &format!(
+                " {:>10} {:>7} {:>7} {:>6} | {:>6} {:>6}",
+                "-", "-", "-", "-", "-", "-"
+            )
+        }
     }
     s
 }
@@ -806,13 +870,23 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
             }
             continue;
         }
-        let ops: Vec<RedOp> = if coll.reduces() { opts.ops.clone() } else { vec![RedOp::Sum] };
+        let ops: Vec<RedOp> = if coll.reduces() {
+            opts.ops.clone()
+        } else {
+            vec![RedOp::Sum]
+        };
         for &t in &opts.types {
             for &op in &ops {
                 let mut bytes = opts.min;
                 while bytes <= opts.max {
                     seed = seed.wrapping_add(1);
-                    let case = Case { coll, bytes, t, op, seed };
+                    let case = Case {
+                        coll,
+                        bytes,
+                        t,
+                        op,
+                        seed,
+                    };
                     let unit = match coll {
                         Coll::AllReduce | Coll::Broadcast => 16,
                         _ => 16 * n,
@@ -884,7 +958,10 @@ fn main() -> ExitCode {
         match result {
             Ok((lines, wrong)) => {
                 if rank == 0 {
-                    println!("# {} rows, {wrong} wrong elements in total", lines.len() - 1);
+                    println!(
+                        "# {} rows, {wrong} wrong elements in total",
+                        lines.len() - 1
+                    );
                 }
                 if wrong != 0 {
                     ok = false;
@@ -896,5 +973,9 @@ fn main() -> ExitCode {
             }
         }
     }
-    if ok { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
 }
