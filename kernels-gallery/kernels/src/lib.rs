@@ -13,6 +13,8 @@
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
 #![warn(missing_docs)]
+// Kernels and their bodies take every operand as a parameter (no host structs to hide them in).
+#![allow(clippy::too_many_arguments)]
 
 #[cfg(test)]
 extern crate std;
