@@ -19,7 +19,7 @@ use crate::collectives::Collectives;
 use crate::tuning::Algo;
 
 /// Bytes of the scratch window reserved for the two-shot fused kernel's rows
-/// (`2 × tokens × hidden` bf16: 128 × 8192 and beyond).
+/// (`tokens × hidden` bf16: 128 × 8192 and beyond).
 pub const FUSED_SCRATCH_BYTES: u64 = 8 << 20;
 
 /// The largest `hidden` the kernels take (`8 × MAX_PACKS × threads`).
@@ -116,10 +116,10 @@ impl Collectives {
                 )?;
             }
             Algo::TwoShot => {
-                if 2 * bytes as u64 > FUSED_SCRATCH_BYTES {
+                if bytes as u64 > FUSED_SCRATCH_BYTES {
                     return Err(Error::InvalidArgument(format!(
                         "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \
-                         ({FUSED_SCRATCH_BYTES} bytes for two copies)"
+                         ({FUSED_SCRATCH_BYTES} bytes)"
                     )));
                 }
                 let rows = plan::slice_len(tokens as u64, self.size() as u64);

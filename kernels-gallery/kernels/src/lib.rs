@@ -238,7 +238,7 @@ pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
 /// # Safety
 /// - `x` is a window of `tokens × hidden` bf16 on every LSA rank; the residual is the same
 ///   on every rank; `a` and `hidden` as for the one-shot kernel;
-/// - `fused` is the fused region of the gallery scratch window (`2 × tokens × hidden` bf16);
+/// - `fused` is the fused region of the gallery scratch window (`tokens × hidden` bf16);
 /// - `comm` has `grid_dim().x` LSA barriers; every LSA rank launches the same shape and
 ///   arguments; `status` is null or a valid `u32`.
 #[kernel]

@@ -334,21 +334,14 @@ pub unsafe fn fused_one_shot(
     }
 }
 
-/// Byte offset of row `row`'s `h` copy in the fused region of the scratch window (`y` rows
-/// follow all `h` rows).
+/// Byte offset of row `row`'s `h` copy in the fused region of the scratch window.
 #[inline(always)]
 pub const fn fused_h_off(base: u64, row: u64, hidden: u64) -> u64 {
     base + row * hidden * 2
 }
 
-/// Byte offset of row `row`'s `out` copy in the fused region for `tokens` rows.
-#[inline(always)]
-pub const fn fused_y_off(base: u64, row: u64, hidden: u64, tokens: u64) -> u64 {
-    base + (tokens + row) * hidden * 2
-}
-
 /// Fused two-shot: see the module docs. `fused` is byte 0 of the fused region of the scratch
-/// window (room for `2 × tokens × hidden` bf16).
+/// window (room for `tokens × hidden` bf16).
 ///
 /// # Safety
 /// `x` is a window of `tokens × hidden` bf16 on every rank; `residual` holds the same values
@@ -385,8 +378,6 @@ pub unsafe fn fused_two_shot(
             let mut row = lo + b;
             while row < hi {
                 let row_off = pack_off(row * ppr);
-                let mut h = [U32x4::default(); MAX_PACKS];
-                let mut have = 0;
                 let mut i = 0;
                 while i < MAX_PACKS {
                     let k = k0 + i as u64 * stride;
@@ -396,29 +387,10 @@ pub unsafe fn fused_two_shot(
                         for p in 1..n {
                             acc.add(ld(peer_addr(x, p) + o));
                         }
-                        h[i] = add_bf16(acc.finish(), ld(residual + o));
-                        have = i + 1;
-                    }
-                    i += 1;
-                }
-                let mut ss = 0.0;
-                i = 0;
-                while i < MAX_PACKS {
-                    if i < have {
-                        ss += sumsq(h[i]);
-                    }
-                    i += 1;
-                }
-                let inv = rsqrt(block_sum(ss) / hidden as f32 + eps);
-                i = 0;
-                while i < MAX_PACKS {
-                    if i < have {
-                        let k = k0 + i as u64 * stride;
-                        let y = scale(h[i], ld(weight + pack_off(k)), inv);
+                        let h = add_bf16(acc.finish(), ld(residual + o));
                         for q in 0..n {
                             let base = peer_addr(fused, rotated(me, q, n));
-                            st(base + fused_h_off(0, row, hidden) + pack_off(k), h[i]);
-                            st(base + fused_y_off(0, row, hidden, tokens) + pack_off(k), y);
+                            st(base + fused_h_off(0, row, hidden) + pack_off(k), h);
                         }
                     }
                     i += 1;
@@ -426,26 +398,37 @@ pub unsafe fn fused_two_shot(
                 row += g;
             }
         });
-        // After the exit barrier of block b, every rank's block b has pushed its rows.
+        // After the exit barrier of block b, every rank's block b has pushed its rows: this
+        // block normalises them from the local copy (every rank computes the same bits).
         let local = local_addr(fused);
         for q in 0..n {
             let (lo, hi) = plan::slice(tokens, n as u64, q as u64);
             let mut row = lo + b;
             while row < hi {
                 let row_off = pack_off(row * ppr);
-                let mut k = k0;
-                while k < ppr {
-                    let o = pack_off(k);
-                    st(
-                        residual_out + row_off + o,
-                        ld(local + fused_h_off(0, row, hidden) + o),
-                    );
-                    st(
-                        out + row_off + o,
-                        ld(local + fused_y_off(0, row, hidden, tokens) + o),
-                    );
-                    k += stride;
+                let mut h = [U32x4::default(); MAX_PACKS];
+                let mut have = 0;
+                let mut i = 0;
+                while i < MAX_PACKS {
+                    let k = k0 + i as u64 * stride;
+                    if k < ppr {
+                        h[i] = ld(local + fused_h_off(0, row, hidden) + pack_off(k));
+                        have = i + 1;
+                    }
+                    i += 1;
                 }
+                finish_row(
+                    &h,
+                    have,
+                    k0,
+                    stride,
+                    hidden,
+                    eps,
+                    weight,
+                    out,
+                    residual_out,
+                    row_off,
+                );
                 row += g;
             }
         }

@@ -820,7 +820,8 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
     let stream = ctx.new_stream().map_err(cu("cuStreamCreate"))?;
     let gallery = Collectives::from_env(&comm)?;
     let util = Module::load(kernels::PTX)?;
-    let max = opts.max.next_multiple_of(16 * comm.size());
+    // At least the largest fused RMSNorm input (128 × 8192 bf16).
+    let max = opts.max.max(4 << 20).next_multiple_of(16 * comm.size());
     let a_mem = SymmetricMemory::alloc(&comm, max)?;
     let b_mem = SymmetricMemory::alloc(&comm, max)?;
     let a = comm.register_window(&a_mem)?;
