@@ -16,12 +16,15 @@ use symcomm_gallery_kernels::{pattern, plan};
 const SLOT: u64 = 4 << 30;
 /// Byte offsets of the regions inside every rank's 4 GiB slot.
 const RES: u64 = 0;
-const SCRATCH: u64 = 1 << 20;
-const A: u64 = 64 << 20;
-const B: u64 = 128 << 20;
+const SCRATCH: u64 = 64 << 10;
+const A: u64 = 16 << 20;
+const B: u64 = 24 << 20;
+/// Bytes of each slot that are made accessible (the rest stays reserved only).
+const USED: u64 = 32 << 20;
 const TIMEOUT: u64 = 20_000_000_000;
 
-/// A flat range of `n` slots; unmapped on drop.
+/// A flat range of `n` slots (reserved inaccessible, then the first [`USED`] bytes of each
+/// slot opened, so little memory is committed); unmapped on drop.
 struct Flat {
     base: u64,
     len: usize,
@@ -36,18 +39,29 @@ unsafe impl Sync for Flat {}
 impl Flat {
     fn new(n: u32) -> Flat {
         let len = (n as u64 * SLOT) as usize;
-        // SAFETY: an anonymous private mapping with no address hint.
+        // SAFETY: an anonymous private reservation with no address hint.
         let p = unsafe {
             libc::mmap(
                 std::ptr::null_mut(),
                 len,
-                libc::PROT_READ | libc::PROT_WRITE,
+                libc::PROT_NONE,
                 libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
                 -1,
                 0,
             )
         };
         assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes");
+        for r in 0..n as u64 {
+            // SAFETY: the first USED bytes of slot r lie inside the reservation.
+            let rc = unsafe {
+                libc::mprotect(
+                    (p as u64 + r * SLOT) as *mut libc::c_void,
+                    USED as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            assert_eq!(rc, 0, "mprotect of slot {r}");
+        }
         Flat {
             base: p as u64,
             len,
@@ -219,7 +233,7 @@ fn one_shot_ll_all_reduce_is_right_launch_after_launch_across_banks() {
             assert_eq!(flat.read::<u32>(r, SCRATCH, 1)[0], launch + 1);
         }
     }
-    assert!(plan::ll_region_bytes(n, cap) < A - SCRATCH);
+    assert!(plan::ll_region_bytes(n, cap) < (4 << 20));
 }
 
 #[test]
@@ -412,7 +426,7 @@ fn fused_rmsnorm_matches_unfused(two_shot: bool) {
                                 flat.comm(r, 1),
                                 sym(&wa, 0),
                                 a,
-                                sym(&ws, 1 << 20),
+                                sym(&ws, 4 << 20),
                                 TIMEOUT,
                                 &mut status,
                             )
