@@ -17,7 +17,8 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 
 use crate::common::{
-    Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, reduce_packs, rotated, st,
+    Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, reduce_packs, report,
+    rotated, st,
 };
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
@@ -242,5 +243,124 @@ pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(
             j += stride;
         }
         ll.end(res, status);
+    }
+}
+
+/// Packs `[lo, hi)` of block `b` of `g` when a range of `len` packs is split into `g`
+/// contiguous block ranges (the same split on every rank, so block `b` of one rank pushes
+/// exactly what block `b` of another reduces after their per-block barrier).
+#[inline(always)]
+pub const fn block_range(len: u64, g: u64, b: u64) -> (u64, u64) {
+    plan::slice(len, g, b)
+}
+
+/// Two-shot all-reduce with every NVLink transfer a store ("push"): per round of
+/// `n × round` packs, rank `r` stores slice `p` of its input into slot `r` of peer `p`'s push
+/// scratch, a barrier publishes the stores, then rank `r` reduces slice `r` from its input
+/// and its scratch slots (local reads) and stores the result into every peer's `dst`.
+/// Barriers: entry, one per round after the pushes, one between rounds (scratch reuse), exit.
+///
+/// # Safety
+/// As [`two_shot`]; `push` is the gallery push scratch (a window of `lsa_size × round`
+/// packs on every rank), used by no other kernel.
+#[inline(always)]
+pub unsafe fn two_shot_push<T: Element, O: ReduceOp>(
+    comm: &DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    push: SymPtr<u8>,
+    round: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    use symcomm_device::arch::block_idx;
+    use symcomm_device::barrier::LsaBarrier;
+    use symcomm_device::coop::{Coop, Cta};
+
+    let cta = Cta::new();
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    let (g, b) = (
+        u64::from(symcomm_device::arch::grid_dim().x),
+        u64::from(block_idx().x),
+    );
+    let t = u64::from(cta.thread_rank());
+    let nt = u64::from(cta.size());
+    // SAFETY: one session per block index on every rank (caller's contract).
+    let mut bar = unsafe { LsaBarrier::new(&cta, comm, block_idx().x) };
+    let mut r = bar.sync_timeout(&cta, Ordering::Acquire, timeout_ns);
+    // SAFETY: windows and scratch as the contract says.
+    unsafe {
+        let inp = local_addr(src);
+        let scratch_local = local_addr(push);
+        let per_round = round * n as u64;
+        let mut base = 0;
+        let mut first_round = true;
+        while r.is_ok() && base < packs {
+            if !first_round {
+                // Every peer has finished reducing the previous round out of its scratch.
+                r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
+                if r.is_err() {
+                    break;
+                }
+            }
+            first_round = false;
+            let len = if packs - base < per_round {
+                packs - base
+            } else {
+                per_round
+            };
+            // Push slice p of this round to peer p (slot `me`).
+            for k in 1..n {
+                let p = rotated(me, k, n);
+                let (lo, hi) = plan::slice(len, n as u64, p as u64);
+                let (blo, bhi) = block_range(hi - lo, g, b);
+                let to = peer_addr(push, p) + pack_off(me as u64 * round);
+                let from = inp + pack_off(base + lo);
+                let mut j = blo + t;
+                while j < bhi {
+                    st(to + pack_off(j), ld(from + pack_off(j)));
+                    j += nt;
+                }
+            }
+            r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
+            if r.is_err() {
+                break;
+            }
+            // Reduce slice `me` (rank order) and store it to every peer.
+            let (lo, hi) = plan::slice(len, n as u64, me as u64);
+            let (blo, bhi) = block_range(hi - lo, g, b);
+            let own = inp + pack_off(base + lo);
+            let out_off = pack_off(base + lo);
+            let mut j = blo + t;
+            while j < bhi {
+                let o = pack_off(j);
+                let at = |s: i32| {
+                    if s == me {
+                        ld(own + o)
+                    } else {
+                        ld(scratch_local + pack_off(s as u64 * round) + o)
+                    }
+                };
+                let mut acc = Acc::<T, O>::new(at(0));
+                for s in 1..n {
+                    acc.add(at(s));
+                }
+                let v = acc.finish();
+                for k in 0..n {
+                    st(peer_addr(dst, rotated(me, k, n)) + out_off + o, v);
+                }
+                j += nt;
+            }
+            base += len;
+        }
+        if r.is_ok() {
+            r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
+        }
+    }
+    bar.finish(&cta);
+    if cta.is_leader() {
+        // SAFETY: forwarded.
+        unsafe { report(status, r) };
     }
 }

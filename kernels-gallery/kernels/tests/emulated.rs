@@ -19,6 +19,7 @@ const RES: u64 = 0;
 const SCRATCH: u64 = 64 << 10;
 const A: u64 = 16 << 20;
 const B: u64 = 24 << 20;
+const PUSH: u64 = 8 << 20;
 /// Bytes of each slot that are made accessible (the rest stays reserved only).
 const USED: u64 = 32 << 20;
 const TIMEOUT: u64 = 20_000_000_000;
@@ -183,6 +184,45 @@ fn two_shot_all_reduce_sums_every_rank_for_8_and_3_ranks_in_and_out_of_place() {
                     pattern::sum(5, n, i as u64) as f32,
                     "n {n} rank {r} elem {i}"
                 );
+            }
+        }
+    }
+}
+
+#[test]
+fn push_two_shot_all_reduce_is_right_over_several_rounds_in_and_out_of_place() {
+    for (n, inplace, round) in [(8u32, false, 37u64), (3, true, 50), (8, true, 1000)] {
+        let flat = Flat::new(n);
+        let count = 4 * 1003; // f32: 1003 packs, several rounds, ragged slices
+        for launch in 0..2u32 {
+            for r in 0..n {
+                flat.write(r, A, &f32_pattern(launch + 40, r, count, 0));
+                flat.write(r, B, &vec![f32::NAN; count]);
+            }
+            let st = on_ranks(n, |r, status| {
+                let (wa, wb, wp) = (flat.window(r, A), flat.window(r, B), flat.window(r, PUSH));
+                let dst = if inplace { sym(&wa, 0) } else { sym(&wb, 0) };
+                // SAFETY: windows of `count` f32 and a push scratch of n × round packs.
+                unsafe {
+                    k::all_reduce_two_shot_push_f32_sum(
+                        flat.comm(r, 1),
+                        sym(&wa, 0),
+                        dst,
+                        (count / 4) as u64,
+                        sym(&wp, 0),
+                        round,
+                        TIMEOUT,
+                        status,
+                    )
+                };
+            });
+            assert!(st.iter().all(|&s| s == 0), "{st:?}");
+            for r in 0..n {
+                let got: Vec<f32> = flat.read(r, if inplace { A } else { B }, count);
+                for (i, g) in got.iter().enumerate() {
+                    let want = pattern::sum(launch + 40, n, i as u64) as f32;
+                    assert_eq!(*g, want, "n {n} round {round} launch {launch} rank {r} elem {i}");
+                }
             }
         }
     }
