@@ -28,6 +28,7 @@ pub struct Collectives {
     module: Module,
     scratch: Window,
     _scratch_mem: SymmetricMemory,
+    push: Option<(Window, SymmetricMemory)>,
     dev: DevComm,
     status: HostMapped<u32>,
     tuning: Tuning,
@@ -61,6 +62,13 @@ impl Collectives {
         // write an LL line before every header and line is zero (= never valid).
         scratch_mem.buffer().fill_bytes(0)?;
         let scratch = comm.register_window(&scratch_mem)?;
+        let push = if tuning.push_round > 0 {
+            let bytes = tuning.push_round_packs(n) * plan::PACK * n as u64;
+            let mem = SymmetricMemory::alloc(comm, bytes as usize)?;
+            Some((comm.register_window(&mem)?, mem))
+        } else {
+            None
+        };
         let dev = DevComm::create(comm, Requirements::new().lsa_barriers(tuning.max_blocks))?;
         let module = Module::load(kernels::PTX)?;
         let status = HostMapped::new(0u32)?;
@@ -68,6 +76,7 @@ impl Collectives {
             module,
             scratch,
             _scratch_mem: scratch_mem,
+            push,
             dev,
             status,
             tuning,
@@ -126,9 +135,26 @@ impl Collectives {
     }
 
     /// Collective: `dst` = reduction with `op` of `count` elements of type `t` at every
-    /// rank's `src`. `dst` may be `src` (in place). Returns the algorithm used.
+    /// rank's `src`. `dst` may be `src` (in place). Returns the algorithm used (chosen by
+    /// size, see [`Tuning`]).
     pub fn all_reduce(
         &self,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        count: usize,
+        t: DataType,
+        op: RedOp,
+        stream: CUstream,
+    ) -> Result<Algo> {
+        self.all_reduce_with(self.tuning.algo, src, dst, count, t, op, stream)
+    }
+
+    /// [`all_reduce`](Self::all_reduce) with `algo` forced when it can run (see
+    /// [`Tuning::all_reduce_algo_with`]); every rank must pass the same `algo`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_reduce_with(
+        &self,
+        algo: Option<Algo>,
         src: Buf<'_>,
         dst: Buf<'_>,
         count: usize,
@@ -140,7 +166,7 @@ impl Collectives {
         src.check("all_reduce source", bytes)?;
         dst.check("all_reduce destination", bytes)?;
         no_partial_overlap("all_reduce", &src, bytes, &dst, bytes)?;
-        let algo = self.tuning.all_reduce_algo(bytes);
+        let algo = self.tuning.all_reduce_algo_with(algo, bytes);
         if bytes == 0 {
             return Ok(algo);
         }
@@ -178,6 +204,33 @@ impl Collectives {
                     self.status_ptr(),
                 );
                 self.launch(&name, blocks, plan::THREADS, stream, args)?;
+            }
+            Algo::TwoShotPush => {
+                let Some((win, _)) = &self.push else {
+                    return Err(Error::InvalidArgument(
+                        "the push two-shot is off (SYMCOMM_PUSH_ROUND=0)".into(),
+                    ));
+                };
+                let name = reducing_kernel("all_reduce_two_shot_push", t, op);
+                let round = self.tuning.push_round_packs(self.n);
+                let per_rank = plan::slice_len(packs.min(round * self.n as u64), self.n as u64);
+                let args = (
+                    self.dev.raw(),
+                    src.sym(0),
+                    dst.sym(0),
+                    packs,
+                    SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0),
+                    round,
+                    self.tuning.timeout_ns,
+                    self.status_ptr(),
+                );
+                self.launch(
+                    &name,
+                    self.tuning.blocks(per_rank),
+                    plan::THREADS,
+                    stream,
+                    args,
+                )?;
             }
         }
         Ok(algo)

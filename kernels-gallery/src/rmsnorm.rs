@@ -115,7 +115,7 @@ impl Collectives {
                     a,
                 )?;
             }
-            Algo::TwoShot => {
+            Algo::TwoShot | Algo::TwoShotPush => {
                 if bytes as u64 > FUSED_SCRATCH_BYTES {
                     return Err(Error::InvalidArgument(format!(
                         "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \

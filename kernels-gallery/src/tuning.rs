@@ -6,8 +6,10 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot` or `two_shot` | by size |
+//! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot` or `two_shot_push` | by size |
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 256 KiB |
+//! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push two-shot (its scratch size; 0 = off) | 0 |
+//! | `SYMCOMM_PUSH_MIN` | smallest all-reduce (bytes) that uses the push two-shot when on | 64 MiB |
 //! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel | 32 |
 //! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel | 16 |
 //! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
@@ -25,6 +27,10 @@ pub enum Algo {
     /// Reduce-scatter by loads + all-gather by stores between an entry and an exit barrier
     /// (bandwidth-optimal).
     TwoShot,
+    /// Reduce-scatter by stores into a scratch window + local reduction + all-gather by
+    /// stores: every NVLink transfer is a store; rounds of `push_round` bytes, two barriers
+    /// per round.
+    TwoShotPush,
 }
 
 impl Algo {
@@ -33,6 +39,7 @@ impl Algo {
         match self {
             Algo::OneShot => "one_shot",
             Algo::TwoShot => "two_shot",
+            Algo::TwoShotPush => "two_shot_push",
         }
     }
 
@@ -41,6 +48,7 @@ impl Algo {
         match s {
             "one_shot" => Some(Algo::OneShot),
             "two_shot" => Some(Algo::TwoShot),
+            "two_shot_push" => Some(Algo::TwoShotPush),
             _ => None,
         }
     }
@@ -60,6 +68,11 @@ pub struct Tuning {
     pub ll_blocks: u32,
     /// Bound of every device-side wait, in nanoseconds.
     pub timeout_ns: u64,
+    /// Bytes per round of the push two-shot, i.e. the size of its scratch window (0: the
+    /// algorithm is off and no scratch is allocated).
+    pub push_round: usize,
+    /// Smallest all-reduce in bytes that uses the push two-shot (when it is on).
+    pub push_min: usize,
 }
 
 impl Default for Tuning {
@@ -70,6 +83,8 @@ impl Default for Tuning {
             max_blocks: 32,
             ll_blocks: 16,
             timeout_ns: 10_000_000_000,
+            push_round: 0,
+            push_min: 64 << 20,
         }
     }
 }
@@ -86,7 +101,7 @@ impl Tuning {
         if let Some(v) = get("SYMCOMM_ALGO") {
             t.algo = Some(Algo::parse(&v).ok_or_else(|| Error::Env {
                 var: "SYMCOMM_ALGO".into(),
-                reason: format!("{v:?} is not one_shot or two_shot"),
+                reason: format!("{v:?} is not one_shot, two_shot or two_shot_push"),
             })?);
         }
         let num = |var: &str, min: u64, max: u64| -> Result<Option<u64>> {
@@ -110,22 +125,42 @@ impl Tuning {
         if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, 1024)? {
             t.ll_blocks = n as u32;
         }
+        if let Some(n) = num("SYMCOMM_PUSH_ROUND", 0, 16 << 30)? {
+            t.push_round = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_PUSH_MIN", 0, u64::MAX)? {
+            t.push_min = n as usize;
+        }
         if let Some(n) = num("SYMCOMM_TIMEOUT_MS", 1, 3_600_000)? {
             t.timeout_ns = n * 1_000_000;
         }
         Ok(t)
     }
 
-    /// The all-reduce algorithm for `bytes` (the forced one if any; one-shot also needs the
-    /// data to fit the LL scratch, which `one_shot_max` sizes).
+    /// The all-reduce algorithm for `bytes`: the forced one if it can run (one-shot needs
+    /// the data to fit the LL scratch, `one_shot_max`; the push two-shot needs its scratch,
+    /// `push_round > 0`), else by size.
     pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
-        match self.algo {
+        self.all_reduce_algo_with(self.algo, bytes)
+    }
+
+    /// [`all_reduce_algo`](Self::all_reduce_algo) with `forced` in place of the configured
+    /// choice.
+    pub fn all_reduce_algo_with(&self, forced: Option<Algo>, bytes: usize) -> Algo {
+        let push_on = self.push_round > 0;
+        match forced {
             Some(Algo::OneShot) if bytes <= self.one_shot_max => Algo::OneShot,
-            Some(a) if a != Algo::OneShot => a,
-            Some(_) => Algo::TwoShot,
-            None if bytes <= self.one_shot_max => Algo::OneShot,
-            None => Algo::TwoShot,
+            Some(Algo::TwoShotPush) if push_on => Algo::TwoShotPush,
+            Some(Algo::TwoShot) => Algo::TwoShot,
+            _ if bytes <= self.one_shot_max => Algo::OneShot,
+            _ if push_on && bytes >= self.push_min => Algo::TwoShotPush,
+            _ => Algo::TwoShot,
         }
+    }
+
+    /// Packs per rank slot of one push round for `n` ranks (at least 1).
+    pub fn push_round_packs(&self, n: usize) -> u64 {
+        (self.push_round as u64 / plan::PACK / n as u64).max(1)
     }
 
     /// Blocks of a barrier-based kernel where each thread handles `work` packs in total
@@ -180,6 +215,29 @@ mod tests {
         // Beyond the LL scratch a forced one-shot cannot run: two-shot instead.
         assert_eq!(t.all_reduce_algo(65536 + 16), Algo::TwoShot);
         assert_eq!(t.ll_cap_packs(), 4096);
+    }
+
+    #[test]
+    fn the_push_two_shot_runs_only_with_its_scratch_and_above_its_minimum() {
+        let t = Tuning::default();
+        assert_eq!(
+            t.all_reduce_algo_with(Some(Algo::TwoShotPush), 1 << 30),
+            Algo::TwoShot
+        );
+        let t = Tuning::from_lookup(lookup(&[
+            ("SYMCOMM_PUSH_ROUND", "268435456"),
+            ("SYMCOMM_PUSH_MIN", "1048576"),
+        ]))
+        .unwrap();
+        assert_eq!(t.all_reduce_algo((1 << 20) - 16), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo(1 << 20), Algo::TwoShotPush);
+        assert_eq!(t.all_reduce_algo(4096), Algo::OneShot);
+        assert_eq!(
+            t.all_reduce_algo_with(Some(Algo::TwoShot), 1 << 30),
+            Algo::TwoShot
+        );
+        assert_eq!(t.push_round_packs(8), (256 << 20) / 16 / 8);
+        assert_eq!(Algo::parse("two_shot_push"), Some(Algo::TwoShotPush));
     }
 
     #[test]

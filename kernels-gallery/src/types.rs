@@ -87,7 +87,7 @@ impl fmt::Display for RedOp {
 }
 
 /// The kernel of `collective` (`all_reduce_one_shot`, `all_reduce_two_shot`,
-/// `reduce_scatter`) for `t` and `op`.
+/// `all_reduce_two_shot_push`, `reduce_scatter`) for `t` and `op`.
 pub fn reducing_kernel(collective: &str, t: DataType, op: RedOp) -> String {
     format!("{collective}_{}_{}", t.name(), op.name())
 }

@@ -221,7 +221,10 @@ fn push_two_shot_all_reduce_is_right_over_several_rounds_in_and_out_of_place() {
                 let got: Vec<f32> = flat.read(r, if inplace { A } else { B }, count);
                 for (i, g) in got.iter().enumerate() {
                     let want = pattern::sum(launch + 40, n, i as u64) as f32;
-                    assert_eq!(*g, want, "n {n} round {round} launch {launch} rank {r} elem {i}");
+                    assert_eq!(
+                        *g, want,
+                        "n {n} round {round} launch {launch} rank {r} elem {i}"
+                    );
                 }
             }
         }

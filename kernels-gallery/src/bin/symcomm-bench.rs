@@ -13,6 +13,9 @@
 //! - `--iters N` ops captured per CUDA graph (20), `--replays N` timed replays (20),
 //!   `--warmup N` untimed replays (5)
 //! - `--inplace`: in-place variants; `--no-nccl`: symcomm only
+//! - `--algos LIST`: all-reduce rows per forced algorithm (`auto,one_shot,two_shot,
+//!   two_shot_push`; default `auto` = chosen by size); `two_shot_push` turns the push
+//!   scratch on (256 MiB rounds) unless `SYMCOMM_PUSH_ROUND` sets it
 //!
 //! For each size and implementation: inputs are filled with the pattern (random small
 //! integers, exact in every type), outputs poisoned with 0x7f bytes, the collective runs once
@@ -33,7 +36,7 @@ use symcomm::{Communicator, Error, Result, SymmetricMemory, Window};
 use symcomm_gallery::NormBuffers;
 use symcomm_gallery::check::{count_wrong, fill_code, reduced};
 use symcomm_gallery::rmsnorm::{bf16_close, reference_row};
-use symcomm_gallery::{Buf, Collectives, DataType, RedOp, kernels};
+use symcomm_gallery::{Algo, Buf, Collectives, DataType, RedOp, Tuning, kernels};
 use symcomm_gallery_kernels::pattern;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -92,6 +95,7 @@ struct Opts {
     warmup: u32,
     inplace: bool,
     nccl: bool,
+    algos: Vec<Option<Algo>>,
 }
 
 fn parse_bytes(s: &str) -> Option<usize> {
@@ -123,6 +127,7 @@ fn parse_args(mut args: Vec<String>) -> std::result::Result<Opts, String> {
         warmup: 5,
         inplace: false,
         nccl: true,
+        algos: vec![None],
     };
     args.reverse();
     while let Some(a) = args.pop() {
@@ -148,6 +153,15 @@ fn parse_args(mut args: Vec<String>) -> std::result::Result<Opts, String> {
             "--warmup" => o.warmup = value()?.parse().map_err(|_| "--warmup: not a number")?,
             "--inplace" => o.inplace = true,
             "--no-nccl" => o.nccl = false,
+            "--algos" => {
+                o.algos = parse_list(&value()?, |x| {
+                    if x == "auto" {
+                        Some(None)
+                    } else {
+                        Algo::parse(x).map(Some)
+                    }
+                })?
+            }
             "-h" | "--help" => return Err("help".into()),
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -260,6 +274,7 @@ struct Case {
     t: DataType,
     op: RedOp,
     seed: u32,
+    algo: Option<Algo>,
 }
 
 impl Rank<'_> {
@@ -366,7 +381,7 @@ impl Rank<'_> {
             let g = self.gallery;
             return match c.coll {
                 Coll::AllReduce => g
-                    .all_reduce(src, dst, inb / t.size(), t, c.op, stream)
+                    .all_reduce_with(c.algo, src, dst, inb / t.size(), t, c.op, stream)
                     .map(|_| ()),
                 Coll::AllGather => g.all_gather(src, dst, inb / t.size(), t, stream),
                 Coll::ReduceScatter => g.reduce_scatter(src, dst, outb / t.size(), t, c.op, stream),
@@ -818,7 +833,11 @@ fn row(c: &Case, n: usize, algo: &str, sym: Measured, nc: Option<Measured>) -> S
 fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
     let ctx = cuda::open_device(comm.device())?;
     let stream = ctx.new_stream().map_err(cu("cuStreamCreate"))?;
-    let gallery = Collectives::from_env(&comm)?;
+    let mut tuning = Tuning::from_env()?;
+    if opts.algos.contains(&Some(Algo::TwoShotPush)) && tuning.push_round == 0 {
+        tuning.push_round = 256 << 20;
+    }
+    let gallery = Collectives::new(&comm, tuning)?;
     let util = Module::load(kernels::PTX)?;
     // At least the largest fused RMSNorm input (128 × 8192 bf16).
     let max = opts.max.max(4 << 20).next_multiple_of(16 * comm.size());
@@ -881,13 +900,6 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
                 let mut bytes = opts.min;
                 while bytes <= opts.max {
                     seed = seed.wrapping_add(1);
-                    let case = Case {
-                        coll,
-                        bytes,
-                        t,
-                        op,
-                        seed,
-                    };
                     let unit = match coll {
                         Coll::AllReduce | Coll::Broadcast => 16,
                         _ => 16 * n,
@@ -896,29 +908,44 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
                         bytes *= 2;
                         continue;
                     }
-                    let algo = if coll == Coll::AllReduce {
-                        gallery.tuning().all_reduce_algo(bytes).name()
+                    let algos = if coll == Coll::AllReduce {
+                        opts.algos.clone()
                     } else {
-                        match coll {
-                            Coll::AllGather | Coll::AllToAll | Coll::Broadcast => "push",
-                            _ => "pull",
+                        vec![None]
+                    };
+                    let mut nc: Option<Measured> = None;
+                    for (k, &algo) in algos.iter().enumerate() {
+                        let case = Case {
+                            coll,
+                            bytes,
+                            t,
+                            op,
+                            seed,
+                            algo,
+                        };
+                        let name = if coll == Coll::AllReduce {
+                            gallery.tuning().all_reduce_algo_with(algo, bytes).name()
+                        } else {
+                            match coll {
+                                Coll::AllGather | Coll::AllToAll | Coll::Broadcast => "push",
+                                _ => "pull",
+                            }
+                        };
+                        let mut sym = rank.measure(&case, false)?;
+                        sym.wrong = sum_over_ranks(&comm, sym.wrong)?;
+                        if k == 0 && nccl.is_some() {
+                            let mut m = rank.measure(&case, true)?;
+                            m.wrong = sum_over_ranks(&comm, m.wrong)?;
+                            total_wrong += m.wrong;
+                            nc = Some(m);
                         }
-                    };
-                    let mut sym = rank.measure(&case, false)?;
-                    sym.wrong = sum_over_ranks(&comm, sym.wrong)?;
-                    let nc = if nccl.is_some() {
-                        let mut m = rank.measure(&case, true)?;
-                        m.wrong = sum_over_ranks(&comm, m.wrong)?;
-                        Some(m)
-                    } else {
-                        None
-                    };
-                    total_wrong += sym.wrong + nc.map_or(0, |m| m.wrong);
-                    let line = row(&case, n, algo, sym, nc);
-                    if comm.rank() == 0 {
-                        println!("{line}");
+                        total_wrong += sym.wrong;
+                        let line = row(&case, n, name, sym, nc);
+                        if comm.rank() == 0 {
+                            println!("{line}");
+                        }
+                        lines.push(line);
                     }
-                    lines.push(line);
                     bytes *= 2;
                 }
             }
