@@ -21,6 +21,7 @@ extern crate std;
 
 mod collectives;
 mod common;
+mod ll_collectives;
 mod ll_path;
 pub mod multimem_ops;
 pub mod pattern;
@@ -34,7 +35,35 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16, Max, Min, Sum};
 
 macro_rules! reducing {
-    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident;)*) => {$(
+    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident;)*) => {$(
+        #[doc = concat!("LL reduce-scatter (", stringify!($t), ", ", stringify!($op),
+            "): `dst` (`packs` packs) = reduction in rank order of block `rank` of every \
+            rank's `src`, no barrier.")]
+        ///
+        /// # Safety
+        /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
+        ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
+        /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+        ///   all-reduce.
+        #[kernel]
+        pub unsafe fn $rsll(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            scratch: SymPtr<u8>,
+            cap: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                ll_collectives::reduce_scatter::<$t, $op>(
+                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
+                )
+            }
+        }
+
         #[doc = concat!("Two-shot all-reduce by stores only (", stringify!($t), ", ",
             stringify!($op), "): see `reduce_ops::two_shot_push`.")]
         ///
@@ -137,18 +166,18 @@ macro_rules! reducing {
 }
 
 reducing! {
-    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum, all_reduce_two_shot_push_f32_sum;
-    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min, all_reduce_two_shot_push_f32_min;
-    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max, all_reduce_two_shot_push_f32_max;
-    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum, all_reduce_two_shot_push_bf16_sum;
-    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min, all_reduce_two_shot_push_bf16_min;
-    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max, all_reduce_two_shot_push_bf16_max;
-    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum, all_reduce_two_shot_push_f16_sum;
-    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min, all_reduce_two_shot_push_f16_min;
-    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max, all_reduce_two_shot_push_f16_max;
-    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum, all_reduce_two_shot_push_i32_sum;
-    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min, all_reduce_two_shot_push_i32_min;
-    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max;
+    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum, all_reduce_two_shot_push_f32_sum, reduce_scatter_ll_f32_sum;
+    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min, all_reduce_two_shot_push_f32_min, reduce_scatter_ll_f32_min;
+    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max, all_reduce_two_shot_push_f32_max, reduce_scatter_ll_f32_max;
+    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum, all_reduce_two_shot_push_bf16_sum, reduce_scatter_ll_bf16_sum;
+    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min, all_reduce_two_shot_push_bf16_min, reduce_scatter_ll_bf16_min;
+    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max, all_reduce_two_shot_push_bf16_max, reduce_scatter_ll_bf16_max;
+    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum, all_reduce_two_shot_push_f16_sum, reduce_scatter_ll_f16_sum;
+    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min, all_reduce_two_shot_push_f16_min, reduce_scatter_ll_f16_min;
+    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max, all_reduce_two_shot_push_f16_max, reduce_scatter_ll_f16_max;
+    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum, all_reduce_two_shot_push_i32_sum, reduce_scatter_ll_i32_sum;
+    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min, all_reduce_two_shot_push_i32_min, reduce_scatter_ll_i32_min;
+    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max, reduce_scatter_ll_i32_max;
 }
 
 /// All-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's `dst`.
@@ -339,4 +368,49 @@ multimem_entries! {
         all_reduce_multimem_two_shot_f32_sum, "f32";
     multimem_ops::McBf16 => all_reduce_multimem_one_shot_bf16_sum,
         all_reduce_multimem_two_shot_bf16_sum, "bf16";
+}
+
+/// LL all-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's
+/// `dst`, no barrier.
+///
+/// # Safety
+/// - `src` holds `packs × 16` bytes and `dst` `lsa_size × packs × 16` bytes on this rank
+///   (windows or local pointers; `src` may be this rank's block of `dst`);
+/// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+///   all-reduce.
+#[kernel]
+pub unsafe fn all_gather_ll(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { ll_collectives::all_gather(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
+}
+
+/// LL all-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of
+/// peer `p`'s `dst`, no barrier.
+///
+/// # Safety
+/// - `src` and `dst` hold `lsa_size × packs × 16` bytes on this rank and do not overlap;
+/// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+///   all-reduce.
+#[kernel]
+pub unsafe fn all_to_all_ll(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { ll_collectives::all_to_all(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
 }

@@ -396,6 +396,117 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
 }
 
 #[test]
+fn ll_all_gather_reduce_scatter_and_all_to_all_are_right_in_one_launch_sequence() {
+    let n = 8u32;
+    let flat = Flat::new(n);
+    let per = 40usize; // f32 per block: 10 packs
+    let total = per * n as usize;
+    let packs = (per / 4) as u64;
+    let cap = 64u64;
+    let reset = |src_count: usize, seed: u32| {
+        for r in 0..n {
+            flat.write(r, A, &f32_pattern(seed, r, src_count, 0));
+            flat.write(r, B, &vec![f32::NAN; total]);
+        }
+    };
+    // Two rounds of the three kinds: six LL launches alternate the banks across kinds.
+    for round in 0..2u32 {
+        let seed = 60 + 3 * round;
+        reset(per, seed);
+        let st = on_ranks(n, |r, status| {
+            let (wa, wb, ws) = (
+                flat.window(r, A),
+                flat.window(r, B),
+                flat.window(r, SCRATCH),
+            );
+            // SAFETY: A holds per f32, B n × per; LL scratch of cap packs per sender.
+            unsafe {
+                k::all_gather_ll(
+                    flat.comm(r, 1),
+                    sym(&wa, 0),
+                    sym(&wb, 0),
+                    packs,
+                    sym(&ws, 0),
+                    cap,
+                    TIMEOUT,
+                    status,
+                )
+            };
+        });
+        assert!(st.iter().all(|&s| s == 0));
+        for r in 0..n {
+            let got: Vec<f32> = flat.read(r, B, total);
+            for (i, g) in got.iter().enumerate() {
+                let want = pattern::value(seed, (i / per) as u32, (i % per) as u64);
+                assert_eq!(*g, want as f32, "ag round {round} rank {r} elem {i}");
+            }
+        }
+        reset(total, seed + 1);
+        let st = on_ranks(n, |r, status| {
+            let (wa, wb, ws) = (
+                flat.window(r, A),
+                flat.window(r, B),
+                flat.window(r, SCRATCH),
+            );
+            // SAFETY: A holds n × per f32, B per; LL scratch of cap packs per sender.
+            unsafe {
+                k::reduce_scatter_ll_f32_sum(
+                    flat.comm(r, 1),
+                    sym(&wa, 0),
+                    sym(&wb, 0),
+                    packs,
+                    sym(&ws, 0),
+                    cap,
+                    TIMEOUT,
+                    status,
+                )
+            };
+        });
+        assert!(st.iter().all(|&s| s == 0));
+        for r in 0..n {
+            let got: Vec<f32> = flat.read(r, B, per);
+            for (i, g) in got.iter().enumerate() {
+                let want = pattern::sum(seed + 1, n, (r as usize * per + i) as u64);
+                assert_eq!(*g, want as f32, "rs round {round} rank {r} elem {i}");
+            }
+        }
+        reset(total, seed + 2);
+        let st = on_ranks(n, |r, status| {
+            let (wa, wb, ws) = (
+                flat.window(r, A),
+                flat.window(r, B),
+                flat.window(r, SCRATCH),
+            );
+            // SAFETY: A and B hold n × per f32; LL scratch of cap packs per sender.
+            unsafe {
+                k::all_to_all_ll(
+                    flat.comm(r, 1),
+                    sym(&wa, 0),
+                    sym(&wb, 0),
+                    packs,
+                    sym(&ws, 0),
+                    cap,
+                    TIMEOUT,
+                    status,
+                )
+            };
+        });
+        assert!(st.iter().all(|&s| s == 0));
+        for r in 0..n {
+            let got: Vec<f32> = flat.read(r, B, total);
+            for (i, g) in got.iter().enumerate() {
+                let (p, j) = (i / per, i % per);
+                let want = pattern::value(seed + 2, p as u32, (r as usize * per + j) as u64);
+                assert_eq!(*g, want as f32, "a2a round {round} rank {r} elem {i}");
+            }
+        }
+    }
+    for r in 0..n {
+        assert_eq!(flat.read::<u32>(r, SCRATCH, 1)[0], 6, "six LL launches");
+    }
+}
+
+#[test]
 fn a_missing_peer_makes_the_barrier_time_out_with_status_1() {
     let n = 2;
     let flat = Flat::new(n);
