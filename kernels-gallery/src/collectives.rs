@@ -259,6 +259,10 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
+        if self.tuning.ll_for(total, bytes) {
+            let name = reducing_kernel("reduce_scatter_ll", t, op);
+            return self.launch_ll(&name, src, dst, packs, stream);
+        }
         let args = (
             self.dev.raw(),
             src.sym(0),
@@ -298,6 +302,9 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
+        if self.tuning.ll_for(bytes * self.n, bytes) {
+            return self.launch_ll("all_gather_ll", src, dst, packs, stream);
+        }
         let args = (
             self.dev.raw(),
             src.sym(0),
@@ -338,6 +345,9 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
+        if self.tuning.ll_for(total, bytes) {
+            return self.launch_ll("all_to_all_ll", src, dst, packs, stream);
+        }
         let args = (
             self.dev.raw(),
             src.sym(0),
@@ -391,6 +401,29 @@ impl Collectives {
         );
         let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
         self.launch("broadcast", blocks, plan::THREADS, stream, args)
+    }
+
+    /// Launches an LL data-movement kernel over `packs` packs per peer block.
+    fn launch_ll(
+        &self,
+        name: &str,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        packs: u64,
+        stream: CUstream,
+    ) -> Result<()> {
+        let args = (
+            self.dev.raw(),
+            src.sym(0),
+            dst.sym(0),
+            packs,
+            self.scratch_sym(0),
+            self.ll_cap,
+            self.tuning.timeout_ns,
+            self.status_ptr(),
+        );
+        let blocks = self.tuning.ll_blocks_for(packs);
+        self.launch(name, blocks, plan::LL_THREADS, stream, args)
     }
 
     pub(crate) fn launch<A: KernelArgs>(

@@ -158,6 +158,14 @@ impl Tuning {
         }
     }
 
+    /// True when a data-movement collective (all-gather, reduce-scatter, all-to-all) of
+    /// `total` bytes (the larger of its per-rank input and output, as nccl-tests counts
+    /// size) with `per_peer` bytes per peer block uses its LL (barrier-free) kernel: the
+    /// same size limit as the one-shot all-reduce.
+    pub fn ll_for(&self, total: usize, per_peer: usize) -> bool {
+        total <= self.one_shot_max && per_peer as u64 <= self.ll_cap_packs() * plan::PACK
+    }
+
     /// Packs per rank slot of one push round for `n` ranks (at least 1).
     pub fn push_round_packs(&self, n: usize) -> u64 {
         (self.push_round as u64 / plan::PACK / n as u64).max(1)
@@ -248,6 +256,15 @@ mod tests {
         assert!(e.to_string().contains("SYMCOMM_MAX_BLOCKS"), "{e}");
         let t = Tuning::from_lookup(lookup(&[("SYMCOMM_TIMEOUT_MS", "250")])).unwrap();
         assert_eq!(t.timeout_ns, 250_000_000);
+    }
+
+    #[test]
+    fn small_data_movement_uses_ll_within_the_scratch() {
+        let t = Tuning::default();
+        assert!(t.ll_for(256 << 10, 32 << 10));
+        assert!(!t.ll_for((256 << 10) + 128, 32 << 10));
+        let t = Tuning::from_lookup(lookup(&[("SYMCOMM_ONE_SHOT_MAX", "0")])).unwrap();
+        assert!(!t.ll_for(4096, 512));
     }
 
     #[test]

@@ -113,7 +113,9 @@ mod tests {
         }
         for name in [
             "all_gather",
+            "all_gather_ll",
             "all_to_all",
+            "all_to_all_ll",
             "broadcast",
             "all_reduce_rmsnorm_one_shot_bf16",
             "all_reduce_rmsnorm_two_shot_bf16",

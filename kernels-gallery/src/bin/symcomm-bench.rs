@@ -926,7 +926,14 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
                         let name = if coll == Coll::AllReduce {
                             gallery.tuning().all_reduce_algo_with(algo, bytes).name()
                         } else {
+                            let per_peer = match coll {
+                                Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll => bytes / n,
+                                _ => bytes,
+                            };
+                            let ll =
+                                coll != Coll::Broadcast && gallery.tuning().ll_for(bytes, per_peer);
                             match coll {
+                                _ if ll => "ll",
                                 Coll::AllGather | Coll::AllToAll | Coll::Broadcast => "push",
                                 _ => "pull",
                             }
