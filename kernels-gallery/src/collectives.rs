@@ -54,7 +54,7 @@ impl Collectives {
             });
         }
         let n = comm.lsa_size();
-        let ll_cap = tuning.ll_cap_packs();
+        let ll_cap = tuning.ll_cap_packs(n);
         let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
         let scratch_bytes = fused_off + crate::rmsnorm::FUSED_SCRATCH_BYTES;
         let scratch_mem = SymmetricMemory::alloc(comm, scratch_bytes as usize)?;
@@ -259,7 +259,7 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
-        if self.tuning.ll_for(total, bytes) {
+        if self.tuning.ll_for(total, bytes, self.n) {
             let name = reducing_kernel("reduce_scatter_ll", t, op);
             return self.launch_ll(&name, src, dst, packs, stream);
         }
@@ -302,7 +302,7 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
-        if self.tuning.ll_for(bytes * self.n, bytes) {
+        if self.tuning.ll_for(bytes * self.n, bytes, self.n) {
             return self.launch_ll("all_gather_ll", src, dst, packs, stream);
         }
         let args = (
@@ -345,7 +345,7 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
-        if self.tuning.ll_for(total, bytes) {
+        if self.tuning.ll_for(total, bytes, self.n) {
             return self.launch_ll("all_to_all_ll", src, dst, packs, stream);
         }
         let args = (

@@ -7,7 +7,8 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot` or `two_shot_push` | by size |
-//! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 256 KiB |
+//! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 128 KiB |
+//! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
 //! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push two-shot (its scratch size; 0 = off) | 0 |
 //! | `SYMCOMM_PUSH_MIN` | smallest all-reduce (bytes) that uses the push two-shot when on | 64 MiB |
 //! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel | 32 |
@@ -59,8 +60,11 @@ impl Algo {
 pub struct Tuning {
     /// Forced all-reduce algorithm (`None`: by size).
     pub algo: Option<Algo>,
-    /// Largest all-reduce in bytes that runs one-shot (also the LL scratch capacity).
+    /// Largest all-reduce in bytes that runs one-shot.
     pub one_shot_max: usize,
+    /// Largest all-gather / reduce-scatter / all-to-all in bytes (the larger of input and
+    /// output, as nccl-tests counts size) that runs on the LL kernels.
+    pub ll_max: usize,
     /// Most blocks of a barrier-based kernel (the device communicator gets this many
     /// barriers).
     pub max_blocks: u32,
@@ -79,7 +83,8 @@ impl Default for Tuning {
     fn default() -> Self {
         Tuning {
             algo: None,
-            one_shot_max: 256 << 10,
+            one_shot_max: 128 << 10,
+            ll_max: 1 << 20,
             max_blocks: 32,
             ll_blocks: 16,
             timeout_ns: 10_000_000_000,
@@ -118,6 +123,9 @@ impl Tuning {
         };
         if let Some(n) = num("SYMCOMM_ONE_SHOT_MAX", 0, 64 << 20)? {
             t.one_shot_max = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_LL_MAX", 0, 64 << 20)? {
+            t.ll_max = n as usize;
         }
         if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, 1024)? {
             t.max_blocks = n as u32;
@@ -160,10 +168,10 @@ impl Tuning {
 
     /// True when a data-movement collective (all-gather, reduce-scatter, all-to-all) of
     /// `total` bytes (the larger of its per-rank input and output, as nccl-tests counts
-    /// size) with `per_peer` bytes per peer block uses its LL (barrier-free) kernel: the
-    /// same size limit as the one-shot all-reduce.
-    pub fn ll_for(&self, total: usize, per_peer: usize) -> bool {
-        total <= self.one_shot_max && per_peer as u64 <= self.ll_cap_packs() * plan::PACK
+    /// size) with `per_peer` bytes per peer block, over `n` ranks, uses its LL
+    /// (barrier-free) kernel.
+    pub fn ll_for(&self, total: usize, per_peer: usize, n: usize) -> bool {
+        total <= self.ll_max && per_peer as u64 <= self.ll_cap_packs(n) * plan::PACK
     }
 
     /// Packs per rank slot of one push round for `n` ranks (at least 1).
@@ -182,9 +190,11 @@ impl Tuning {
         plan::blocks_for(packs, plan::LL_THREADS, self.ll_blocks)
     }
 
-    /// LL capacity in packs per sender.
-    pub fn ll_cap_packs(&self) -> u64 {
-        (self.one_shot_max as u64).div_ceil(plan::PACK).max(1)
+    /// LL capacity in packs per sender for `n` ranks: a one-shot all-reduce sends its whole
+    /// input, an LL all-gather / reduce-scatter / all-to-all one `n`-th of its size.
+    pub fn ll_cap_packs(&self, n: usize) -> u64 {
+        let bytes = self.one_shot_max.max(self.ll_max.div_ceil(n.max(1)));
+        (bytes as u64).div_ceil(plan::PACK).max(1)
     }
 }
 
@@ -205,8 +215,8 @@ mod tests {
     fn small_all_reduces_go_one_shot_and_large_ones_two_shot() {
         let t = Tuning::default();
         assert_eq!(t.all_reduce_algo(4096), Algo::OneShot);
-        assert_eq!(t.all_reduce_algo(256 << 10), Algo::OneShot);
-        assert_eq!(t.all_reduce_algo((256 << 10) + 16), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo(128 << 10), Algo::OneShot);
+        assert_eq!(t.all_reduce_algo((128 << 10) + 16), Algo::TwoShot);
         assert_eq!(t.all_reduce_algo(1 << 30), Algo::TwoShot);
     }
 
@@ -222,7 +232,9 @@ mod tests {
         assert_eq!(t.all_reduce_algo(65536), Algo::OneShot);
         // Beyond the LL scratch a forced one-shot cannot run: two-shot instead.
         assert_eq!(t.all_reduce_algo(65536 + 16), Algo::TwoShot);
-        assert_eq!(t.ll_cap_packs(), 4096);
+        // The all-gather limit (1 MiB over 8 ranks = 128 KiB per sender) sizes the scratch.
+        assert_eq!(t.ll_cap_packs(8), 8192);
+        assert_eq!(t.ll_cap_packs(1), 65536);
     }
 
     #[test]
@@ -261,10 +273,15 @@ mod tests {
     #[test]
     fn small_data_movement_uses_ll_within_the_scratch() {
         let t = Tuning::default();
-        assert!(t.ll_for(256 << 10, 32 << 10));
-        assert!(!t.ll_for((256 << 10) + 128, 32 << 10));
-        let t = Tuning::from_lookup(lookup(&[("SYMCOMM_ONE_SHOT_MAX", "0")])).unwrap();
-        assert!(!t.ll_for(4096, 512));
+        assert!(t.ll_for(1 << 20, 128 << 10, 8));
+        assert!(!t.ll_for((1 << 20) + 128, 128 << 10, 8));
+        let t = Tuning::from_lookup(lookup(&[
+            ("SYMCOMM_LL_MAX", "0"),
+            ("SYMCOMM_ONE_SHOT_MAX", "0"),
+        ]))
+        .unwrap();
+        assert!(!t.ll_for(4096, 512, 8));
+        assert_eq!(t.ll_cap_packs(8), 1);
     }
 
     #[test]

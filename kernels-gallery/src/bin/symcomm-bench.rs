@@ -930,8 +930,8 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
                                 Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll => bytes / n,
                                 _ => bytes,
                             };
-                            let ll =
-                                coll != Coll::Broadcast && gallery.tuning().ll_for(bytes, per_peer);
+                            let ll = coll != Coll::Broadcast
+                                && gallery.tuning().ll_for(bytes, per_peer, n);
                             match coll {
                                 _ if ll => "ll",
                                 Coll::AllGather | Coll::AllToAll | Coll::Broadcast => "push",
