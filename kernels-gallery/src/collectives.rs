@@ -61,6 +61,8 @@ impl Collectives {
         // Zeroed before registering: registration ends with a team barrier, so no peer can
         // write an LL line before every header and line is zero (= never valid).
         scratch_mem.buffer().fill_bytes(0)?;
+        // cuMemsetD8 may return before the memset is done: wait for it.
+        symcomm::launch::synchronize()?;
         let scratch = comm.register_window(&scratch_mem)?;
         let push = if tuning.push_round > 0 {
             let bytes = tuning.push_round_packs(n) * plan::PACK * n as u64;
