@@ -194,6 +194,16 @@ impl Collectives {
                     args,
                 )?;
             }
+            Algo::TwoShotLl => {
+                let name = reducing_kernel("all_reduce_two_shot_ll", t, op);
+                let slice = plan::slice_len(packs, self.n as u64);
+                if 2 * slice > self.ll_cap {
+                    return Err(Error::InvalidArgument(format!(
+                        "all_reduce: {bytes} bytes exceed the two-shot LL scratch"
+                    )));
+                }
+                self.launch_ll(&name, src, dst, slice, stream, packs)?;
+            }
             Algo::TwoShot => {
                 let name = reducing_kernel("all_reduce_two_shot", t, op);
                 let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
@@ -263,7 +273,7 @@ impl Collectives {
         let packs = bytes as u64 / plan::PACK;
         if self.tuning.ll_for(total, bytes, self.n) {
             let name = reducing_kernel("reduce_scatter_ll", t, op);
-            return self.launch_ll(&name, src, dst, packs, stream);
+            return self.launch_ll(&name, src, dst, packs, stream, packs);
         }
         let args = (
             self.dev.raw(),
@@ -305,7 +315,7 @@ impl Collectives {
         }
         let packs = bytes as u64 / plan::PACK;
         if self.tuning.ll_for(bytes * self.n, bytes, self.n) {
-            return self.launch_ll("all_gather_ll", src, dst, packs, stream);
+            return self.launch_ll("all_gather_ll", src, dst, packs, stream, packs);
         }
         let args = (
             self.dev.raw(),
@@ -348,7 +358,7 @@ impl Collectives {
         }
         let packs = bytes as u64 / plan::PACK;
         if self.tuning.ll_for(total, bytes, self.n) {
-            return self.launch_ll("all_to_all_ll", src, dst, packs, stream);
+            return self.launch_ll("all_to_all_ll", src, dst, packs, stream, packs);
         }
         let args = (
             self.dev.raw(),
@@ -405,14 +415,16 @@ impl Collectives {
         self.launch("broadcast", blocks, plan::THREADS, stream, args)
     }
 
-    /// Launches an LL data-movement kernel over `packs` packs per peer block.
+    /// Launches an LL kernel whose grid covers `work` packs per thread pass, passing
+    /// `packs` as its size argument.
     fn launch_ll(
         &self,
         name: &str,
         src: Buf<'_>,
         dst: Buf<'_>,
-        packs: u64,
+        work: u64,
         stream: CUstream,
+        packs: u64,
     ) -> Result<()> {
         let args = (
             self.dev.raw(),
@@ -424,7 +436,7 @@ impl Collectives {
             self.tuning.timeout_ns,
             self.status_ptr(),
         );
-        let blocks = self.tuning.ll_blocks_for(packs);
+        let blocks = self.tuning.ll_blocks_for(work);
         self.launch(name, blocks, plan::LL_THREADS, stream, args)
     }
 

@@ -115,7 +115,7 @@ impl Collectives {
                     a,
                 )?;
             }
-            Algo::TwoShot | Algo::TwoShotPush => {
+            Algo::TwoShot | Algo::TwoShotPush | Algo::TwoShotLl => {
                 if bytes as u64 > FUSED_SCRATCH_BYTES {
                     return Err(Error::InvalidArgument(format!(
                         "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \

@@ -6,8 +6,9 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot` or `two_shot_push` | by size |
+//! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot_ll`, `two_shot` or `two_shot_push` | by size |
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 128 KiB |
+//! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel | 1 MiB |
 //! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
 //! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push two-shot (its scratch size; 0 = off) | 0 |
 //! | `SYMCOMM_PUSH_MIN` | smallest all-reduce (bytes) that uses the push two-shot when on | 64 MiB |
@@ -25,6 +26,9 @@ pub enum Algo {
     /// One kernel, no barrier: every rank pushes its input to every peer as LL lines and
     /// reduces all of them itself (latency; traffic grows with the rank count).
     OneShot,
+    /// Reduce-scatter and all-gather on LL lines, no barrier (medium sizes: a quarter of
+    /// the one-shot's traffic, no barrier latency).
+    TwoShotLl,
     /// Reduce-scatter by loads + all-gather by stores between an entry and an exit barrier
     /// (bandwidth-optimal).
     TwoShot,
@@ -39,6 +43,7 @@ impl Algo {
     pub const fn name(self) -> &'static str {
         match self {
             Algo::OneShot => "one_shot",
+            Algo::TwoShotLl => "two_shot_ll",
             Algo::TwoShot => "two_shot",
             Algo::TwoShotPush => "two_shot_push",
         }
@@ -48,6 +53,7 @@ impl Algo {
     pub fn parse(s: &str) -> Option<Algo> {
         match s {
             "one_shot" => Some(Algo::OneShot),
+            "two_shot_ll" => Some(Algo::TwoShotLl),
             "two_shot" => Some(Algo::TwoShot),
             "two_shot_push" => Some(Algo::TwoShotPush),
             _ => None,
@@ -62,6 +68,8 @@ pub struct Tuning {
     pub algo: Option<Algo>,
     /// Largest all-reduce in bytes that runs one-shot.
     pub one_shot_max: usize,
+    /// Largest all-reduce in bytes that runs two-shot on LL lines.
+    pub two_shot_ll_max: usize,
     /// Largest all-gather / reduce-scatter / all-to-all in bytes (the larger of input and
     /// output, as nccl-tests counts size) that runs on the LL kernels.
     pub ll_max: usize,
@@ -84,6 +92,7 @@ impl Default for Tuning {
         Tuning {
             algo: None,
             one_shot_max: 128 << 10,
+            two_shot_ll_max: 1 << 20,
             ll_max: 1 << 20,
             max_blocks: 32,
             ll_blocks: 16,
@@ -106,7 +115,7 @@ impl Tuning {
         if let Some(v) = get("SYMCOMM_ALGO") {
             t.algo = Some(Algo::parse(&v).ok_or_else(|| Error::Env {
                 var: "SYMCOMM_ALGO".into(),
-                reason: format!("{v:?} is not one_shot, two_shot or two_shot_push"),
+                reason: format!("{v:?} is not one_shot, two_shot_ll, two_shot or two_shot_push"),
             })?);
         }
         let num = |var: &str, min: u64, max: u64| -> Result<Option<u64>> {
@@ -123,6 +132,9 @@ impl Tuning {
         };
         if let Some(n) = num("SYMCOMM_ONE_SHOT_MAX", 0, 64 << 20)? {
             t.one_shot_max = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_TWO_SHOT_LL_MAX", 0, 256 << 20)? {
+            t.two_shot_ll_max = n as usize;
         }
         if let Some(n) = num("SYMCOMM_LL_MAX", 0, 64 << 20)? {
             t.ll_max = n as usize;
@@ -145,9 +157,9 @@ impl Tuning {
         Ok(t)
     }
 
-    /// The all-reduce algorithm for `bytes`: the forced one if it can run (one-shot needs
-    /// the data to fit the LL scratch, `one_shot_max`; the push two-shot needs its scratch,
-    /// `push_round > 0`), else by size.
+    /// The all-reduce algorithm for `bytes`: the forced one if it can run (the LL kernels
+    /// need the data to fit the LL scratch: `one_shot_max`, `two_shot_ll_max`; the push
+    /// two-shot needs its scratch, `push_round > 0`), else by size.
     pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
         self.all_reduce_algo_with(self.algo, bytes)
     }
@@ -158,9 +170,11 @@ impl Tuning {
         let push_on = self.push_round > 0;
         match forced {
             Some(Algo::OneShot) if bytes <= self.one_shot_max => Algo::OneShot,
+            Some(Algo::TwoShotLl) if bytes <= self.two_shot_ll_max => Algo::TwoShotLl,
             Some(Algo::TwoShotPush) if push_on => Algo::TwoShotPush,
             Some(Algo::TwoShot) => Algo::TwoShot,
             _ if bytes <= self.one_shot_max => Algo::OneShot,
+            _ if bytes <= self.two_shot_ll_max => Algo::TwoShotLl,
             _ if push_on && bytes >= self.push_min => Algo::TwoShotPush,
             _ => Algo::TwoShot,
         }
@@ -191,10 +205,17 @@ impl Tuning {
     }
 
     /// LL capacity in packs per sender for `n` ranks: a one-shot all-reduce sends its whole
-    /// input, an LL all-gather / reduce-scatter / all-to-all one `n`-th of its size.
+    /// input, a two-shot LL all-reduce two `n`-ths, an LL all-gather / reduce-scatter /
+    /// all-to-all one `n`-th of its size.
     pub fn ll_cap_packs(&self, n: usize) -> u64 {
-        let bytes = self.one_shot_max.max(self.ll_max.div_ceil(n.max(1)));
-        (bytes as u64).div_ceil(plan::PACK).max(1)
+        let n = n.max(1);
+        // The two-shot LL kernel sends two slices of `ceil(packs / n)` per sender.
+        let two_shot_ll = 2
+            * (self.two_shot_ll_max as u64)
+                .div_ceil(plan::PACK)
+                .div_ceil(n as u64);
+        let bytes = self.one_shot_max.max(self.ll_max.div_ceil(n));
+        (bytes as u64).div_ceil(plan::PACK).max(two_shot_ll).max(1)
     }
 }
 
@@ -216,7 +237,9 @@ mod tests {
         let t = Tuning::default();
         assert_eq!(t.all_reduce_algo(4096), Algo::OneShot);
         assert_eq!(t.all_reduce_algo(128 << 10), Algo::OneShot);
-        assert_eq!(t.all_reduce_algo((128 << 10) + 16), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo((128 << 10) + 16), Algo::TwoShotLl);
+        assert_eq!(t.all_reduce_algo(1 << 20), Algo::TwoShotLl);
+        assert_eq!(t.all_reduce_algo((1 << 20) + 16), Algo::TwoShot);
         assert_eq!(t.all_reduce_algo(1 << 30), Algo::TwoShot);
     }
 
@@ -230,11 +253,12 @@ mod tests {
         ]))
         .unwrap();
         assert_eq!(t.all_reduce_algo(65536), Algo::OneShot);
-        // Beyond the LL scratch a forced one-shot cannot run: two-shot instead.
-        assert_eq!(t.all_reduce_algo(65536 + 16), Algo::TwoShot);
-        // The all-gather limit (1 MiB over 8 ranks = 128 KiB per sender) sizes the scratch.
-        assert_eq!(t.ll_cap_packs(8), 8192);
-        assert_eq!(t.ll_cap_packs(1), 65536);
+        // Beyond its limit a forced one-shot cannot run: the choice by size instead.
+        assert_eq!(t.all_reduce_algo(65536 + 16), Algo::TwoShotLl);
+        assert_eq!(t.all_reduce_algo(4 << 20), Algo::TwoShot);
+        // The two-shot LL limit (two slices of 1 MiB / 8 per sender) sizes the scratch.
+        assert_eq!(t.ll_cap_packs(8), 16384);
+        assert_eq!(t.ll_cap_packs(1), 131072);
     }
 
     #[test]
@@ -246,11 +270,11 @@ mod tests {
         );
         let t = Tuning::from_lookup(lookup(&[
             ("SYMCOMM_PUSH_ROUND", "268435456"),
-            ("SYMCOMM_PUSH_MIN", "1048576"),
+            ("SYMCOMM_PUSH_MIN", "2097152"),
         ]))
         .unwrap();
-        assert_eq!(t.all_reduce_algo((1 << 20) - 16), Algo::TwoShot);
-        assert_eq!(t.all_reduce_algo(1 << 20), Algo::TwoShotPush);
+        assert_eq!(t.all_reduce_algo((2 << 20) - 16), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo(2 << 20), Algo::TwoShotPush);
         assert_eq!(t.all_reduce_algo(4096), Algo::OneShot);
         assert_eq!(
             t.all_reduce_algo_with(Some(Algo::TwoShot), 1 << 30),
@@ -278,6 +302,7 @@ mod tests {
         let t = Tuning::from_lookup(lookup(&[
             ("SYMCOMM_LL_MAX", "0"),
             ("SYMCOMM_ONE_SHOT_MAX", "0"),
+            ("SYMCOMM_TWO_SHOT_LL_MAX", "0"),
         ]))
         .unwrap();
         assert!(!t.ll_for(4096, 512, 8));

@@ -35,7 +35,34 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16, Max, Min, Sum};
 
 macro_rules! reducing {
-    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident;)*) => {$(
+    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident, $twoll:ident;)*) => {$(
+        #[doc = concat!("Two-shot all-reduce on LL lines (", stringify!($t), ", ",
+            stringify!($op), "): reduce-scatter and all-gather without a barrier.")]
+        ///
+        /// # Safety
+        /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
+        ///   bytes on this rank;
+        /// - `scratch`, the LL launch order and `status` as for the one-shot all-reduce, with
+        ///   `cap ≥ 2 × ceil(packs / lsa_size)`.
+        #[kernel]
+        pub unsafe fn $twoll(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            scratch: SymPtr<u8>,
+            cap: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::two_shot_ll::<$t, $op>(
+                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
+                )
+            }
+        }
+
         #[doc = concat!("LL reduce-scatter (", stringify!($t), ", ", stringify!($op),
             "): `dst` (`packs` packs) = reduction in rank order of block `rank` of every \
             rank's `src`, no barrier.")]
@@ -166,18 +193,18 @@ macro_rules! reducing {
 }
 
 reducing! {
-    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum, all_reduce_two_shot_push_f32_sum, reduce_scatter_ll_f32_sum;
-    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min, all_reduce_two_shot_push_f32_min, reduce_scatter_ll_f32_min;
-    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max, all_reduce_two_shot_push_f32_max, reduce_scatter_ll_f32_max;
-    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum, all_reduce_two_shot_push_bf16_sum, reduce_scatter_ll_bf16_sum;
-    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min, all_reduce_two_shot_push_bf16_min, reduce_scatter_ll_bf16_min;
-    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max, all_reduce_two_shot_push_bf16_max, reduce_scatter_ll_bf16_max;
-    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum, all_reduce_two_shot_push_f16_sum, reduce_scatter_ll_f16_sum;
-    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min, all_reduce_two_shot_push_f16_min, reduce_scatter_ll_f16_min;
-    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max, all_reduce_two_shot_push_f16_max, reduce_scatter_ll_f16_max;
-    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum, all_reduce_two_shot_push_i32_sum, reduce_scatter_ll_i32_sum;
-    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min, all_reduce_two_shot_push_i32_min, reduce_scatter_ll_i32_min;
-    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max, reduce_scatter_ll_i32_max;
+    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum, all_reduce_two_shot_push_f32_sum, reduce_scatter_ll_f32_sum, all_reduce_two_shot_ll_f32_sum;
+    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min, all_reduce_two_shot_push_f32_min, reduce_scatter_ll_f32_min, all_reduce_two_shot_ll_f32_min;
+    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max, all_reduce_two_shot_push_f32_max, reduce_scatter_ll_f32_max, all_reduce_two_shot_ll_f32_max;
+    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum, all_reduce_two_shot_push_bf16_sum, reduce_scatter_ll_bf16_sum, all_reduce_two_shot_ll_bf16_sum;
+    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min, all_reduce_two_shot_push_bf16_min, reduce_scatter_ll_bf16_min, all_reduce_two_shot_ll_bf16_min;
+    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max, all_reduce_two_shot_push_bf16_max, reduce_scatter_ll_bf16_max, all_reduce_two_shot_ll_bf16_max;
+    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum, all_reduce_two_shot_push_f16_sum, reduce_scatter_ll_f16_sum, all_reduce_two_shot_ll_f16_sum;
+    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min, all_reduce_two_shot_push_f16_min, reduce_scatter_ll_f16_min, all_reduce_two_shot_ll_f16_min;
+    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max, all_reduce_two_shot_push_f16_max, reduce_scatter_ll_f16_max, all_reduce_two_shot_ll_f16_max;
+    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum, all_reduce_two_shot_push_i32_sum, reduce_scatter_ll_i32_sum, all_reduce_two_shot_ll_i32_sum;
+    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min, all_reduce_two_shot_push_i32_min, reduce_scatter_ll_i32_min, all_reduce_two_shot_ll_i32_min;
+    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max, reduce_scatter_ll_i32_max, all_reduce_two_shot_ll_i32_max;
 }
 
 /// All-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's `dst`.

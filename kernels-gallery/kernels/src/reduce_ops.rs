@@ -364,3 +364,88 @@ pub unsafe fn two_shot_push<T: Element, O: ReduceOp>(
         unsafe { report(status, r) };
     }
 }
+
+/// Two-shot all-reduce on LL lines, no barrier: rank `r` sends slice `p` of its input to peer
+/// `p` (reduce-scatter), reduces slice `r` in rank order as its lines arrive, then sends the
+/// result to every peer (all-gather). LL slots `[0, slice)` of each sender carry the first
+/// phase, `[slice, 2 slice)` the second.
+///
+/// # Safety
+/// As [`one_shot_ll`] with `src` and `dst` holding `packs` packs on this rank and
+/// `cap ≥ 2 × ceil(packs / lsa_size)`.
+#[inline(always)]
+pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
+    comm: &DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        let ll = LlLaunch::begin(comm, scratch, cap);
+        let (me, n) = (comm.lsa_rank, comm.lsa_size);
+        let (inp, out) = (local_addr(src), local_addr(dst));
+        let chunk = plan::slice_len(packs, n as u64);
+        let (first, stride) = grid_stride();
+        // Reduce-scatter: slice p (pack j of it) to peer p.
+        for k in 1..n {
+            let p = rotated(me, k, n);
+            let (lo, hi) = plan::slice(packs, n as u64, p as u64);
+            let mut j = first;
+            while j < hi - lo {
+                send_pack(&ll, p, j, ld(inp + pack_off(lo + j)));
+                j += stride;
+            }
+        }
+        let mut res = Ok(());
+        // Reduce slice `me`, keep it, and send it on.
+        let (lo, hi) = plan::slice(packs, n as u64, me as u64);
+        let mut j = first;
+        while j < hi - lo && res.is_ok() {
+            let own = ld(inp + pack_off(lo + j));
+            let mut get = |s: i32| {
+                if s == me {
+                    own
+                } else if res.is_ok() {
+                    recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
+                        res = Err(e);
+                        own
+                    })
+                } else {
+                    own
+                }
+            };
+            let mut acc = Acc::<T, O>::new(get(0));
+            for s in 1..n {
+                acc.add(get(s));
+            }
+            let v = acc.finish();
+            for k in 1..n {
+                send_pack(&ll, rotated(me, k, n), chunk + j, v);
+            }
+            st(out + pack_off(lo + j), v);
+            j += stride;
+        }
+        // All-gather: every peer's reduced slice.
+        'peers: for k in 1..n {
+            let s = rotated(me, k, n);
+            let (lo, hi) = plan::slice(packs, n as u64, s as u64);
+            let mut j = first;
+            while j < hi - lo {
+                if res.is_err() {
+                    break 'peers;
+                }
+                match recv_pack(&ll, s, chunk + j, timeout_ns) {
+                    Ok(v) => st(out + pack_off(lo + j), v),
+                    Err(e) => res = Err(e),
+                }
+                j += stride;
+            }
+        }
+        ll.end(res, status);
+    }
+}

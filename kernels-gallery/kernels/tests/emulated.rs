@@ -232,6 +232,57 @@ fn push_two_shot_all_reduce_is_right_over_several_rounds_in_and_out_of_place() {
 }
 
 #[test]
+fn two_shot_ll_all_reduce_is_right_for_ragged_slices_launch_after_launch() {
+    for (n, inplace) in [(8u32, false), (3, true)] {
+        let flat = Flat::new(n);
+        let count = 8 * 301; // bf16: 301 packs, ragged slices
+        let cap = 256u64;
+        for launch in 0..3u32 {
+            for r in 0..n {
+                let v: Vec<u16> = (0..count)
+                    .map(|i| Bf16::from_f32(pattern::value(launch + 80, r, i as u64) as f32).0)
+                    .collect();
+                flat.write(r, A, &v);
+                flat.write(r, B, &vec![0x7f7fu16; count]);
+            }
+            let st = on_ranks(n, |r, status| {
+                let (wa, wb, ws) = (
+                    flat.window(r, A),
+                    flat.window(r, B),
+                    flat.window(r, SCRATCH),
+                );
+                let dst = if inplace { sym(&wa, 0) } else { sym(&wb, 0) };
+                // SAFETY: LL region of `cap` ≥ 2 × slice packs per sender in every scratch copy.
+                unsafe {
+                    k::all_reduce_two_shot_ll_bf16_max(
+                        flat.comm(r, 1),
+                        sym(&wa, 0),
+                        dst,
+                        (count / 8) as u64,
+                        sym(&ws, 0),
+                        cap,
+                        TIMEOUT,
+                        status,
+                    )
+                };
+            });
+            assert!(st.iter().all(|&s| s == 0), "launch {launch}: {st:?}");
+            for r in 0..n {
+                let got: Vec<u16> = flat.read(r, if inplace { A } else { B }, count);
+                for (i, g) in got.iter().enumerate() {
+                    let want = pattern::max(launch + 80, n, i as u64) as f32;
+                    assert_eq!(
+                        Bf16(*g).to_f32(),
+                        want,
+                        "n {n} launch {launch} rank {r} elem {i}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn one_shot_ll_all_reduce_is_right_launch_after_launch_across_banks() {
     let n = 8;
     let flat = Flat::new(n);

@@ -13,8 +13,8 @@
 //! - `--iters N` ops captured per CUDA graph (20), `--replays N` timed replays (20),
 //!   `--warmup N` untimed replays (5)
 //! - `--inplace`: in-place variants; `--no-nccl`: symcomm only
-//! - `--algos LIST`: all-reduce rows per forced algorithm (`auto,one_shot,two_shot,
-//!   two_shot_push`; default `auto` = chosen by size); `two_shot_push` turns the push
+//! - `--algos LIST`: all-reduce rows per forced algorithm (`auto,one_shot,two_shot_ll,
+//!   two_shot,two_shot_push`; default `auto` = chosen by size); `two_shot_push` turns the push
 //!   scratch on (256 MiB rounds) unless `SYMCOMM_PUSH_ROUND` sets it
 //!
 //! For each size and implementation: inputs are filled with the pattern (random small
