@@ -4,8 +4,9 @@
 //! a window), with every intermediate rounded to bf16 as an all-reduce followed by a separate
 //! kernel would round it: `s = Σ_ranks x`, `h = s + residual` (→ `residual_out`) and
 //! `out = h · rsqrt(mean(h²) + eps) · weight`. The residual must be the same on every rank
-//! (the replicated residual stream of tensor parallelism). Small inputs use the one-shot LL
-//! kernel (no barrier), larger ones the two-shot kernel (rows split across ranks).
+//! (the replicated residual stream of tensor parallelism). The protocol follows the plain
+//! all-reduce of the same bytes: one-shot LL, two-shot LL (rows split across ranks, no
+//! barrier) or two-shot with barriers (rows split across ranks, `h` pushed).
 
 use cudarc::driver::sys::CUstream;
 use symcomm::launch::KernelArg;
@@ -89,12 +90,14 @@ impl Collectives {
             pad: 0,
         });
         let packs = bytes as u64 / plan::PACK;
-        let algo =
-            if self.tuning().all_reduce_algo(bytes) == Algo::OneShot && packs <= self.ll_cap() {
-                Algo::OneShot
-            } else {
-                Algo::TwoShot
-            };
+        let n = self.size() as u64;
+        let chunk = plan::slice_len(tokens as u64, n) * (hidden as u64 / 8);
+        // The same protocol as a plain all-reduce of these bytes, where the rows fit.
+        let algo = match self.tuning().all_reduce_algo(bytes) {
+            Algo::OneShot if packs <= self.ll_cap() => Algo::OneShot,
+            Algo::OneShot | Algo::TwoShotLl if 2 * chunk <= self.ll_cap() => Algo::TwoShotLl,
+            _ => Algo::TwoShot,
+        };
         match algo {
             Algo::OneShot => {
                 let blocks = (tokens as u32).min(self.tuning().ll_blocks.max(1));
@@ -115,7 +118,26 @@ impl Collectives {
                     a,
                 )?;
             }
-            Algo::TwoShot | Algo::TwoShotPush | Algo::TwoShotLl => {
+            Algo::TwoShotLl => {
+                let blocks = (tokens as u32).min(self.tuning().ll_blocks.max(1));
+                let a = (
+                    self.dev_raw(),
+                    x.sym(0),
+                    args,
+                    self.scratch_sym(0),
+                    self.ll_cap(),
+                    self.tuning().timeout_ns,
+                    self.status_ptr(),
+                );
+                self.launch(
+                    "all_reduce_rmsnorm_two_shot_ll_bf16",
+                    blocks,
+                    plan::LL_THREADS,
+                    stream,
+                    a,
+                )?;
+            }
+            Algo::TwoShot | Algo::TwoShotPush => {
                 if bytes as u64 > FUSED_SCRATCH_BYTES {
                     return Err(Error::InvalidArgument(format!(
                         "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \

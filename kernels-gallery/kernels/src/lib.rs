@@ -441,3 +441,22 @@ pub unsafe fn all_to_all_ll(
     // SAFETY: the contract above.
     unsafe { ll_collectives::all_to_all(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
 }
+
+/// Fused all-reduce + residual add + RMSNorm, two-shot on LL lines (bf16): see [`rmsnorm`].
+///
+/// # Safety
+/// As [`all_reduce_rmsnorm_one_shot_bf16`] with `cap ≥ 2 × ceil(tokens / lsa_size) ×
+/// hidden / 8`; the residual is the same on every rank.
+#[kernel]
+pub unsafe fn all_reduce_rmsnorm_two_shot_ll_bf16(
+    comm: DevComm,
+    x: SymPtr<u8>,
+    a: rmsnorm::NormArgs,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::fused_two_shot_ll(&comm, x, a, scratch, cap, timeout_ns, status) }
+}

@@ -22,7 +22,9 @@ use symcomm_device::reduce::{Bf16, Element, Sum};
 use symcomm_device::shared_array;
 use symcomm_device::wait::WaitError;
 
-use crate::common::{Acc, bracketed, ld, local_addr, pack_off, peer_addr, rotated, st};
+use crate::common::{
+    Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st,
+};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
 
@@ -433,4 +435,128 @@ pub unsafe fn fused_two_shot(
             }
         }
     }
+}
+
+/// Fused two-shot on LL lines, no barrier: rows are split across ranks; every rank sends
+/// each owner its rows of `x` (slots `[0, chunk)`), the owner reduces them in rank order,
+/// adds the residual and sends `h` to every rank, itself included (slots
+/// `[chunk, 2 chunk)`), and every rank normalises every row as its `h` arrives.
+/// `chunk = ceil(tokens / lsa_size) × hidden / 8`.
+///
+/// # Safety
+/// As [`fused_one_shot`] with `cap ≥ 2 × chunk`; the residual is the same on every rank.
+#[inline(always)]
+pub unsafe fn fused_two_shot_ll(
+    comm: &DevComm,
+    x: SymPtr<u8>,
+    a: NormArgs,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    let NormArgs {
+        residual,
+        weight,
+        out,
+        residual_out,
+        tokens,
+        hidden,
+        eps,
+        ..
+    } = a;
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        let ll = LlLaunch::begin(comm, scratch, cap);
+        let (me, n) = (comm.lsa_rank, comm.lsa_size);
+        let inp = local_addr(x);
+        let ppr = hidden / 8;
+        let chunk = plan::slice_len(tokens, n as u64) * ppr;
+        let (first, stride) = grid_stride();
+        // 1. Each owner gets its rows of our x.
+        for k in 1..n {
+            let p = rotated(me, k, n);
+            let (lo, hi) = plan::slice(tokens, n as u64, p as u64);
+            let mut j = first;
+            while j < (hi - lo) * ppr {
+                send_pack(&ll, p, j, ld(inp + pack_off(lo * ppr + j)));
+                j += stride;
+            }
+        }
+        // 2. Reduce our rows, add the residual, send h to every rank (us included).
+        let mut res: Result<(), WaitError> = Ok(());
+        let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
+        let mut j = first;
+        while j < (hi - lo) * ppr {
+            let g = lo * ppr + j;
+            let own = ld(inp + pack_off(g));
+            let mut get = |s: i32| {
+                if s == me {
+                    own
+                } else if res.is_ok() {
+                    recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
+                        res = Err(e);
+                        U32x4::default()
+                    })
+                } else {
+                    U32x4::default()
+                }
+            };
+            let mut acc = Acc::<Bf16, Sum>::new(get(0));
+            for s in 1..n {
+                acc.add(get(s));
+            }
+            let h = add_bf16(acc.finish(), ld(residual + pack_off(g)));
+            for k in 0..n {
+                send_pack(&ll, rotated(me, k, n), chunk + j, h);
+            }
+            j += stride;
+        }
+        // 3. Normalise every row from the h its owner sent (block per row).
+        let (k0, kstride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+        let mut row = u64::from(block_idx().x);
+        while row < tokens {
+            let owner = owner_of(row, tokens, n as u64);
+            let (olo, _) = plan::slice(tokens, n as u64, owner);
+            let row_off = pack_off(row * ppr);
+            let mut h = [U32x4::default(); MAX_PACKS];
+            let mut have = 0;
+            let mut i = 0;
+            while i < MAX_PACKS {
+                let k = k0 + i as u64 * kstride;
+                if k < ppr {
+                    if res.is_ok() {
+                        let slot = chunk + (row - olo) * ppr + k;
+                        match recv_pack(&ll, owner as i32, slot, timeout_ns) {
+                            Ok(v) => h[i] = v,
+                            Err(e) => res = Err(e),
+                        }
+                    }
+                    have = i + 1;
+                }
+                i += 1;
+            }
+            finish_row(
+                &h,
+                have,
+                k0,
+                kstride,
+                hidden,
+                eps,
+                weight,
+                out,
+                residual_out,
+                row_off,
+            );
+            row += u64::from(grid_dim().x);
+        }
+        ll.end(res, status);
+    }
+}
+
+/// The rank that owns `row` when `tokens` rows are split into `n` slices of
+/// `ceil(tokens / n)`.
+#[inline(always)]
+pub const fn owner_of(row: u64, tokens: u64, n: u64) -> u64 {
+    row / tokens.div_ceil(n)
 }

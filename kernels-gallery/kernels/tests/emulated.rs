@@ -580,12 +580,13 @@ fn a_missing_peer_makes_the_barrier_time_out_with_status_1() {
 
 #[test]
 fn fused_rmsnorm_one_shot_and_two_shot_match_the_unfused_kernel() {
-    for two_shot in [false, true] {
-        fused_rmsnorm_matches_unfused(two_shot);
+    // 0 = one-shot LL, 1 = two-shot with barriers, 2 = two-shot LL.
+    for variant in 0..3 {
+        fused_rmsnorm_matches_unfused(variant);
     }
 }
 
-fn fused_rmsnorm_matches_unfused(two_shot: bool) {
+fn fused_rmsnorm_matches_unfused(variant: u32) {
     let n = 4;
     let flat = Flat::new(n);
     // One emulated thread holds MAX_PACKS packs of a row: hidden = 8 × MAX_PACKS.
@@ -626,7 +627,17 @@ fn fused_rmsnorm_matches_unfused(two_shot: bool) {
                     // SAFETY: x window, scratch with cap ≥ rows / 8 (one-shot) or a fused
                     // region of 2 × rows bf16 at 1 MiB (two-shot), local row buffers.
                     unsafe {
-                        if two_shot {
+                        if variant == 2 {
+                            k::all_reduce_rmsnorm_two_shot_ll_bf16(
+                                flat.comm(r, 1),
+                                sym(&wa, 0),
+                                a,
+                                sym(&ws, 0),
+                                1024,
+                                TIMEOUT,
+                                &mut status,
+                            )
+                        } else if variant == 1 {
                             k::all_reduce_rmsnorm_two_shot_bf16(
                                 flat.comm(r, 1),
                                 sym(&wa, 0),
@@ -673,8 +684,8 @@ fn fused_rmsnorm_matches_unfused(two_shot: bool) {
     // SAFETY: host buffers of the sizes NormArgs gives.
     unsafe { k::rmsnorm_residual_bf16(sum.as_ptr() as u64, a) };
     for (r, (o, h)) in outs.iter().enumerate() {
-        assert_eq!(h, &hout, "two-shot {two_shot}: rank {r} residual_out");
-        assert_eq!(o, &out, "two-shot {two_shot}: rank {r} out");
+        assert_eq!(h, &hout, "variant {variant}: rank {r} residual_out");
+        assert_eq!(o, &out, "variant {variant}: rank {r} out");
     }
     assert!(out.iter().any(|&v| v != 0), "a non-trivial result");
 }
