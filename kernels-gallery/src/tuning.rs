@@ -12,8 +12,8 @@
 //! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
 //! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push two-shot (its scratch size; 0 = off) | 0 |
 //! | `SYMCOMM_PUSH_MIN` | smallest all-reduce (bytes) that uses the push two-shot when on | 64 MiB |
-//! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel | 32 |
-//! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel | 16 |
+//! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 32 |
+//! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 16 |
 //! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
 
 use symcomm::{Error, Result};
@@ -139,10 +139,10 @@ impl Tuning {
         if let Some(n) = num("SYMCOMM_LL_MAX", 0, 64 << 20)? {
             t.ll_max = n as usize;
         }
-        if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, 1024)? {
+        if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, 128)? {
             t.max_blocks = n as u32;
         }
-        if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, 1024)? {
+        if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, 64)? {
             t.ll_blocks = n as u32;
         }
         if let Some(n) = num("SYMCOMM_PUSH_ROUND", 0, 16 << 30)? {

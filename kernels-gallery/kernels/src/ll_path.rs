@@ -8,6 +8,10 @@
 //! previous launch wrote it). Double buffering: rank `r` can only be in launch `k + 2` (bank
 //! of `k` again) after finishing `k + 1`, which needed every peer's `k + 1` lines, sent after
 //! that peer had finished reading `k`.
+//!
+//! Kernels whose later phases wait for lines that other blocks of the same GPU send in an
+//! earlier phase (the two-shot LL kernels) need all their blocks resident at once; the host
+//! launches LL kernels with at most 64 blocks (16 by default), far below the SM count.
 
 use symcomm_device::arch::grid_dim;
 use symcomm_device::comm::DevComm;
