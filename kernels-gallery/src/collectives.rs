@@ -104,6 +104,11 @@ impl Collectives {
         self.n
     }
 
+    /// The loaded gallery module (every kernel of [`kernels::PTX`], JIT-compiled once).
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
     /// The device communicator the kernels use (e.g. to raise its abort flag).
     pub fn dev_comm(&self) -> &DevComm {
         &self.dev
