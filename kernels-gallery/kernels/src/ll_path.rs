@@ -131,7 +131,6 @@ pub unsafe fn recv_pack(
             ll::try_load(line.add(1), l.epoch),
         )
     };
-    // SAFETY: as above.
     let v = match ready {
         (Some(x), Some(y)) => Ok(U32x4([
             x as u32,
@@ -139,6 +138,7 @@ pub unsafe fn recv_pack(
             y as u32,
             (y >> 32) as u32,
         ])),
+        // SAFETY: as above.
         _ => unsafe { ll::load_pack(line, l.epoch, l.abort, timeout_ns) },
     };
     // The CPU emulation moves the 16 bytes of a line as four separate words, so a poll can
