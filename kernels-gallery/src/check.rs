@@ -42,12 +42,37 @@ pub fn reduced(op: RedOp, seed: u32, n: u32, i: u64) -> i32 {
 /// The pattern's values and their reductions are small integers, exact in every type, so the
 /// tolerance is zero; a NaN (e.g. the 0x7f poison in f16) is always wrong.
 pub fn count_wrong(got: &[u8], t: DataType, count: usize, want: impl Fn(usize) -> i32) -> usize {
-    (0..count)
-        .filter(|&i| {
-            let g = decode(got, t, i);
-            g.is_nan() || g != f64::from(want(i))
-        })
-        .count()
+    find_wrong(got, t, count, want, 0).count
+}
+
+/// The wrong elements of a result: how many, and the first few as `(index, got, want)`.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Mismatches {
+    /// Number of wrong elements.
+    pub count: usize,
+    /// The first wrong elements (at most the number asked for), in index order.
+    pub first: Vec<(usize, f64, i32)>,
+}
+
+/// [`count_wrong`] that also keeps the first `keep` wrong elements (for diagnostics).
+pub fn find_wrong(
+    got: &[u8],
+    t: DataType,
+    count: usize,
+    want: impl Fn(usize) -> i32,
+    keep: usize,
+) -> Mismatches {
+    let mut m = Mismatches::default();
+    for i in 0..count {
+        let (g, w) = (decode(got, t, i), want(i));
+        if g.is_nan() || g != f64::from(w) {
+            m.count += 1;
+            if m.first.len() < keep {
+                m.first.push((i, g, w));
+            }
+        }
+    }
+    m
 }
 
 #[cfg(test)]
@@ -74,6 +99,12 @@ mod tests {
                 *b = 0x7f; // the benchmark's poison byte
             }
             assert_eq!(count_wrong(&buf, t, 100, want), 3, "{t}");
+            let m = find_wrong(&buf, t, 100, want, 2);
+            assert_eq!(m.count, 3);
+            assert_eq!(m.first.len(), 2);
+            assert_eq!((m.first[0].0, m.first[0].2), (3, want(3)));
+            assert_eq!(m.first[0].1, f64::from(want(3) + 1));
+            assert_eq!(m.first[1].0, 10);
         }
     }
 }

@@ -34,7 +34,7 @@ use symcomm::cuda::VmmBuffer;
 use symcomm::launch::{LaunchConfig, Module};
 use symcomm::{Communicator, Error, Result, SymmetricMemory, Window};
 use symcomm_gallery::NormBuffers;
-use symcomm_gallery::check::{count_wrong, fill_code, reduced};
+use symcomm_gallery::check::{fill_code, find_wrong, reduced};
 use symcomm_gallery::rmsnorm::{bf16_close, reference_row};
 use symcomm_gallery::{Algo, Buf, Collectives, DataType, RedOp, Tuning, kernels};
 use symcomm_gallery_kernels::pattern;
@@ -343,7 +343,7 @@ impl Rank<'_> {
     }
 
     /// Checks this rank's output; returns the wrong-element count.
-    fn verify(&self, c: &Case) -> Result<u64> {
+    fn verify(&self, c: &Case, what: &str) -> Result<u64> {
         let (_, dst) = self.bufs(c);
         let (_, outb) = self.sizes(c);
         let mut got = vec![0u8; outb];
@@ -351,27 +351,34 @@ impl Rank<'_> {
         cuda_copy_to_host(&mut got, dst.device_ptr())?;
         let (n, r, s, t) = (self.n() as u32, self.comm.rank() as u64, c.seed, c.t);
         let count = outb / t.size();
-        let wrong = match c.coll {
-            Coll::AllReduce => count_wrong(&got, t, count, |i| reduced(c.op, s, n, i as u64)),
-            Coll::ReduceScatter => count_wrong(&got, t, count, |i| {
-                reduced(c.op, s, n, r * count as u64 + i as u64)
-            }),
-            Coll::AllGather => {
-                let per = count / n as usize;
-                count_wrong(&got, t, count, |i| {
-                    pattern::value(s, (i / per) as u32, (i % per) as u64)
-                })
-            }
-            Coll::AllToAll => {
-                let per = count / n as usize;
-                count_wrong(&got, t, count, |i| {
+        let per = count / n as usize;
+        let want = |i: usize| -> i32 {
+            match c.coll {
+                Coll::AllReduce => reduced(c.op, s, n, i as u64),
+                Coll::ReduceScatter => reduced(c.op, s, n, r * count as u64 + i as u64),
+                Coll::AllGather => pattern::value(s, (i / per) as u32, (i % per) as u64),
+                Coll::AllToAll => {
                     pattern::value(s, (i / per) as u32, r * per as u64 + (i % per) as u64)
-                })
+                }
+                Coll::Broadcast | Coll::RmsNorm => pattern::value(s, 0, i as u64),
             }
-            Coll::Broadcast => count_wrong(&got, t, count, |i| pattern::value(s, 0, i as u64)),
-            Coll::RmsNorm => 0,
         };
-        Ok(wrong as u64)
+        let m = find_wrong(&got, t, count, want, 4);
+        if m.count != 0 {
+            let first: Vec<String> = m
+                .first
+                .iter()
+                .map(|(i, g, w)| format!("[{i}] got {g} want {w}"))
+                .collect();
+            eprintln!(
+                "symcomm-bench: rank {r}: {what} {} {} B {t}: {} of {count} wrong; first: {}",
+                c.coll.name(),
+                c.bytes,
+                m.count,
+                first.join(", ")
+            );
+        }
+        Ok(m.count as u64)
     }
 
     /// Launches one op of symcomm (`nccl == false`) or NCCL on the stream.
@@ -465,7 +472,7 @@ impl Rank<'_> {
             .synchronize()
             .map_err(cu("cuStreamSynchronize"))?;
         self.gallery.check_status()?;
-        let wrong = self.verify(c)?;
+        let wrong = self.verify(c, if use_nccl { "NCCL" } else { "symcomm" })?;
         let us = time_graph(self, |r| r.launch(c, use_nccl))?;
         self.gallery.check_status()?;
         Ok(Measured { us, wrong })
@@ -579,7 +586,19 @@ impl NormBench {
                 .collect();
             let (h, y) = reference_row(&s, &res[row.clone()], &w, EPS);
             for (k, i) in row.enumerate() {
-                wrong += u64::from(h_got[i] != h[k]) + u64::from(!bf16_close(y_got[i], y[k]));
+                let bad = u64::from(h_got[i] != h[k]) + u64::from(!bf16_close(y_got[i], y[k]));
+                if bad != 0 && wrong == 0 {
+                    eprintln!(
+                        "symcomm-bench: rank {}: rmsnorm {tokens}x{hidden}: first wrong element \
+                         {i}: h {:#06x} want {:#06x}, out {:#06x} want {:#06x}",
+                        r.comm.rank(),
+                        h_got[i],
+                        h[k],
+                        y_got[i],
+                        y[k]
+                    );
+                }
+                wrong += bad;
             }
         }
         Ok(wrong)
