@@ -280,6 +280,24 @@ impl Collectives {
             let name = reducing_kernel("reduce_scatter_ll", t, op);
             return self.launch_ll(&name, src, dst, packs, stream, packs);
         }
+        if let Some((win, _)) = &self.push
+            && total >= self.tuning.push_min
+        {
+            let round = self.tuning.push_round_packs(self.n);
+            let args = (
+                self.dev.raw(),
+                src.sym(0),
+                dst.sym(0),
+                packs,
+                SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0),
+                round,
+                self.tuning.timeout_ns,
+                self.status_ptr(),
+            );
+            let name = reducing_kernel("reduce_scatter_push", t, op);
+            let blocks = self.tuning.blocks(packs.min(round));
+            return self.launch(&name, blocks, plan::THREADS, stream, args);
+        }
         let args = (
             self.dev.raw(),
             src.sym(0),

@@ -10,8 +10,8 @@
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 128 KiB |
 //! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel | 1 MiB |
 //! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
-//! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push two-shot (its scratch size; 0 = off) | 0 |
-//! | `SYMCOMM_PUSH_MIN` | smallest all-reduce (bytes) that uses the push two-shot when on | 64 MiB |
+//! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size; 0 = off | 0 |
+//! | `SYMCOMM_PUSH_MIN` | smallest all-reduce / reduce-scatter (bytes) that uses them when on | 64 MiB |
 //! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 32 |
 //! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 16 |
 //! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |

@@ -35,7 +35,35 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16, Max, Min, Sum};
 
 macro_rules! reducing {
-    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident, $twoll:ident;)*) => {$(
+    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident, $twoll:ident, $rspush:ident;)*) => {$(
+        #[doc = concat!("Reduce-scatter by stores only (", stringify!($t), ", ",
+            stringify!($op), "): see `reduce_ops::reduce_scatter_push`.")]
+        ///
+        /// # Safety
+        /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
+        ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
+        /// - `push` is the gallery push scratch (`lsa_size × round` packs on every LSA rank,
+        ///   used by no other kernel, `round ≥ 1`);
+        /// - barriers, launch shape and `status` as for the two-shot all-reduce.
+        #[kernel]
+        pub unsafe fn $rspush(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            push: SymPtr<u8>,
+            round: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::reduce_scatter_push::<$t, $op>(
+                    &comm, src, dst, packs, push, round, timeout_ns, status,
+                )
+            }
+        }
+
         #[doc = concat!("Two-shot all-reduce on LL lines (", stringify!($t), ", ",
             stringify!($op), "): reduce-scatter and all-gather without a barrier.")]
         ///
@@ -193,18 +221,18 @@ macro_rules! reducing {
 }
 
 reducing! {
-    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum, all_reduce_two_shot_push_f32_sum, reduce_scatter_ll_f32_sum, all_reduce_two_shot_ll_f32_sum;
-    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min, all_reduce_two_shot_push_f32_min, reduce_scatter_ll_f32_min, all_reduce_two_shot_ll_f32_min;
-    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max, all_reduce_two_shot_push_f32_max, reduce_scatter_ll_f32_max, all_reduce_two_shot_ll_f32_max;
-    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum, all_reduce_two_shot_push_bf16_sum, reduce_scatter_ll_bf16_sum, all_reduce_two_shot_ll_bf16_sum;
-    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min, all_reduce_two_shot_push_bf16_min, reduce_scatter_ll_bf16_min, all_reduce_two_shot_ll_bf16_min;
-    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max, all_reduce_two_shot_push_bf16_max, reduce_scatter_ll_bf16_max, all_reduce_two_shot_ll_bf16_max;
-    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum, all_reduce_two_shot_push_f16_sum, reduce_scatter_ll_f16_sum, all_reduce_two_shot_ll_f16_sum;
-    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min, all_reduce_two_shot_push_f16_min, reduce_scatter_ll_f16_min, all_reduce_two_shot_ll_f16_min;
-    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max, all_reduce_two_shot_push_f16_max, reduce_scatter_ll_f16_max, all_reduce_two_shot_ll_f16_max;
-    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum, all_reduce_two_shot_push_i32_sum, reduce_scatter_ll_i32_sum, all_reduce_two_shot_ll_i32_sum;
-    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min, all_reduce_two_shot_push_i32_min, reduce_scatter_ll_i32_min, all_reduce_two_shot_ll_i32_min;
-    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max, reduce_scatter_ll_i32_max, all_reduce_two_shot_ll_i32_max;
+    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum, all_reduce_two_shot_push_f32_sum, reduce_scatter_ll_f32_sum, all_reduce_two_shot_ll_f32_sum, reduce_scatter_push_f32_sum;
+    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min, all_reduce_two_shot_push_f32_min, reduce_scatter_ll_f32_min, all_reduce_two_shot_ll_f32_min, reduce_scatter_push_f32_min;
+    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max, all_reduce_two_shot_push_f32_max, reduce_scatter_ll_f32_max, all_reduce_two_shot_ll_f32_max, reduce_scatter_push_f32_max;
+    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum, all_reduce_two_shot_push_bf16_sum, reduce_scatter_ll_bf16_sum, all_reduce_two_shot_ll_bf16_sum, reduce_scatter_push_bf16_sum;
+    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min, all_reduce_two_shot_push_bf16_min, reduce_scatter_ll_bf16_min, all_reduce_two_shot_ll_bf16_min, reduce_scatter_push_bf16_min;
+    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max, all_reduce_two_shot_push_bf16_max, reduce_scatter_ll_bf16_max, all_reduce_two_shot_ll_bf16_max, reduce_scatter_push_bf16_max;
+    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum, all_reduce_two_shot_push_f16_sum, reduce_scatter_ll_f16_sum, all_reduce_two_shot_ll_f16_sum, reduce_scatter_push_f16_sum;
+    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min, all_reduce_two_shot_push_f16_min, reduce_scatter_ll_f16_min, all_reduce_two_shot_ll_f16_min, reduce_scatter_push_f16_min;
+    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max, all_reduce_two_shot_push_f16_max, reduce_scatter_ll_f16_max, all_reduce_two_shot_ll_f16_max, reduce_scatter_push_f16_max;
+    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum, all_reduce_two_shot_push_i32_sum, reduce_scatter_ll_i32_sum, all_reduce_two_shot_ll_i32_sum, reduce_scatter_push_i32_sum;
+    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min, all_reduce_two_shot_push_i32_min, reduce_scatter_ll_i32_min, all_reduce_two_shot_ll_i32_min, reduce_scatter_push_i32_min;
+    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max, reduce_scatter_ll_i32_max, all_reduce_two_shot_ll_i32_max, reduce_scatter_push_i32_max;
 }
 
 /// All-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's `dst`.

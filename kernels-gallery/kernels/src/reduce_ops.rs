@@ -449,3 +449,94 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
         ll.end(res, status);
     }
 }
+
+/// Reduce-scatter with every NVLink transfer a store: per round of `round` packs of each
+/// block, rank `r` stores its block `p` into slot `r` of peer `p`'s push scratch, a barrier
+/// publishes the stores, and rank `r` reduces (rank order) its own block with the slots,
+/// reading local memory only. Outputs are local and peers never read our input, so no exit
+/// barrier is needed (the next launch's entry barrier protects the scratch).
+///
+/// # Safety
+/// As [`reduce_scatter`] (`src` may be a local pointer here); `push` is the gallery push
+/// scratch (`lsa_size × round` packs on every rank, used by no other kernel).
+#[inline(always)]
+pub unsafe fn reduce_scatter_push<T: Element, O: ReduceOp>(
+    comm: &DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    push: SymPtr<u8>,
+    round: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    use symcomm_device::arch::{block_idx, grid_dim};
+    use symcomm_device::barrier::LsaBarrier;
+    use symcomm_device::coop::{Coop, Cta};
+
+    let cta = Cta::new();
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    let (g, b) = (u64::from(grid_dim().x), u64::from(block_idx().x));
+    let (t, nt) = (u64::from(cta.thread_rank()), u64::from(cta.size()));
+    // SAFETY: one session per block index on every rank (caller's contract).
+    let mut bar = unsafe { LsaBarrier::new(&cta, comm, block_idx().x) };
+    let mut r = bar.sync_timeout(&cta, Ordering::Acquire, timeout_ns);
+    // SAFETY: buffers and scratch as the contract says.
+    unsafe {
+        let (inp, out, scratch_local) = (local_addr(src), local_addr(dst), local_addr(push));
+        let mine = me as u64 * packs;
+        let mut base = 0;
+        let mut first_round = true;
+        while r.is_ok() && base < packs {
+            if !first_round {
+                r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
+                if r.is_err() {
+                    break;
+                }
+            }
+            first_round = false;
+            let len = if packs - base < round {
+                packs - base
+            } else {
+                round
+            };
+            let (blo, bhi) = block_range(len, g, b);
+            for k in 1..n {
+                let p = rotated(me, k, n);
+                let to = peer_addr(push, p) + pack_off(me as u64 * round);
+                let from = inp + pack_off(p as u64 * packs + base);
+                let mut j = blo + t;
+                while j < bhi {
+                    st(to + pack_off(j), ld(from + pack_off(j)));
+                    j += nt;
+                }
+            }
+            r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
+            if r.is_err() {
+                break;
+            }
+            let mut j = blo + t;
+            while j < bhi {
+                let at = |s: i32| {
+                    if s == me {
+                        ld(inp + pack_off(mine + base + j))
+                    } else {
+                        ld(scratch_local + pack_off(s as u64 * round + j))
+                    }
+                };
+                let mut acc = Acc::<T, O>::new(at(0));
+                for s in 1..n {
+                    acc.add(at(s));
+                }
+                st(out + pack_off(base + j), acc.finish());
+                j += nt;
+            }
+            base += len;
+        }
+    }
+    bar.finish(&cta);
+    if cta.is_leader() {
+        // SAFETY: forwarded.
+        unsafe { report(status, r) };
+    }
+}

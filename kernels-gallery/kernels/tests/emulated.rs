@@ -283,6 +283,57 @@ fn two_shot_ll_all_reduce_is_right_for_ragged_slices_launch_after_launch() {
 }
 
 #[test]
+fn push_reduce_scatter_is_right_over_several_rounds_in_and_out_of_place() {
+    for (n, inplace, round) in [(8u32, false, 7u64), (3, true, 100)] {
+        let flat = Flat::new(n);
+        let per = 4 * 25; // f32 per block: 25 packs
+        let total = per * n as usize;
+        for launch in 0..2u32 {
+            for r in 0..n {
+                flat.write(r, A, &f32_pattern(launch + 90, r, total, 0));
+                flat.write(r, B, &vec![f32::NAN; per]);
+            }
+            let st = on_ranks(n, |r, status| {
+                let (wa, wb, wp) = (flat.window(r, A), flat.window(r, B), flat.window(r, PUSH));
+                let dst = if inplace {
+                    sym(&wa, (r as usize * per * 4) as u64)
+                } else {
+                    sym(&wb, 0)
+                };
+                // SAFETY: A holds n × per f32, B per; push scratch of n × round packs.
+                unsafe {
+                    k::reduce_scatter_push_f32_min(
+                        flat.comm(r, 1),
+                        sym(&wa, 0),
+                        dst,
+                        (per / 4) as u64,
+                        sym(&wp, 0),
+                        round,
+                        TIMEOUT,
+                        status,
+                    )
+                };
+            });
+            assert!(st.iter().all(|&s| s == 0), "{st:?}");
+            for r in 0..n {
+                let got: Vec<f32> = if inplace {
+                    flat.read(r, A + (r as usize * per * 4) as u64, per)
+                } else {
+                    flat.read(r, B, per)
+                };
+                for (i, g) in got.iter().enumerate() {
+                    let want = pattern::min(launch + 90, n, (r as usize * per + i) as u64) as f32;
+                    assert_eq!(
+                        *g, want,
+                        "n {n} round {round} launch {launch} rank {r} elem {i}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
 fn one_shot_ll_all_reduce_is_right_launch_after_launch_across_banks() {
     let n = 8;
     let flat = Flat::new(n);

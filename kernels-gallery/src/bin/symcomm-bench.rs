@@ -970,8 +970,12 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
                             };
                             let ll = coll != Coll::Broadcast
                                 && gallery.tuning().ll_for(bytes, per_peer, n);
+                            let push = coll == Coll::ReduceScatter
+                                && gallery.tuning().push_round > 0
+                                && bytes >= gallery.tuning().push_min;
                             match coll {
                                 _ if ll => "ll",
+                                _ if push => "push",
                                 Coll::AllGather | Coll::AllToAll | Coll::Broadcast => "push",
                                 _ => "pull",
                             }
