@@ -32,6 +32,11 @@ pub fn all_ptx() -> Vec<PtxModule> {
             entry_points: symcomm_examples::kernels::ENTRY_POINTS,
         },
         PtxModule {
+            name: "symcomm_gallery_kernels",
+            ptx: symcomm_gallery::kernels::PTX,
+            entry_points: symcomm_gallery::kernels::ENTRY_POINTS,
+        },
+        PtxModule {
             name: "symcomm_test_kernels",
             ptx: kernels::PTX,
             entry_points: kernels::ENTRY_POINTS,

@@ -1,8 +1,490 @@
-//! Device kernels of the gallery collectives (written against `symcomm-device` only).
+//! Device kernels of the gallery collectives, written only against the public device API
+//! (`symcomm-device`). Built to PTX by `kernels-gallery/build.rs`; the host API in
+//! `symcomm-gallery` plans and launches them.
+//!
+//! Kernels cannot be generic, so the bodies are generic over the element type and operator
+//! (`reduce_ops`, `collectives`, `rmsnorm`) and this file instantiates them as concrete
+//! entry points named `<collective>_<algorithm>_<type>_<op>`. All data moves in 16-byte packs
+//! (`plan::PACK`); sizes and offsets are multiples of 16 bytes (the host API checks).
+//!
+//! Every kernel that waits does so with a bounded wait: a barrier or LL poll that times out
+//! (or sees the abort flag) writes its code (1 = timeout, 2 = aborted) to `status`.
 
 #![no_std]
 #![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
+#![warn(missing_docs)]
+// Kernels and their bodies take every operand as a parameter (no host structs to hide them in).
+#![allow(clippy::too_many_arguments)]
 
-// The collectives arrive with the gallery; until then this keeps the device crate (and, on
-// the host, its std-backed panic handler) linked.
-use symcomm_device as _;
+#[cfg(test)]
+extern crate std;
+
+mod collectives;
+mod common;
+mod ll_collectives;
+mod ll_path;
+pub mod multimem_ops;
+pub mod pattern;
+pub mod plan;
+mod reduce_ops;
+pub mod rmsnorm;
+
+use symcomm_device::kernel;
+use symcomm_device::prelude::DevComm;
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Bf16, F16, Max, Min, Sum};
+
+macro_rules! reducing {
+    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident, $twoll:ident, $rspush:ident;)*) => {$(
+        #[doc = concat!("Reduce-scatter by stores only (", stringify!($t), ", ",
+            stringify!($op), "): see `reduce_ops::reduce_scatter_push`.")]
+        ///
+        /// # Safety
+        /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
+        ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
+        /// - `push` is the gallery push scratch (`lsa_size × round` packs on every LSA rank,
+        ///   used by no other kernel, `round ≥ 1`);
+        /// - barriers, launch shape and `status` as for the two-shot all-reduce.
+        #[kernel]
+        pub unsafe fn $rspush(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            push: SymPtr<u8>,
+            round: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::reduce_scatter_push::<$t, $op>(
+                    &comm, src, dst, packs, push, round, timeout_ns, status,
+                )
+            }
+        }
+
+        #[doc = concat!("Two-shot all-reduce on LL lines (", stringify!($t), ", ",
+            stringify!($op), "): reduce-scatter and all-gather without a barrier.")]
+        ///
+        /// # Safety
+        /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
+        ///   bytes on this rank;
+        /// - `scratch`, the LL launch order and `status` as for the one-shot all-reduce, with
+        ///   `cap ≥ 2 × ceil(packs / lsa_size)`.
+        #[kernel]
+        pub unsafe fn $twoll(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            scratch: SymPtr<u8>,
+            cap: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::two_shot_ll::<$t, $op>(
+                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
+                )
+            }
+        }
+
+        #[doc = concat!("LL reduce-scatter (", stringify!($t), ", ", stringify!($op),
+            "): `dst` (`packs` packs) = reduction in rank order of block `rank` of every \
+            rank's `src`, no barrier.")]
+        ///
+        /// # Safety
+        /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
+        ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
+        /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+        ///   all-reduce.
+        #[kernel]
+        pub unsafe fn $rsll(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            scratch: SymPtr<u8>,
+            cap: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                ll_collectives::reduce_scatter::<$t, $op>(
+                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
+                )
+            }
+        }
+
+        #[doc = concat!("Two-shot all-reduce by stores only (", stringify!($t), ", ",
+            stringify!($op), "): see `reduce_ops::two_shot_push`.")]
+        ///
+        /// # Safety
+        /// - as the two-shot all-reduce; `push` is the gallery push scratch, a window of
+        ///   `lsa_size × round` packs on every LSA rank used by no other kernel (`round ≥ 1`).
+        #[kernel]
+        pub unsafe fn $push(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            push: SymPtr<u8>,
+            round: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::two_shot_push::<$t, $op>(
+                    &comm, src, dst, packs, push, round, timeout_ns, status,
+                )
+            }
+        }
+
+        #[doc = concat!("Two-shot all-reduce (", stringify!($t), ", ", stringify!($op),
+            "): `dst` = reduction of every rank's `src`, `packs` 16-byte packs.")]
+        ///
+        /// # Safety
+        /// - `src` and `dst` are windows (may be the same range) holding `packs × 16` bytes
+        ///   from their offsets on every LSA rank;
+        /// - `comm` has at least `grid_dim().x` LSA barriers, and every LSA rank launches
+        ///   this kernel with the same shape and `packs`;
+        /// - `status` is null or a valid `u32` of this device.
+        #[kernel]
+        pub unsafe fn $two(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { reduce_ops::two_shot::<$t, $op>(&comm, src, dst, packs, timeout_ns, status) }
+        }
+
+        #[doc = concat!("One-shot LL all-reduce (", stringify!($t), ", ", stringify!($op),
+            "): `dst` = reduction of every rank's `src` in rank order, no barrier.")]
+        ///
+        /// # Safety
+        /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
+        ///   bytes on this rank;
+        /// - `scratch` is the gallery scratch window (LL region for `cap ≥ packs` packs per
+        ///   sender, header zeroed at creation), used only by gallery LL launches, which every
+        ///   LSA rank issues in the same order with the same `packs`;
+        /// - `status` is null or a valid `u32` of this device.
+        #[kernel]
+        pub unsafe fn $one(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            scratch: SymPtr<u8>,
+            cap: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::one_shot_ll::<$t, $op>(
+                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
+                )
+            }
+        }
+
+        #[doc = concat!("Reduce-scatter (", stringify!($t), ", ", stringify!($op),
+            "): `dst` (`packs` packs) = reduction of slice `rank` of every rank's `src`.")]
+        ///
+        /// # Safety
+        /// - `src` is a window of `lsa_size × packs × 16` bytes on every LSA rank; `dst`
+        ///   (window or local pointer) holds `packs × 16` bytes and does not overlap slices
+        ///   of `src` other than this rank's;
+        /// - barriers and launch shape as for the two-shot all-reduce; `status` as there.
+        #[kernel]
+        pub unsafe fn $rs(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe {
+                reduce_ops::reduce_scatter::<$t, $op>(&comm, src, dst, packs, timeout_ns, status)
+            }
+        }
+    )*};
+}
+
+reducing! {
+    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum, all_reduce_two_shot_push_f32_sum, reduce_scatter_ll_f32_sum, all_reduce_two_shot_ll_f32_sum, reduce_scatter_push_f32_sum;
+    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min, all_reduce_two_shot_push_f32_min, reduce_scatter_ll_f32_min, all_reduce_two_shot_ll_f32_min, reduce_scatter_push_f32_min;
+    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max, all_reduce_two_shot_push_f32_max, reduce_scatter_ll_f32_max, all_reduce_two_shot_ll_f32_max, reduce_scatter_push_f32_max;
+    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum, all_reduce_two_shot_push_bf16_sum, reduce_scatter_ll_bf16_sum, all_reduce_two_shot_ll_bf16_sum, reduce_scatter_push_bf16_sum;
+    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min, all_reduce_two_shot_push_bf16_min, reduce_scatter_ll_bf16_min, all_reduce_two_shot_ll_bf16_min, reduce_scatter_push_bf16_min;
+    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max, all_reduce_two_shot_push_bf16_max, reduce_scatter_ll_bf16_max, all_reduce_two_shot_ll_bf16_max, reduce_scatter_push_bf16_max;
+    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum, all_reduce_two_shot_push_f16_sum, reduce_scatter_ll_f16_sum, all_reduce_two_shot_ll_f16_sum, reduce_scatter_push_f16_sum;
+    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min, all_reduce_two_shot_push_f16_min, reduce_scatter_ll_f16_min, all_reduce_two_shot_ll_f16_min, reduce_scatter_push_f16_min;
+    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max, all_reduce_two_shot_push_f16_max, reduce_scatter_ll_f16_max, all_reduce_two_shot_ll_f16_max, reduce_scatter_push_f16_max;
+    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum, all_reduce_two_shot_push_i32_sum, reduce_scatter_ll_i32_sum, all_reduce_two_shot_ll_i32_sum, reduce_scatter_push_i32_sum;
+    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min, all_reduce_two_shot_push_i32_min, reduce_scatter_ll_i32_min, all_reduce_two_shot_ll_i32_min, reduce_scatter_push_i32_min;
+    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max, reduce_scatter_ll_i32_max, all_reduce_two_shot_ll_i32_max, reduce_scatter_push_i32_max;
+}
+
+/// All-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's `dst`.
+///
+/// # Safety
+/// - `src` (window or local pointer) holds `packs × 16` bytes; `dst` is a window of
+///   `lsa_size × packs × 16` bytes on every LSA rank (`src` may be this rank's block of it);
+/// - `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
+///   the same shape and `packs`; `status` is null or a valid `u32` of this device.
+#[kernel]
+pub unsafe fn all_gather(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { collectives::all_gather(&comm, src, dst, packs, timeout_ns, status) }
+}
+
+/// All-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of peer
+/// `p`'s `dst`.
+///
+/// # Safety
+/// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes; `dst` is a window of
+///   that size on every LSA rank, not overlapping `src`;
+/// - barriers, launch shape and `status` as for [`all_gather`].
+#[kernel]
+pub unsafe fn all_to_all(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { collectives::all_to_all(&comm, src, dst, packs, timeout_ns, status) }
+}
+
+/// Broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`.
+///
+/// # Safety
+/// - `src` and `dst` are windows of `packs × 16` bytes on every LSA rank (`dst` may equal
+///   `src`); `root` is an LSA rank;
+/// - barriers, launch shape and `status` as for [`all_gather`].
+#[kernel]
+pub unsafe fn broadcast(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    root: i32,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { collectives::broadcast(&comm, src, dst, packs, root, timeout_ns, status) }
+}
+
+/// Writes `count` elements of the benchmark pattern ([`pattern::value`] of `rank` and
+/// `seed`, elements `first..first + count`) to `dst` as type `elem` (0 = f32, 1 = bf16,
+/// 2 = f16, 3 = i32). A grid-stride loop over any launch shape.
+///
+/// # Safety
+/// `dst` is device memory of this GPU valid for `count` elements of the type.
+#[kernel]
+pub unsafe fn bench_fill(dst: *mut u8, count: u64, elem: u32, rank: u32, seed: u32, first: u64) {
+    let (start, stride) = common::grid_stride();
+    let mut i = start;
+    while i < count {
+        let v = pattern::value(seed, rank, first + i);
+        // SAFETY: i < count elements (caller's contract).
+        unsafe {
+            match elem {
+                0 => *dst.cast::<f32>().add(i as usize) = v as f32,
+                1 => *dst.cast::<u16>().add(i as usize) = Bf16::from_f32(v as f32).0,
+                2 => *dst.cast::<u16>().add(i as usize) = F16::from_f32(v as f32).0,
+                _ => *dst.cast::<i32>().add(i as usize) = v,
+            }
+        }
+        i += stride;
+    }
+}
+
+/// Fused all-reduce + residual add + RMSNorm, one-shot LL (bf16): see [`rmsnorm`].
+///
+/// # Safety
+/// - `x` (window or local pointer) holds `tokens × hidden` bf16 on this rank; `a`'s
+///   pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`] gives;
+///   `hidden` is a multiple of 8 and at most `8 × MAX_PACKS × block size`;
+/// - `scratch` is the gallery scratch window with `cap ≥ tokens × hidden / 8`; every LSA rank
+///   issues the same sequence of gallery LL launches; `status` is null or a valid `u32`.
+#[kernel]
+pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
+    comm: DevComm,
+    x: SymPtr<u8>,
+    a: rmsnorm::NormArgs,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::fused_one_shot(&comm, x, a, scratch, cap, timeout_ns, status) }
+}
+
+/// Fused all-reduce + residual add + RMSNorm, two-shot (bf16): see [`rmsnorm`].
+///
+/// # Safety
+/// - `x` is a window of `tokens × hidden` bf16 on every LSA rank; the residual is the same
+///   on every rank; `a` and `hidden` as for the one-shot kernel;
+/// - `fused` is the fused region of the gallery scratch window (`tokens × hidden` bf16);
+/// - `comm` has `grid_dim().x` LSA barriers; every LSA rank launches the same shape and
+///   arguments; `status` is null or a valid `u32`.
+#[kernel]
+pub unsafe fn all_reduce_rmsnorm_two_shot_bf16(
+    comm: DevComm,
+    x: SymPtr<u8>,
+    a: rmsnorm::NormArgs,
+    fused: SymPtr<u8>,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::fused_two_shot(&comm, x, a, fused, timeout_ns, status) }
+}
+
+/// Residual add + RMSNorm of already all-reduced rows `s` (bf16), one block per row: the
+/// second kernel of the unfused baseline.
+///
+/// # Safety
+/// `s` and `a`'s pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`]
+/// gives; `hidden` as for the fused kernels.
+#[kernel]
+pub unsafe fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) {
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::rmsnorm_residual(s, a) }
+}
+
+macro_rules! multimem_entries {
+    ($($p:ty => $one:ident, $two:ident, $t:literal;)*) => {$(
+        #[doc = concat!("Multimem one-shot all-reduce, sum of ", $t,
+            " (compiled and loaded only; see [`multimem_ops`]).")]
+        ///
+        /// # Safety
+        /// - `src` is a window bound to the LSA multicast object of `comm` (present), holding
+        ///   `packs × 16` bytes on every rank; `dst` (window or local pointer) as many here;
+        /// - `comm` has `grid_dim().x` LSA barriers; every rank launches the same shape;
+        ///   `status` is null or a valid `u32`; sm_90 with NVLink SHARP.
+        #[kernel]
+        pub unsafe fn $one(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { multimem_ops::one_shot::<$p>(&comm, src, dst, packs, timeout_ns, status) }
+        }
+
+        #[doc = concat!("Multimem two-shot all-reduce, sum of ", $t,
+            " (compiled and loaded only; see [`multimem_ops`]).")]
+        ///
+        /// # Safety
+        /// As the one-shot kernel, with `dst` also a window bound to the multicast object.
+        #[kernel]
+        pub unsafe fn $two(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { multimem_ops::two_shot::<$p>(&comm, src, dst, packs, timeout_ns, status) }
+        }
+    )*};
+}
+
+multimem_entries! {
+    multimem_ops::McF32 => all_reduce_multimem_one_shot_f32_sum,
+        all_reduce_multimem_two_shot_f32_sum, "f32";
+    multimem_ops::McBf16 => all_reduce_multimem_one_shot_bf16_sum,
+        all_reduce_multimem_two_shot_bf16_sum, "bf16";
+}
+
+/// LL all-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's
+/// `dst`, no barrier.
+///
+/// # Safety
+/// - `src` holds `packs × 16` bytes and `dst` `lsa_size × packs × 16` bytes on this rank
+///   (windows or local pointers; `src` may be this rank's block of `dst`);
+/// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+///   all-reduce.
+#[kernel]
+pub unsafe fn all_gather_ll(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { ll_collectives::all_gather(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
+}
+
+/// LL all-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of
+/// peer `p`'s `dst`, no barrier.
+///
+/// # Safety
+/// - `src` and `dst` hold `lsa_size × packs × 16` bytes on this rank and do not overlap;
+/// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+///   all-reduce.
+#[kernel]
+pub unsafe fn all_to_all_ll(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { ll_collectives::all_to_all(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
+}
+
+/// Fused all-reduce + residual add + RMSNorm, two-shot on LL lines (bf16): see [`rmsnorm`].
+///
+/// # Safety
+/// As [`all_reduce_rmsnorm_one_shot_bf16`] with `cap ≥ 2 × ceil(tokens / lsa_size) ×
+/// hidden / 8`; the residual is the same on every rank.
+#[kernel]
+pub unsafe fn all_reduce_rmsnorm_two_shot_ll_bf16(
+    comm: DevComm,
+    x: SymPtr<u8>,
+    a: rmsnorm::NormArgs,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::fused_two_shot_ll(&comm, x, a, scratch, cap, timeout_ns, status) }
+}

@@ -1,0 +1,3 @@
+fn main() {
+    symcomm_build::Builder::new("kernels").build_or_exit();
+}

@@ -1,0 +1,187 @@
+//! Building blocks shared by the gallery kernels: 16-byte pack accesses, peer addresses,
+//! thread indexing, the barrier bracket every barrier-based kernel uses, and status reports.
+
+use core::marker::PhantomData;
+
+use symcomm_device::arch::{block_dim, block_idx, grid_dim, thread_idx};
+use symcomm_device::barrier::LsaBarrier;
+use symcomm_device::comm::DevComm;
+use symcomm_device::coop::{Coop, Cta};
+use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Element, ReduceOp};
+use symcomm_device::wait::WaitError;
+
+use crate::plan::PACK;
+
+/// Loads the pack at byte address `addr` (plain `ld.global.v4.u32`).
+///
+/// # Safety
+/// `addr` is a 16-byte aligned global address valid for 16 bytes of reads.
+#[inline(always)]
+pub unsafe fn ld(addr: u64) -> U32x4 {
+    // SAFETY: forwarded.
+    unsafe { mem::load_v4_u32(addr as *const U32x4, LoadOrder::Weak, Scope::Gpu) }
+}
+
+/// Stores a pack at byte address `addr` (plain `st.global.v4.u32`).
+///
+/// # Safety
+/// `addr` is a 16-byte aligned global address valid for 16 bytes of writes.
+#[inline(always)]
+pub unsafe fn st(addr: u64, v: U32x4) {
+    // SAFETY: forwarded.
+    unsafe { mem::store_v4_u32(addr as *mut U32x4, v, StoreOrder::Weak, Scope::Gpu) }
+}
+
+/// Address of byte 0 of `p` in LSA peer `peer`'s copy.
+///
+/// # Safety
+/// `p.window` is a live window descriptor.
+#[inline(always)]
+pub unsafe fn peer_addr(p: SymPtr<u8>, peer: i32) -> u64 {
+    // SAFETY: forwarded.
+    unsafe { p.lsa(peer) as u64 }
+}
+
+/// Address of byte 0 of `p` in this rank's copy.
+///
+/// # Safety
+/// `p.window` is a live window descriptor.
+#[inline(always)]
+pub unsafe fn local_addr(p: SymPtr<u8>) -> u64 {
+    // SAFETY: forwarded.
+    unsafe { p.local() as u64 }
+}
+
+/// `(first, stride)` of a grid-stride loop over packs: this thread's global index and the
+/// number of threads in the grid.
+#[inline(always)]
+pub fn grid_stride() -> (u64, u64) {
+    let t = u64::from(block_dim().x);
+    (
+        u64::from(block_idx().x) * t + u64::from(thread_idx().x),
+        t * u64::from(grid_dim().x),
+    )
+}
+
+/// The `k`-th peer of rank `me` in a team of `n` when peers are visited starting with `me`
+/// (spreads NVLink traffic: at any moment the ranks target different peers).
+#[inline(always)]
+pub const fn rotated(me: i32, k: i32, n: i32) -> i32 {
+    let p = me + k;
+    if p >= n { p - n } else { p }
+}
+
+/// Byte offset of pack `j`.
+#[inline(always)]
+pub const fn pack_off(j: u64) -> u64 {
+    j * PACK
+}
+
+/// Records a failed wait in `status` (0 stays 0 on success). Called by one thread.
+///
+/// # Safety
+/// `status` is null or a valid global `u32`.
+#[inline(always)]
+pub unsafe fn report(status: *mut u32, r: Result<(), WaitError>) {
+    if let Err(e) = r
+        && !status.is_null()
+    {
+        // SAFETY: the caller guarantees `status`.
+        unsafe { mem::store(status, e.code(), StoreOrder::Relaxed, Scope::Sys) };
+    }
+}
+
+/// Runs `body` between an entry and an exit LSA barrier of this block (barrier index = block
+/// index), with bounded waits; the result of the waits goes to `status`.
+///
+/// Entry: `Acquire` (every peer has entered this launch, so its inputs are ready and the
+/// previous user of its outputs is done). Exit: `exit` — `Release` when this rank only wrote
+/// its own memory (peers must not reuse inputs we may still read), `AcqRel` when it stored
+/// into peers (publish those stores and acquire theirs into ours).
+///
+/// # Safety
+/// `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
+/// the same grid; `status` is null or a valid global `u32`.
+#[inline(always)]
+pub unsafe fn bracketed(
+    comm: &DevComm,
+    exit: Ordering,
+    timeout_ns: u64,
+    status: *mut u32,
+    body: impl FnOnce(),
+) {
+    let cta = Cta::new();
+    // SAFETY: one session per block index; every rank opens it (caller's contract).
+    let mut bar = unsafe { LsaBarrier::new(&cta, comm, block_idx().x) };
+    let mut r = bar.sync_timeout(&cta, Ordering::Acquire, timeout_ns);
+    if r.is_ok() {
+        body();
+        r = bar.sync_timeout(&cta, exit, timeout_ns);
+    }
+    bar.finish(&cta);
+    if cta.is_leader() {
+        // SAFETY: forwarded.
+        unsafe { report(status, r) };
+    }
+}
+
+/// A running lane-wise reduction of packs in the element's accumulation type, rounded once
+/// at the end (fp32 accumulation for 16-bit floats). Index loops with constant bounds only,
+/// so the lanes stay in registers after unrolling.
+pub struct Acc<T: Element, O: ReduceOp> {
+    a: [T::Acc; 8],
+    _op: PhantomData<O>,
+}
+
+impl<T: Element, O: ReduceOp> Acc<T, O> {
+    /// Starts with the lanes of `v`.
+    #[inline(always)]
+    pub fn new(v: U32x4) -> Self {
+        let mut a = [T::Acc::default(); 8];
+        let mut i = 0;
+        while i < T::LANES {
+            a[i] = T::get(&v, i);
+            i += 1;
+        }
+        Acc {
+            a,
+            _op: PhantomData,
+        }
+    }
+
+    /// Folds in the lanes of `v`.
+    #[inline(always)]
+    pub fn add(&mut self, v: U32x4) {
+        let mut i = 0;
+        while i < T::LANES {
+            self.a[i] = O::apply(self.a[i], T::get(&v, i));
+            i += 1;
+        }
+    }
+
+    /// The result, rounded to `T`.
+    #[inline(always)]
+    pub fn finish(&self) -> U32x4 {
+        let mut out = U32x4::default();
+        let mut i = 0;
+        while i < T::LANES {
+            T::put(&mut out, i, self.a[i]);
+            i += 1;
+        }
+        out
+    }
+}
+
+/// Lane-wise reduction of `N` packs in array order.
+#[inline(always)]
+pub fn reduce_packs<T: Element, O: ReduceOp, const N: usize>(v: &[U32x4; N]) -> U32x4 {
+    let mut acc = Acc::<T, O>::new(v[0]);
+    let mut k = 1;
+    while k < N {
+        acc.add(v[k]);
+        k += 1;
+    }
+    acc.finish()
+}

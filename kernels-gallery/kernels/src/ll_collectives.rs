@@ -1,0 +1,175 @@
+//! LL (barrier-free) versions of all-gather, reduce-scatter and all-to-all for small sizes:
+//! the same LL path as the one-shot all-reduce (`ll_path`). Every rank sends to and receives
+//! from every peer in each launch, which the LL double-buffering relies on.
+//!
+//! `packs` is the per-peer block: all-gather input, reduce-scatter output, all-to-all block.
+
+use symcomm_device::comm::DevComm;
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Element, ReduceOp};
+use symcomm_device::wait::WaitError;
+
+use crate::common::{Acc, grid_stride, ld, local_addr, pack_off, rotated, st};
+use crate::ll_path::{LlLaunch, recv_pack, send_pack};
+
+/// LL all-gather: block `rank` of every rank's `dst` receives this rank's `src`.
+///
+/// # Safety
+/// `src` holds `packs` packs and `dst` `lsa_size × packs` packs on this rank (`src` may be
+/// this rank's block of `dst`); `scratch` as for the one-shot all-reduce with `cap ≥ packs`.
+#[inline(always)]
+pub unsafe fn all_gather(
+    comm: &DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        let ll = LlLaunch::begin(comm, scratch, cap);
+        let (me, n) = (comm.lsa_rank, comm.lsa_size);
+        let (inp, out) = (local_addr(src), local_addr(dst));
+        let (first, stride) = grid_stride();
+        let mut j = first;
+        while j < packs {
+            let v = ld(inp + pack_off(j));
+            for k in 1..n {
+                send_pack(&ll, rotated(me, k, n), j, v);
+            }
+            st(out + pack_off(me as u64 * packs + j), v);
+            j += stride;
+        }
+        let mut res: Result<(), WaitError> = Ok(());
+        j = first;
+        'packs: while j < packs {
+            for k in 1..n {
+                let s = rotated(me, k, n);
+                match recv_pack(&ll, s, j, timeout_ns) {
+                    Ok(v) => st(out + pack_off(s as u64 * packs + j), v),
+                    Err(e) => {
+                        res = Err(e);
+                        break 'packs;
+                    }
+                }
+            }
+            j += stride;
+        }
+        ll.end(res, status);
+    }
+}
+
+/// LL all-to-all: block `p` of this rank's `src` lands in block `rank` of peer `p`'s `dst`.
+///
+/// # Safety
+/// `src` and `dst` hold `lsa_size × packs` packs on this rank and do not overlap; `scratch`
+/// as for [`all_gather`].
+#[inline(always)]
+pub unsafe fn all_to_all(
+    comm: &DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        let ll = LlLaunch::begin(comm, scratch, cap);
+        let (me, n) = (comm.lsa_rank, comm.lsa_size);
+        let (inp, out) = (local_addr(src), local_addr(dst));
+        let (first, stride) = grid_stride();
+        let mine = me as u64 * packs;
+        let mut j = first;
+        while j < packs {
+            for k in 1..n {
+                let p = rotated(me, k, n);
+                send_pack(&ll, p, j, ld(inp + pack_off(p as u64 * packs + j)));
+            }
+            st(out + pack_off(mine + j), ld(inp + pack_off(mine + j)));
+            j += stride;
+        }
+        let mut res: Result<(), WaitError> = Ok(());
+        j = first;
+        'packs: while j < packs {
+            for k in 1..n {
+                let s = rotated(me, k, n);
+                match recv_pack(&ll, s, j, timeout_ns) {
+                    Ok(v) => st(out + pack_off(s as u64 * packs + j), v),
+                    Err(e) => {
+                        res = Err(e);
+                        break 'packs;
+                    }
+                }
+            }
+            j += stride;
+        }
+        ll.end(res, status);
+    }
+}
+
+/// LL reduce-scatter: `dst` (`packs` packs) = reduction, in rank order, of block `rank` of
+/// every rank's `src`.
+///
+/// # Safety
+/// `src` holds `lsa_size × packs` packs on this rank, `dst` `packs` packs (may be this rank's
+/// block of `src`); `scratch` as for [`all_gather`].
+#[inline(always)]
+pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
+    comm: &DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        let ll = LlLaunch::begin(comm, scratch, cap);
+        let (me, n) = (comm.lsa_rank, comm.lsa_size);
+        let (inp, out) = (local_addr(src), local_addr(dst));
+        let (first, stride) = grid_stride();
+        let mut j = first;
+        while j < packs {
+            for k in 1..n {
+                let p = rotated(me, k, n);
+                send_pack(&ll, p, j, ld(inp + pack_off(p as u64 * packs + j)));
+            }
+            j += stride;
+        }
+        let mine = me as u64 * packs;
+        let mut res: Result<(), WaitError> = Ok(());
+        j = first;
+        while j < packs && res.is_ok() {
+            let own = ld(inp + pack_off(mine + j));
+            let mut get = |s: i32| {
+                if s == me {
+                    own
+                } else if res.is_ok() {
+                    recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
+                        res = Err(e);
+                        own
+                    })
+                } else {
+                    own
+                }
+            };
+            let mut acc = Acc::<T, O>::new(get(0));
+            for s in 1..n {
+                acc.add(get(s));
+            }
+            if res.is_ok() {
+                st(out + pack_off(j), acc.finish());
+            }
+            j += stride;
+        }
+        ll.end(res, status);
+    }
+}

@@ -1,0 +1,139 @@
+//! Pure arithmetic shared by the kernels and the host API: how work is split into 16-byte
+//! packs, rank slices and launch shapes, and where things live in the gallery's scratch
+//! window. Compiled for the GPU and the host alike, so the host plans exactly what the
+//! kernels execute (and the math is unit-tested on the CPU).
+
+/// Bytes moved per thread per access (one `v4.u32`).
+pub const PACK: u64 = 16;
+
+/// Threads per block of every barrier-based gallery kernel.
+pub const THREADS: u32 = 512;
+
+/// Threads per block of the LL (one-shot) kernels.
+pub const LL_THREADS: u32 = 512;
+
+/// Bytes of the LL header at offset 0 of the scratch window: word 0 = launch counter,
+/// word 1 = end-of-launch ticket (blocks done).
+pub const LL_HEADER: u64 = 4096;
+
+/// Bytes one 16-byte pack occupies in LL form (two `{lo, epoch, hi, epoch}` lines).
+pub const LL_PACK: u64 = 32;
+
+/// `(first, end)` of the packs rank `rank` of `n` owns when `packs` are split into `n`
+/// contiguous slices of `ceil(packs / n)` (the last ones may be shorter or empty).
+#[inline(always)]
+pub const fn slice(packs: u64, n: u64, rank: u64) -> (u64, u64) {
+    let chunk = packs.div_ceil(n);
+    let lo = min(rank * chunk, packs);
+    let hi = min(lo + chunk, packs);
+    (lo, hi)
+}
+
+/// The largest slice of [`slice`] (what one rank processes at most).
+#[inline(always)]
+pub const fn slice_len(packs: u64, n: u64) -> u64 {
+    packs.div_ceil(n)
+}
+
+/// Blocks for `work` packs processed by `threads`-thread blocks, one pack per thread per
+/// pass, between 1 and `max_blocks`.
+#[inline(always)]
+pub const fn blocks_for(work: u64, threads: u32, max_blocks: u32) -> u32 {
+    let want = work.div_ceil(threads as u64);
+    if want == 0 {
+        1
+    } else if want > max_blocks as u64 {
+        max_blocks
+    } else {
+        want as u32
+    }
+}
+
+/// The LL bank (0 or 1) and epoch (never 0) of LL launch number `counter`.
+///
+/// Banks alternate between consecutive launches, also across the wrap of the counter; a
+/// bank's epochs grow by one every second launch, so a line left in the bank by an earlier
+/// launch never carries the current epoch (until 2³¹ launches later).
+#[inline(always)]
+pub const fn ll_bank_epoch(counter: u32) -> (u32, u32) {
+    (counter & 1, (counter >> 1) + 1)
+}
+
+/// Byte offset in the scratch window of the LL form of pack `pack`, sent by LSA rank `src`,
+/// in bank `bank`, for a team of `n` ranks and a capacity of `cap` packs per sender.
+#[inline(always)]
+pub const fn ll_offset(bank: u32, src: u32, pack: u64, n: u32, cap: u64) -> u64 {
+    LL_HEADER + ((bank as u64 * n as u64 + src as u64) * cap + pack) * LL_PACK
+}
+
+/// Bytes of the LL region (header included) for `n` ranks and `cap` packs per sender.
+#[inline(always)]
+pub const fn ll_region_bytes(n: u32, cap: u64) -> u64 {
+    ll_offset(2, 0, 0, n, cap)
+}
+
+const fn min(a: u64, b: u64) -> u64 {
+    if a < b { a } else { b }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slices_cover_every_pack_exactly_once() {
+        for packs in 0..200u64 {
+            for n in 1..10u64 {
+                let mut next = 0;
+                for r in 0..n {
+                    let (lo, hi) = slice(packs, n, r);
+                    assert!(lo <= hi && hi <= packs);
+                    assert!(hi - lo <= slice_len(packs, n));
+                    if lo < hi {
+                        assert_eq!(lo, next, "packs {packs} n {n} rank {r}");
+                        next = hi;
+                    }
+                }
+                assert_eq!(next, packs, "packs {packs} n {n}");
+            }
+        }
+    }
+
+    #[test]
+    fn block_counts_stay_between_one_and_the_cap() {
+        assert_eq!(blocks_for(0, 512, 32), 1);
+        assert_eq!(blocks_for(1, 512, 32), 1);
+        assert_eq!(blocks_for(513, 512, 32), 2);
+        assert_eq!(blocks_for(1 << 30, 512, 32), 32);
+    }
+
+    #[test]
+    fn ll_banks_alternate_and_epochs_never_repeat_in_a_bank_nor_hit_zero() {
+        let mut last = [0u32; 2];
+        for c in (0..100u32).chain(u32::MAX - 100..=u32::MAX).chain(0..4) {
+            let (bank, epoch) = ll_bank_epoch(c);
+            assert_ne!(epoch, 0);
+            assert_eq!(bank, c & 1);
+            assert_ne!(epoch, last[bank as usize], "counter {c}");
+            last[bank as usize] = epoch;
+        }
+        // Across the wrap, consecutive launches still use different banks.
+        assert_ne!(ll_bank_epoch(u32::MAX).0, ll_bank_epoch(0).0);
+    }
+
+    #[test]
+    fn ll_slots_of_different_senders_and_banks_do_not_overlap() {
+        let (n, cap) = (8u32, 100u64);
+        let mut seen = std::collections::BTreeSet::new();
+        for bank in 0..2 {
+            for src in 0..n {
+                for p in 0..cap {
+                    let o = ll_offset(bank, src, p, n, cap);
+                    assert!(o >= LL_HEADER && o + LL_PACK <= ll_region_bytes(n, cap));
+                    assert_eq!(o % 16, 0);
+                    assert!(seen.insert(o));
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,562 @@
+//! Fused all-reduce + residual add + RMSNorm on bf16 token rows (`tokens × hidden`,
+//! `hidden ≤ 16 × block size`, a multiple of 8), and the unfused RMSNorm kernel the
+//! benchmark pairs with NCCL's all-reduce.
+//!
+//! Per row, with every intermediate rounded to bf16 exactly as an all-reduce followed by a
+//! separate kernel would round it:
+//! `s = Σ_ranks x`, `h = s + residual` (written to `residual_out`),
+//! `out = h · rsqrt(mean(h²) + eps) · weight`.
+//!
+//! - **one-shot (LL)**: every rank pushes its rows to every peer as LL lines, reduces every
+//!   row itself in rank order, normalises and writes locally. No barrier.
+//! - **two-shot**: rank `r` owns a contiguous slice of rows; it loads each owned row from
+//!   every peer, normalises it and pushes `h` and `out` rows into every peer's scratch; after
+//!   the exit barrier every rank copies the rows its block's peers produced to its outputs.
+
+use symcomm_device::arch::{self, FULL_MASK, block_dim, block_idx, grid_dim, thread_idx};
+use symcomm_device::comm::DevComm;
+use symcomm_device::coop::{Coop, Cta};
+use symcomm_device::mem::{Ordering, U32x4};
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Bf16, Element, Sum};
+use symcomm_device::shared_array;
+use symcomm_device::wait::WaitError;
+
+use crate::common::{
+    Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st,
+};
+use crate::ll_path::{LlLaunch, recv_pack, send_pack};
+use crate::plan;
+
+/// The row arguments of the RMSNorm kernels (one kernel parameter; `#[repr(C)]`, 56 bytes).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct NormArgs {
+    /// Device address of the residual rows (`tokens × hidden` bf16, replicated on every rank).
+    pub residual: u64,
+    /// Device address of the weight (`hidden` bf16).
+    pub weight: u64,
+    /// Device address of the normalised output rows.
+    pub out: u64,
+    /// Device address of `h = sum + residual` (may equal `residual`).
+    pub residual_out: u64,
+    /// Rows.
+    pub tokens: u64,
+    /// Elements per row (a multiple of 8).
+    pub hidden: u64,
+    /// The epsilon inside the square root.
+    pub eps: f32,
+    /// Padding (keep 0).
+    pub pad: u32,
+}
+
+const _: () = assert!(core::mem::size_of::<NormArgs>() == 56);
+
+/// Most packs of a row one thread holds (so `hidden ≤ 8 × MAX_PACKS × block size`).
+pub const MAX_PACKS: usize = 2;
+
+/// `1 / sqrt(x)` for `x > 0` to f32 precision (bit-level estimate + three Newton steps), the
+/// same on the GPU and the host.
+#[inline(always)]
+pub fn rsqrt(x: f32) -> f32 {
+    let mut y = f32::from_bits(0x5f37_59df_u32.wrapping_sub(x.to_bits() >> 1));
+    let h = 0.5 * x;
+    let mut i = 0;
+    while i < 3 {
+        y *= 1.5 - h * y * y;
+        i += 1;
+    }
+    y
+}
+
+/// Sum over the block of every thread's `v` (the same value on every thread). Every thread
+/// of the block calls it.
+#[inline(always)]
+fn block_sum(v: f32) -> f32 {
+    let parts: *mut f32 = shared_array!(GALLERY_RMSNORM_PARTS: [f32; 32]);
+    let threads = block_dim().x;
+    let mut s = v;
+    let mut m = 16;
+    while m > 0 {
+        // Uniform over the block: lanes beyond the block size do not exist.
+        if m < threads {
+            s += arch::shfl_xor(FULL_MASK, s, m);
+        }
+        m >>= 1;
+    }
+    let warps = threads.div_ceil(32);
+    if warps == 1 {
+        return s;
+    }
+    let lane = thread_idx().x % 32;
+    let warp = thread_idx().x / 32;
+    let cta = Cta::new();
+    if lane == 0 {
+        // SAFETY: warp < 32 (blocks of at most 1024 threads).
+        unsafe { parts.add(warp as usize).write(s) };
+    }
+    cta.sync();
+    let mut total = 0.0;
+    for w in 0..warps {
+        // SAFETY: written above by warp w.
+        total += unsafe { parts.add(w as usize).read() };
+    }
+    cta.sync();
+    total
+}
+
+/// Lane-wise `bf16(a + b)` of two bf16 packs, computed in f32.
+#[inline(always)]
+fn add_bf16(a: U32x4, b: U32x4) -> U32x4 {
+    let mut acc = Acc::<Bf16, Sum>::new(a);
+    acc.add(b);
+    acc.finish()
+}
+
+/// Sum of squares of the lanes of a bf16 pack.
+#[inline(always)]
+fn sumsq(h: U32x4) -> f32 {
+    let mut s = 0.0;
+    let mut i = 0;
+    while i < 8 {
+        let x = Bf16::get(&h, i);
+        s += x * x;
+        i += 1;
+    }
+    s
+}
+
+/// `bf16(h · inv · w)` lane-wise.
+#[inline(always)]
+fn scale(h: U32x4, w: U32x4, inv: f32) -> U32x4 {
+    let mut out = U32x4::default();
+    let mut i = 0;
+    while i < 8 {
+        Bf16::put(&mut out, i, Bf16::get(&h, i) * inv * Bf16::get(&w, i));
+        i += 1;
+    }
+    out
+}
+
+/// Normalises one row given its `h` packs (held by this thread: packs `k0 + i × stride`),
+/// writes `out` and `residual_out` at `row_off`.
+///
+/// # Safety
+/// Pointers valid for the row (see the kernels).
+#[inline(always)]
+unsafe fn finish_row(
+    h: &[U32x4; MAX_PACKS],
+    have: usize,
+    k0: u64,
+    stride: u64,
+    hidden: u64,
+    eps: f32,
+    weight: u64,
+    out: u64,
+    residual_out: u64,
+    row_off: u64,
+) {
+    let mut ss = 0.0;
+    let mut i = 0;
+    while i < MAX_PACKS {
+        if i < have {
+            ss += sumsq(h[i]);
+        }
+        i += 1;
+    }
+    let total = block_sum(ss);
+    let inv = rsqrt(total / hidden as f32 + eps);
+    i = 0;
+    while i < MAX_PACKS {
+        if i < have {
+            let o = pack_off(k0 + i as u64 * stride);
+            // SAFETY: the caller's row pointers.
+            unsafe {
+                st(residual_out + row_off + o, h[i]);
+                st(out + row_off + o, scale(h[i], ld(weight + o), inv));
+            }
+        }
+        i += 1;
+    }
+}
+
+/// The unfused half: `h = s + residual`, RMSNorm of `h`, one block per row (grid-stride
+/// over rows).
+///
+/// # Safety
+/// All pointers are device memory of this GPU holding `tokens × hidden` bf16 (`weight`:
+/// `hidden`); `hidden / 8 ≤ MAX_PACKS × block size`; `residual_out` may equal `residual`.
+#[inline(always)]
+pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
+    let NormArgs {
+        residual,
+        weight,
+        out,
+        residual_out,
+        tokens,
+        hidden,
+        eps,
+        ..
+    } = a;
+    let ppr = hidden / 8;
+    let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+    let mut row = u64::from(block_idx().x);
+    while row < tokens {
+        let row_off = pack_off(row * ppr);
+        let mut h = [U32x4::default(); MAX_PACKS];
+        let mut have = 0;
+        let mut i = 0;
+        while i < MAX_PACKS {
+            let k = k0 + i as u64 * stride;
+            if k < ppr {
+                let o = row_off + pack_off(k);
+                // SAFETY: inside the row.
+                h[i] = unsafe { add_bf16(ld(s + o), ld(residual + o)) };
+                have = i + 1;
+            }
+            i += 1;
+        }
+        // SAFETY: forwarded.
+        unsafe {
+            finish_row(
+                &h,
+                have,
+                k0,
+                stride,
+                hidden,
+                eps,
+                weight,
+                out,
+                residual_out,
+                row_off,
+            )
+        };
+        row += u64::from(grid_dim().x);
+    }
+}
+
+/// Fused one-shot (LL): see the module docs.
+///
+/// # Safety
+/// `x` holds `tokens × hidden` bf16 on this rank; `scratch` is the gallery scratch window
+/// with `cap ≥ tokens × hidden / 8`; the rest as [`rmsnorm_residual`]; every LSA rank runs the
+/// same sequence of LL launches.
+#[inline(always)]
+pub unsafe fn fused_one_shot(
+    comm: &DevComm,
+    x: SymPtr<u8>,
+    a: NormArgs,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    let NormArgs {
+        residual,
+        weight,
+        out,
+        residual_out,
+        tokens,
+        hidden,
+        eps,
+        ..
+    } = a;
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        let ll = LlLaunch::begin(comm, scratch, cap);
+        let (me, n) = (comm.lsa_rank, comm.lsa_size);
+        let inp = local_addr(x);
+        let ppr = hidden / 8;
+        let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+        let mut res: Result<(), WaitError> = Ok(());
+        // Send every row this block handles first, so peers can start reducing.
+        let mut row = u64::from(block_idx().x);
+        while row < tokens {
+            let mut k = k0;
+            while k < ppr {
+                let j = row * ppr + k;
+                let v = ld(inp + pack_off(j));
+                for p in 1..n {
+                    send_pack(&ll, rotated(me, p, n), j, v);
+                }
+                k += stride;
+            }
+            row += u64::from(grid_dim().x);
+        }
+        row = u64::from(block_idx().x);
+        while row < tokens {
+            let row_off = pack_off(row * ppr);
+            let mut h = [U32x4::default(); MAX_PACKS];
+            let mut have = 0;
+            let mut i = 0;
+            while i < MAX_PACKS {
+                let k = k0 + i as u64 * stride;
+                if k >= ppr {
+                    i += 1;
+                    continue;
+                }
+                let j = row * ppr + k;
+                let own = ld(inp + pack_off(j));
+                // Rank order, as the one-shot all-reduce (the same bits on every rank).
+                let mut get = |s: i32| {
+                    if s == me {
+                        own
+                    } else if res.is_ok() {
+                        recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
+                            res = Err(e);
+                            U32x4::default()
+                        })
+                    } else {
+                        U32x4::default()
+                    }
+                };
+                let mut acc = Acc::<Bf16, Sum>::new(get(0));
+                for s in 1..n {
+                    acc.add(get(s));
+                }
+                h[i] = add_bf16(acc.finish(), ld(residual + row_off + pack_off(k)));
+                have = i + 1;
+                i += 1;
+            }
+            finish_row(
+                &h,
+                have,
+                k0,
+                stride,
+                hidden,
+                eps,
+                weight,
+                out,
+                residual_out,
+                row_off,
+            );
+            row += u64::from(grid_dim().x);
+        }
+        ll.end(res, status);
+    }
+}
+
+/// Byte offset of row `row`'s `h` copy in the fused region of the scratch window.
+#[inline(always)]
+pub const fn fused_h_off(base: u64, row: u64, hidden: u64) -> u64 {
+    base + row * hidden * 2
+}
+
+/// Fused two-shot: see the module docs. `fused` is byte 0 of the fused region of the scratch
+/// window (room for `tokens × hidden` bf16).
+///
+/// # Safety
+/// `x` is a window of `tokens × hidden` bf16 on every rank; `residual` holds the same values
+/// on every rank (a replicated residual stream); `comm` has `grid_dim().x` barriers; the rest
+/// as [`rmsnorm_residual`].
+#[inline(always)]
+pub unsafe fn fused_two_shot(
+    comm: &DevComm,
+    x: SymPtr<u8>,
+    a: NormArgs,
+    fused: SymPtr<u8>,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    let NormArgs {
+        residual,
+        weight,
+        out,
+        residual_out,
+        tokens,
+        hidden,
+        eps,
+        ..
+    } = a;
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    let ppr = hidden / 8;
+    let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+    let g = u64::from(grid_dim().x);
+    let b = u64::from(block_idx().x);
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
+            let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
+            let mut row = lo + b;
+            while row < hi {
+                let row_off = pack_off(row * ppr);
+                let mut i = 0;
+                while i < MAX_PACKS {
+                    let k = k0 + i as u64 * stride;
+                    if k < ppr {
+                        let o = row_off + pack_off(k);
+                        let mut acc = Acc::<Bf16, Sum>::new(ld(peer_addr(x, 0) + o));
+                        for p in 1..n {
+                            acc.add(ld(peer_addr(x, p) + o));
+                        }
+                        let h = add_bf16(acc.finish(), ld(residual + o));
+                        for q in 0..n {
+                            let base = peer_addr(fused, rotated(me, q, n));
+                            st(base + fused_h_off(0, row, hidden) + pack_off(k), h);
+                        }
+                    }
+                    i += 1;
+                }
+                row += g;
+            }
+        });
+        // After the exit barrier of block b, every rank's block b has pushed its rows: this
+        // block normalises them from the local copy (every rank computes the same bits).
+        let local = local_addr(fused);
+        for q in 0..n {
+            let (lo, hi) = plan::slice(tokens, n as u64, q as u64);
+            let mut row = lo + b;
+            while row < hi {
+                let row_off = pack_off(row * ppr);
+                let mut h = [U32x4::default(); MAX_PACKS];
+                let mut have = 0;
+                let mut i = 0;
+                while i < MAX_PACKS {
+                    let k = k0 + i as u64 * stride;
+                    if k < ppr {
+                        h[i] = ld(local + fused_h_off(0, row, hidden) + pack_off(k));
+                        have = i + 1;
+                    }
+                    i += 1;
+                }
+                finish_row(
+                    &h,
+                    have,
+                    k0,
+                    stride,
+                    hidden,
+                    eps,
+                    weight,
+                    out,
+                    residual_out,
+                    row_off,
+                );
+                row += g;
+            }
+        }
+    }
+}
+
+/// Fused two-shot on LL lines, no barrier: rows are split across ranks; every rank sends
+/// each owner its rows of `x` (slots `[0, chunk)`), the owner reduces them in rank order,
+/// adds the residual and sends `h` to every rank, itself included (slots
+/// `[chunk, 2 chunk)`), and every rank normalises every row as its `h` arrives.
+/// `chunk = ceil(tokens / lsa_size) × hidden / 8`.
+///
+/// # Safety
+/// As [`fused_one_shot`] with `cap ≥ 2 × chunk`; the residual is the same on every rank.
+#[inline(always)]
+pub unsafe fn fused_two_shot_ll(
+    comm: &DevComm,
+    x: SymPtr<u8>,
+    a: NormArgs,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    let NormArgs {
+        residual,
+        weight,
+        out,
+        residual_out,
+        tokens,
+        hidden,
+        eps,
+        ..
+    } = a;
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        let ll = LlLaunch::begin(comm, scratch, cap);
+        let (me, n) = (comm.lsa_rank, comm.lsa_size);
+        let inp = local_addr(x);
+        let ppr = hidden / 8;
+        let chunk = plan::slice_len(tokens, n as u64) * ppr;
+        let (first, stride) = grid_stride();
+        // 1. Each owner gets its rows of our x.
+        for k in 1..n {
+            let p = rotated(me, k, n);
+            let (lo, hi) = plan::slice(tokens, n as u64, p as u64);
+            let mut j = first;
+            while j < (hi - lo) * ppr {
+                send_pack(&ll, p, j, ld(inp + pack_off(lo * ppr + j)));
+                j += stride;
+            }
+        }
+        // 2. Reduce our rows, add the residual, send h to every rank (us included).
+        let mut res: Result<(), WaitError> = Ok(());
+        let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
+        let mut j = first;
+        while j < (hi - lo) * ppr {
+            let g = lo * ppr + j;
+            let own = ld(inp + pack_off(g));
+            let mut get = |s: i32| {
+                if s == me {
+                    own
+                } else if res.is_ok() {
+                    recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
+                        res = Err(e);
+                        U32x4::default()
+                    })
+                } else {
+                    U32x4::default()
+                }
+            };
+            let mut acc = Acc::<Bf16, Sum>::new(get(0));
+            for s in 1..n {
+                acc.add(get(s));
+            }
+            let h = add_bf16(acc.finish(), ld(residual + pack_off(g)));
+            for k in 0..n {
+                send_pack(&ll, rotated(me, k, n), chunk + j, h);
+            }
+            j += stride;
+        }
+        // 3. Normalise every row from the h its owner sent (block per row).
+        let (k0, kstride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+        let mut row = u64::from(block_idx().x);
+        while row < tokens {
+            let owner = owner_of(row, tokens, n as u64);
+            let (olo, _) = plan::slice(tokens, n as u64, owner);
+            let row_off = pack_off(row * ppr);
+            let mut h = [U32x4::default(); MAX_PACKS];
+            let mut have = 0;
+            let mut i = 0;
+            while i < MAX_PACKS {
+                let k = k0 + i as u64 * kstride;
+                if k < ppr {
+                    if res.is_ok() {
+                        let slot = chunk + (row - olo) * ppr + k;
+                        match recv_pack(&ll, owner as i32, slot, timeout_ns) {
+                            Ok(v) => h[i] = v,
+                            Err(e) => res = Err(e),
+                        }
+                    }
+                    have = i + 1;
+                }
+                i += 1;
+            }
+            finish_row(
+                &h,
+                have,
+                k0,
+                kstride,
+                hidden,
+                eps,
+                weight,
+                out,
+                residual_out,
+                row_off,
+            );
+            row += u64::from(grid_dim().x);
+        }
+        ll.end(res, status);
+    }
+}
+
+/// The rank that owns `row` when `tokens` rows are split into `n` slices of
+/// `ceil(tokens / n)`.
+#[inline(always)]
+pub const fn owner_of(row: u64, tokens: u64, n: u64) -> u64 {
+    row / tokens.div_ceil(n)
+}

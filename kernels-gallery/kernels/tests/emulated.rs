@@ -1,0 +1,742 @@
+//! The gallery kernels run on the CPU: each rank is one host thread executing the kernel as a
+//! one-thread, one-block launch (the device crate's host backend), over windows laid out in a
+//! real flat address range (peer `p` at `base + p × 4 GiB`, reserved with `MAP_NORESERVE`).
+//! This checks the algorithms (slicing, peer addressing, LL epochs and banks across launches,
+//! barrier brackets) — not GPU memory ordering, which the node's benchmark checks.
+
+use std::sync::Arc;
+
+use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Bf16, F16};
+use symcomm_device::window::Window;
+use symcomm_gallery_kernels as k;
+use symcomm_gallery_kernels::{pattern, plan};
+
+const SLOT: u64 = 4 << 30;
+/// Byte offsets of the regions inside every rank's 4 GiB slot.
+const RES: u64 = 0;
+const SCRATCH: u64 = 64 << 10;
+const A: u64 = 16 << 20;
+const B: u64 = 24 << 20;
+const PUSH: u64 = 8 << 20;
+/// Bytes of each slot that are made accessible (the rest stays reserved only).
+const USED: u64 = 32 << 20;
+const TIMEOUT: u64 = 20_000_000_000;
+
+/// A flat range of `n` slots (reserved inaccessible, then the first [`USED`] bytes of each
+/// slot opened, so little memory is committed); unmapped on drop.
+struct Flat {
+    base: u64,
+    len: usize,
+    n: u32,
+}
+
+// SAFETY: the range is plain memory shared by the rank threads, as GPU memory is.
+unsafe impl Send for Flat {}
+// SAFETY: as above.
+unsafe impl Sync for Flat {}
+
+impl Flat {
+    fn new(n: u32) -> Flat {
+        let len = (n as u64 * SLOT) as usize;
+        // SAFETY: an anonymous private reservation with no address hint.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                len,
+                libc::PROT_NONE,
+                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes");
+        for r in 0..n as u64 {
+            // SAFETY: the first USED bytes of slot r lie inside the reservation.
+            let rc = unsafe {
+                libc::mprotect(
+                    (p as u64 + r * SLOT) as *mut libc::c_void,
+                    USED as usize,
+                    libc::PROT_READ | libc::PROT_WRITE,
+                )
+            };
+            assert_eq!(rc, 0, "mprotect of slot {r}");
+        }
+        Flat {
+            base: p as u64,
+            len,
+            n,
+        }
+    }
+
+    fn addr(&self, rank: u32, off: u64) -> u64 {
+        self.base + rank as u64 * SLOT + off
+    }
+
+    /// A window descriptor for `rank` of the region at `off` (boxed: kernels take its
+    /// address).
+    fn window(&self, rank: u32, off: u64) -> Box<Window> {
+        Box::new(Window {
+            lsa_flat_base: self.base + off,
+            lsa_rank: rank as i32,
+            world_rank: rank as i32,
+            stride4g: 1,
+            ..Window::default()
+        })
+    }
+
+    fn comm(&self, rank: u32, barriers: i32) -> DevComm {
+        let mut c = DevComm::new(rank as i32, self.n as i32, rank as i32, self.n as i32);
+        c.resource = ResourceWindow {
+            lsa_flat_base: self.base + RES,
+            stride4g: 1,
+            mc_offset4k: 0,
+        };
+        c.lsa_barrier = LsaBarrierHandle {
+            buf_handle: 0,
+            n_barriers: barriers,
+        };
+        c
+    }
+
+    fn write<T: Copy>(&self, rank: u32, off: u64, v: &[T]) {
+        // SAFETY: inside the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(v.as_ptr(), self.addr(rank, off) as *mut T, v.len())
+        };
+    }
+
+    fn read<T: Copy + Default>(&self, rank: u32, off: u64, n: usize) -> Vec<T> {
+        let mut v = vec![T::default(); n];
+        // SAFETY: inside the mapping.
+        unsafe {
+            std::ptr::copy_nonoverlapping(self.addr(rank, off) as *const T, v.as_mut_ptr(), n)
+        };
+        v
+    }
+}
+
+impl Drop for Flat {
+    fn drop(&mut self) {
+        // SAFETY: the mapping made in `new`.
+        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
+    }
+}
+
+/// Runs `f(rank)` on `n` threads at once and returns the status words.
+fn on_ranks(n: u32, f: impl Fn(u32, *mut u32) + Sync) -> Vec<u32> {
+    std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let f = &f;
+                s.spawn(move || {
+                    let mut status = 0u32;
+                    f(r, &mut status);
+                    status
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+fn sym(w: &Window, off: u64) -> SymPtr<u8> {
+    SymPtr::new(w as *const Window, off as usize)
+}
+
+fn f32_pattern(seed: u32, rank: u32, count: usize, first: u64) -> Vec<f32> {
+    (0..count)
+        .map(|i| pattern::value(seed, rank, first + i as u64) as f32)
+        .collect()
+}
+
+#[test]
+fn two_shot_all_reduce_sums_every_rank_for_8_and_3_ranks_in_and_out_of_place() {
+    for (n, inplace) in [(8u32, false), (3, true)] {
+        let flat = Arc::new(Flat::new(n));
+        let count = 4 * 1000 + 12; // packs not a multiple of the rank count
+        for r in 0..n {
+            flat.write(r, A, &f32_pattern(5, r, count, 0));
+            flat.write(r, B, &vec![f32::NAN; count]);
+        }
+        let st = on_ranks(n, |r, status| {
+            let (wa, wb) = (flat.window(r, A), flat.window(r, B));
+            let dst = if inplace { sym(&wa, 0) } else { sym(&wb, 0) };
+            // SAFETY: windows of `count` f32 on every rank, one barrier per (single) block.
+            unsafe {
+                k::all_reduce_two_shot_f32_sum(
+                    flat.comm(r, 1),
+                    sym(&wa, 0),
+                    dst,
+                    (count / 4) as u64,
+                    TIMEOUT,
+                    status,
+                )
+            };
+        });
+        assert!(st.iter().all(|&s| s == 0), "{st:?}");
+        for r in 0..n {
+            let got: Vec<f32> = flat.read(r, if inplace { A } else { B }, count);
+            for (i, g) in got.iter().enumerate() {
+                assert_eq!(
+                    *g,
+                    pattern::sum(5, n, i as u64) as f32,
+                    "n {n} rank {r} elem {i}"
+                );
+            }
+        }
+    }
+}
+
+#[test]
+fn push_two_shot_all_reduce_is_right_over_several_rounds_in_and_out_of_place() {
+    for (n, inplace, round) in [(8u32, false, 37u64), (3, true, 50), (8, true, 1000)] {
+        let flat = Flat::new(n);
+        let count = 4 * 1003; // f32: 1003 packs, several rounds, ragged slices
+        for launch in 0..2u32 {
+            for r in 0..n {
+                flat.write(r, A, &f32_pattern(launch + 40, r, count, 0));
+                flat.write(r, B, &vec![f32::NAN; count]);
+            }
+            let st = on_ranks(n, |r, status| {
+                let (wa, wb, wp) = (flat.window(r, A), flat.window(r, B), flat.window(r, PUSH));
+                let dst = if inplace { sym(&wa, 0) } else { sym(&wb, 0) };
+                // SAFETY: windows of `count` f32 and a push scratch of n × round packs.
+                unsafe {
+                    k::all_reduce_two_shot_push_f32_sum(
+                        flat.comm(r, 1),
+                        sym(&wa, 0),
+                        dst,
+                        (count / 4) as u64,
+                        sym(&wp, 0),
+                        round,
+                        TIMEOUT,
+                        status,
+                    )
+                };
+            });
+            assert!(st.iter().all(|&s| s == 0), "{st:?}");
+            for r in 0..n {
+                let got: Vec<f32> = flat.read(r, if inplace { A } else { B }, count);
+                for (i, g) in got.iter().enumerate() {
+                    let want = pattern::sum(launch + 40, n, i as u64) as f32;
+                    assert_eq!(
+                        *g, want,
+                        "n {n} round {round} launch {launch} rank {r} elem {i}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn two_shot_ll_all_reduce_is_right_for_ragged_slices_launch_after_launch() {
+    for (n, inplace) in [(8u32, false), (3, true)] {
+        let flat = Flat::new(n);
+        let count = 8 * 301; // bf16: 301 packs, ragged slices
+        let cap = 256u64;
+        for launch in 0..3u32 {
+            for r in 0..n {
+                let v: Vec<u16> = (0..count)
+                    .map(|i| Bf16::from_f32(pattern::value(launch + 80, r, i as u64) as f32).0)
+                    .collect();
+                flat.write(r, A, &v);
+                flat.write(r, B, &vec![0x7f7fu16; count]);
+            }
+            let st = on_ranks(n, |r, status| {
+                let (wa, wb, ws) = (
+                    flat.window(r, A),
+                    flat.window(r, B),
+                    flat.window(r, SCRATCH),
+                );
+                let dst = if inplace { sym(&wa, 0) } else { sym(&wb, 0) };
+                // SAFETY: LL region of `cap` ≥ 2 × slice packs per sender in every scratch copy.
+                unsafe {
+                    k::all_reduce_two_shot_ll_bf16_max(
+                        flat.comm(r, 1),
+                        sym(&wa, 0),
+                        dst,
+                        (count / 8) as u64,
+                        sym(&ws, 0),
+                        cap,
+                        TIMEOUT,
+                        status,
+                    )
+                };
+            });
+            assert!(st.iter().all(|&s| s == 0), "launch {launch}: {st:?}");
+            for r in 0..n {
+                let got: Vec<u16> = flat.read(r, if inplace { A } else { B }, count);
+                for (i, g) in got.iter().enumerate() {
+                    let want = pattern::max(launch + 80, n, i as u64) as f32;
+                    assert_eq!(
+                        Bf16(*g).to_f32(),
+                        want,
+                        "n {n} launch {launch} rank {r} elem {i}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn push_reduce_scatter_is_right_over_several_rounds_in_and_out_of_place() {
+    for (n, inplace, round) in [(8u32, false, 7u64), (3, true, 100)] {
+        let flat = Flat::new(n);
+        let per = 4 * 25; // f32 per block: 25 packs
+        let total = per * n as usize;
+        for launch in 0..2u32 {
+            for r in 0..n {
+                flat.write(r, A, &f32_pattern(launch + 90, r, total, 0));
+                flat.write(r, B, &vec![f32::NAN; per]);
+            }
+            let st = on_ranks(n, |r, status| {
+                let (wa, wb, wp) = (flat.window(r, A), flat.window(r, B), flat.window(r, PUSH));
+                let dst = if inplace {
+                    sym(&wa, (r as usize * per * 4) as u64)
+                } else {
+                    sym(&wb, 0)
+                };
+                // SAFETY: A holds n × per f32, B per; push scratch of n × round packs.
+                unsafe {
+                    k::reduce_scatter_push_f32_min(
+                        flat.comm(r, 1),
+                        sym(&wa, 0),
+                        dst,
+                        (per / 4) as u64,
+                        sym(&wp, 0),
+                        round,
+                        TIMEOUT,
+                        status,
+                    )
+                };
+            });
+            assert!(st.iter().all(|&s| s == 0), "{st:?}");
+            for r in 0..n {
+                let got: Vec<f32> = if inplace {
+                    flat.read(r, A + (r as usize * per * 4) as u64, per)
+                } else {
+                    flat.read(r, B, per)
+                };
+                for (i, g) in got.iter().enumerate() {
+                    let want = pattern::min(launch + 90, n, (r as usize * per + i) as u64) as f32;
+                    assert_eq!(
+                        *g, want,
+                        "n {n} round {round} launch {launch} rank {r} elem {i}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn one_shot_ll_all_reduce_is_right_launch_after_launch_across_banks() {
+    let n = 8;
+    let flat = Flat::new(n);
+    let count = 8 * 300; // bf16
+    let cap = 1024u64;
+    for launch in 0..4u32 {
+        for r in 0..n {
+            let v: Vec<u16> = (0..count)
+                .map(|i| Bf16::from_f32(pattern::value(launch, r, i as u64) as f32).0)
+                .collect();
+            flat.write(r, A, &v);
+            flat.write(r, B, &vec![0x7f7fu16; count]);
+        }
+        let st = on_ranks(n, |r, status| {
+            let (wa, wb, ws) = (
+                flat.window(r, A),
+                flat.window(r, B),
+                flat.window(r, SCRATCH),
+            );
+            // SAFETY: LL region of `cap` packs per sender in every scratch copy.
+            unsafe {
+                k::all_reduce_one_shot_bf16_sum(
+                    flat.comm(r, 1),
+                    sym(&wa, 0),
+                    sym(&wb, 0),
+                    (count / 8) as u64,
+                    sym(&ws, 0),
+                    cap,
+                    TIMEOUT,
+                    status,
+                )
+            };
+        });
+        assert!(st.iter().all(|&s| s == 0), "launch {launch}: {st:?}");
+        for r in 0..n {
+            let got: Vec<u16> = flat.read(r, B, count);
+            for (i, g) in got.iter().enumerate() {
+                let want = pattern::sum(launch, n, i as u64) as f32;
+                assert_eq!(Bf16(*g).to_f32(), want, "launch {launch} rank {r} elem {i}");
+            }
+            // The counter advanced once per launch.
+            assert_eq!(flat.read::<u32>(r, SCRATCH, 1)[0], launch + 1);
+        }
+    }
+    assert!(plan::ll_region_bytes(n, cap) < (4 << 20));
+}
+
+#[test]
+fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
+    let n = 4u32;
+    let flat = Flat::new(n);
+    let per = 64usize; // f32 per block
+    let total = per * n as usize;
+    let reset = |src_count: usize, seed: u32| {
+        for r in 0..n {
+            flat.write(r, A, &f32_pattern(seed, r, src_count, 0));
+            flat.write(r, B, &vec![f32::NAN; total]);
+        }
+    };
+    let packs = (per / 4) as u64;
+    // reduce-scatter (max)
+    reset(total, 11);
+    let st = on_ranks(n, |r, status| {
+        let (wa, wb) = (flat.window(r, A), flat.window(r, B));
+        // SAFETY: A holds n × per f32, B per f32 on every rank.
+        unsafe {
+            k::reduce_scatter_f32_max(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                packs,
+                TIMEOUT,
+                status,
+            )
+        };
+    });
+    assert!(st.iter().all(|&s| s == 0));
+    for r in 0..n {
+        let got: Vec<f32> = flat.read(r, B, per);
+        for (i, g) in got.iter().enumerate() {
+            let want = pattern::max(11, n, (r as usize * per + i) as u64);
+            assert_eq!(*g, want as f32, "rs rank {r} elem {i}");
+        }
+    }
+    // all-gather
+    reset(per, 12);
+    let st = on_ranks(n, |r, status| {
+        let (wa, wb) = (flat.window(r, A), flat.window(r, B));
+        // SAFETY: A holds per f32, B n × per f32 on every rank.
+        unsafe {
+            k::all_gather(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                packs,
+                TIMEOUT,
+                status,
+            )
+        };
+    });
+    assert!(st.iter().all(|&s| s == 0));
+    for r in 0..n {
+        let got: Vec<f32> = flat.read(r, B, total);
+        for (i, g) in got.iter().enumerate() {
+            let want = pattern::value(12, (i / per) as u32, (i % per) as u64);
+            assert_eq!(*g, want as f32, "ag rank {r} elem {i}");
+        }
+    }
+    // all-to-all
+    reset(total, 13);
+    let st = on_ranks(n, |r, status| {
+        let (wa, wb) = (flat.window(r, A), flat.window(r, B));
+        // SAFETY: A and B hold n × per f32 on every rank.
+        unsafe {
+            k::all_to_all(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                packs,
+                TIMEOUT,
+                status,
+            )
+        };
+    });
+    assert!(st.iter().all(|&s| s == 0));
+    for r in 0..n {
+        let got: Vec<f32> = flat.read(r, B, total);
+        for (i, g) in got.iter().enumerate() {
+            let (p, j) = (i / per, i % per);
+            let want = pattern::value(13, p as u32, (r as usize * per + j) as u64);
+            assert_eq!(*g, want as f32, "a2a rank {r} elem {i}");
+        }
+    }
+    // broadcast from rank 2
+    reset(total, 14);
+    let st = on_ranks(n, |r, status| {
+        let (wa, wb) = (flat.window(r, A), flat.window(r, B));
+        // SAFETY: A and B hold n × per f32 on every rank.
+        unsafe {
+            k::broadcast(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                (total / 4) as u64,
+                2,
+                TIMEOUT,
+                status,
+            )
+        };
+    });
+    assert!(st.iter().all(|&s| s == 0));
+    for r in 0..n {
+        let got: Vec<f32> = flat.read(r, B, total);
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(
+                *g,
+                pattern::value(14, 2, i as u64) as f32,
+                "bcast rank {r} elem {i}"
+            );
+        }
+    }
+}
+
+#[test]
+fn ll_all_gather_reduce_scatter_and_all_to_all_are_right_in_one_launch_sequence() {
+    let n = 8u32;
+    let flat = Flat::new(n);
+    let per = 40usize; // f32 per block: 10 packs
+    let total = per * n as usize;
+    let packs = (per / 4) as u64;
+    let cap = 64u64;
+    let reset = |src_count: usize, seed: u32| {
+        for r in 0..n {
+            flat.write(r, A, &f32_pattern(seed, r, src_count, 0));
+            flat.write(r, B, &vec![f32::NAN; total]);
+        }
+    };
+    // Two rounds of the three kinds: six LL launches alternate the banks across kinds.
+    for round in 0..2u32 {
+        let seed = 60 + 3 * round;
+        reset(per, seed);
+        let st = on_ranks(n, |r, status| {
+            let (wa, wb, ws) = (
+                flat.window(r, A),
+                flat.window(r, B),
+                flat.window(r, SCRATCH),
+            );
+            // SAFETY: A holds per f32, B n × per; LL scratch of cap packs per sender.
+            unsafe {
+                k::all_gather_ll(
+                    flat.comm(r, 1),
+                    sym(&wa, 0),
+                    sym(&wb, 0),
+                    packs,
+                    sym(&ws, 0),
+                    cap,
+                    TIMEOUT,
+                    status,
+                )
+            };
+        });
+        assert!(st.iter().all(|&s| s == 0));
+        for r in 0..n {
+            let got: Vec<f32> = flat.read(r, B, total);
+            for (i, g) in got.iter().enumerate() {
+                let want = pattern::value(seed, (i / per) as u32, (i % per) as u64);
+                assert_eq!(*g, want as f32, "ag round {round} rank {r} elem {i}");
+            }
+        }
+        reset(total, seed + 1);
+        let st = on_ranks(n, |r, status| {
+            let (wa, wb, ws) = (
+                flat.window(r, A),
+                flat.window(r, B),
+                flat.window(r, SCRATCH),
+            );
+            // SAFETY: A holds n × per f32, B per; LL scratch of cap packs per sender.
+            unsafe {
+                k::reduce_scatter_ll_f32_sum(
+                    flat.comm(r, 1),
+                    sym(&wa, 0),
+                    sym(&wb, 0),
+                    packs,
+                    sym(&ws, 0),
+                    cap,
+                    TIMEOUT,
+                    status,
+                )
+            };
+        });
+        assert!(st.iter().all(|&s| s == 0));
+        for r in 0..n {
+            let got: Vec<f32> = flat.read(r, B, per);
+            for (i, g) in got.iter().enumerate() {
+                let want = pattern::sum(seed + 1, n, (r as usize * per + i) as u64);
+                assert_eq!(*g, want as f32, "rs round {round} rank {r} elem {i}");
+            }
+        }
+        reset(total, seed + 2);
+        let st = on_ranks(n, |r, status| {
+            let (wa, wb, ws) = (
+                flat.window(r, A),
+                flat.window(r, B),
+                flat.window(r, SCRATCH),
+            );
+            // SAFETY: A and B hold n × per f32; LL scratch of cap packs per sender.
+            unsafe {
+                k::all_to_all_ll(
+                    flat.comm(r, 1),
+                    sym(&wa, 0),
+                    sym(&wb, 0),
+                    packs,
+                    sym(&ws, 0),
+                    cap,
+                    TIMEOUT,
+                    status,
+                )
+            };
+        });
+        assert!(st.iter().all(|&s| s == 0));
+        for r in 0..n {
+            let got: Vec<f32> = flat.read(r, B, total);
+            for (i, g) in got.iter().enumerate() {
+                let (p, j) = (i / per, i % per);
+                let want = pattern::value(seed + 2, p as u32, (r as usize * per + j) as u64);
+                assert_eq!(*g, want as f32, "a2a round {round} rank {r} elem {i}");
+            }
+        }
+    }
+    for r in 0..n {
+        assert_eq!(flat.read::<u32>(r, SCRATCH, 1)[0], 6, "six LL launches");
+    }
+}
+
+#[test]
+fn a_missing_peer_makes_the_barrier_time_out_with_status_1() {
+    let n = 2;
+    let flat = Flat::new(n);
+    let wa = flat.window(0, A);
+    let mut status = 0u32;
+    // SAFETY: windows exist; rank 1 never launches, so rank 0's entry barrier times out.
+    unsafe {
+        k::all_reduce_two_shot_f16_sum(
+            flat.comm(0, 1),
+            sym(&wa, 0),
+            sym(&wa, 0),
+            4,
+            20_000_000,
+            &mut status,
+        )
+    };
+    assert_eq!(status, 1);
+    let _ = F16::from_f32(0.0);
+}
+
+#[test]
+fn fused_rmsnorm_one_shot_and_two_shot_match_the_unfused_kernel() {
+    // 0 = one-shot LL, 1 = two-shot with barriers, 2 = two-shot LL.
+    for variant in 0..3 {
+        fused_rmsnorm_matches_unfused(variant);
+    }
+}
+
+fn fused_rmsnorm_matches_unfused(variant: u32) {
+    let n = 4;
+    let flat = Flat::new(n);
+    // One emulated thread holds MAX_PACKS packs of a row: hidden = 8 × MAX_PACKS.
+    let (tokens, hidden) = (3usize, 8 * k::rmsnorm::MAX_PACKS);
+    let rows = tokens * hidden;
+    let bf = |v: i32| Bf16::from_f32(v as f32).0;
+    for r in 0..n {
+        let x: Vec<u16> = (0..rows)
+            .map(|i| bf(pattern::value(21, r, i as u64)))
+            .collect();
+        flat.write(r, A, &x);
+    }
+    let residual: Vec<u16> = (0..rows)
+        .map(|i| bf(pattern::value(22, 0, i as u64)))
+        .collect();
+    let weight: Vec<u16> = (0..hidden)
+        .map(|i| bf(pattern::value(23, 0, i as u64)))
+        .collect();
+    let outs: Vec<(Vec<u16>, Vec<u16>)> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let (flat, residual, weight) = (&flat, &residual, &weight);
+                s.spawn(move || {
+                    let mut out = vec![0x7f7fu16; rows];
+                    let mut hout = vec![0x7f7fu16; rows];
+                    let a = k::rmsnorm::NormArgs {
+                        residual: residual.as_ptr() as u64,
+                        weight: weight.as_ptr() as u64,
+                        out: out.as_mut_ptr() as u64,
+                        residual_out: hout.as_mut_ptr() as u64,
+                        tokens: tokens as u64,
+                        hidden: hidden as u64,
+                        eps: 1e-6,
+                        pad: 0,
+                    };
+                    let (wa, ws) = (flat.window(r, A), flat.window(r, SCRATCH));
+                    let mut status = 0u32;
+                    // SAFETY: x window, scratch with cap ≥ rows / 8 (one-shot) or a fused
+                    // region of 2 × rows bf16 at 1 MiB (two-shot), local row buffers.
+                    unsafe {
+                        if variant == 2 {
+                            k::all_reduce_rmsnorm_two_shot_ll_bf16(
+                                flat.comm(r, 1),
+                                sym(&wa, 0),
+                                a,
+                                sym(&ws, 0),
+                                1024,
+                                TIMEOUT,
+                                &mut status,
+                            )
+                        } else if variant == 1 {
+                            k::all_reduce_rmsnorm_two_shot_bf16(
+                                flat.comm(r, 1),
+                                sym(&wa, 0),
+                                a,
+                                sym(&ws, 4 << 20),
+                                TIMEOUT,
+                                &mut status,
+                            )
+                        } else {
+                            k::all_reduce_rmsnorm_one_shot_bf16(
+                                flat.comm(r, 1),
+                                sym(&wa, 0),
+                                a,
+                                sym(&ws, 0),
+                                1024,
+                                TIMEOUT,
+                                &mut status,
+                            )
+                        }
+                    };
+                    assert_eq!(status, 0);
+                    (out, hout)
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    // The unfused kernel on the exact sums.
+    let sum: Vec<u16> = (0..rows)
+        .map(|i| bf(pattern::sum(21, n, i as u64)))
+        .collect();
+    let mut out = vec![0u16; rows];
+    let mut hout = vec![0u16; rows];
+    let a = k::rmsnorm::NormArgs {
+        residual: residual.as_ptr() as u64,
+        weight: weight.as_ptr() as u64,
+        out: out.as_mut_ptr() as u64,
+        residual_out: hout.as_mut_ptr() as u64,
+        tokens: tokens as u64,
+        hidden: hidden as u64,
+        eps: 1e-6,
+        pad: 0,
+    };
+    // SAFETY: host buffers of the sizes NormArgs gives.
+    unsafe { k::rmsnorm_residual_bf16(sum.as_ptr() as u64, a) };
+    for (r, (o, h)) in outs.iter().enumerate() {
+        assert_eq!(h, &hout, "variant {variant}: rank {r} residual_out");
+        assert_eq!(o, &out, "variant {variant}: rank {r} out");
+    }
+    assert!(out.iter().any(|&v| v != 0), "a non-trivial result");
+}

@@ -1,0 +1,112 @@
+//! Where a collective's data lives: a range of a registered window.
+
+use symcomm::{Communicator, Error, Result, Window};
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::window::Window as DeviceWindow;
+use symcomm_gallery_kernels::plan::PACK;
+
+/// A byte range start inside a registered window (this rank's copy and, at the same offset,
+/// every LSA peer's). In-place collectives pass the same `Buf` as source and destination.
+#[derive(Debug, Clone, Copy)]
+pub struct Buf<'a> {
+    window: &'a Window,
+    offset: usize,
+}
+
+impl<'a> Buf<'a> {
+    /// Byte `offset` of `window`.
+    pub fn new(window: &'a Window, offset: usize) -> Buf<'a> {
+        Buf { window, offset }
+    }
+
+    /// The whole window from byte 0.
+    pub fn whole(window: &'a Window) -> Buf<'a> {
+        Buf::new(window, 0)
+    }
+
+    /// The buffer at device address `ptr` (this rank's copy, as the allocation returned it),
+    /// found among `windows`. Fails with a clear error when `ptr` is in no registered window
+    /// of `comm`, or in one that is not among `windows`.
+    pub fn find(comm: &Communicator, windows: &[&'a Window], ptr: u64) -> Result<Buf<'a>> {
+        let Some(descriptor) = comm.find_window(ptr) else {
+            return Err(Error::InvalidArgument(format!(
+                "{ptr:#x} is not inside a registered window: allocate it with \
+                 SymmetricMemory::alloc and register it with Communicator::register_window"
+            )));
+        };
+        let w = windows
+            .iter()
+            .find(|w| w.device_ptr() == descriptor)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "{ptr:#x} is in a registered window that was not passed to Buf::find"
+                ))
+            })?;
+        Ok(Buf::new(w, (ptr - w.user_ptr()) as usize))
+    }
+
+    /// The window.
+    pub fn window(&self) -> &'a Window {
+        self.window
+    }
+
+    /// The byte offset in the window.
+    pub fn offset(&self) -> usize {
+        self.offset
+    }
+
+    /// This rank's device address of the first byte.
+    pub fn device_ptr(&self) -> u64 {
+        self.window.user_ptr() + self.offset as u64
+    }
+
+    /// The kernel argument for this buffer at `extra` more bytes.
+    pub(crate) fn sym(&self, extra: usize) -> SymPtr<u8> {
+        SymPtr::new(
+            self.window.device_ptr() as *const DeviceWindow,
+            self.offset + extra,
+        )
+    }
+
+    /// Checks that `bytes` bytes from the start fit the window and that the start and size
+    /// are multiples of 16 bytes (the kernels' pack size). `what` names the buffer.
+    pub(crate) fn check(&self, what: &str, bytes: usize) -> Result<()> {
+        check_range(what, self.offset, bytes, self.window.size())
+    }
+
+    /// True when both name the same window and offset.
+    pub(crate) fn same_as(&self, other: &Buf<'_>) -> bool {
+        std::ptr::eq(self.window, other.window) && self.offset == other.offset
+    }
+}
+
+/// The range check of [`Buf::check`], as plain arithmetic.
+pub(crate) fn check_range(what: &str, offset: usize, bytes: usize, size: usize) -> Result<()> {
+    let pack = PACK as usize;
+    if !offset.is_multiple_of(pack) || !bytes.is_multiple_of(pack) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: offset {offset} and size {bytes} must be multiples of {pack} bytes"
+        )));
+    }
+    match offset.checked_add(bytes) {
+        Some(end) if end <= size => Ok(()),
+        _ => Err(Error::InvalidArgument(format!(
+            "{what}: {bytes} bytes at offset {offset} do not fit the {size}-byte window"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::check_range;
+
+    #[test]
+    fn ranges_must_be_pack_aligned_and_inside_the_window() {
+        assert!(check_range("x", 0, 4096, 4096).is_ok());
+        assert!(check_range("x", 16, 4080, 4096).is_ok());
+        assert!(check_range("x", 16, 4096, 4096).is_err());
+        assert!(check_range("x", 8, 16, 4096).is_err());
+        assert!(check_range("x", 0, 20, 4096).is_err());
+        assert!(check_range("x", usize::MAX - 15, 32, 4096).is_err());
+    }
+}

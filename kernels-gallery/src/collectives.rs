@@ -1,0 +1,533 @@
+//! The host API: [`Collectives`] owns what the gallery kernels need on one rank (the loaded
+//! module, a device communicator with enough barriers, the scratch window of the LL kernels
+//! and a status word) and launches collectives on a stream.
+//!
+//! Launches are asynchronous and CUDA-graph capturable: nothing here synchronises, and all
+//! per-launch state (barrier epochs, LL counters) lives in device memory, so a captured
+//! launch replays correctly. A device-side wait that times out (or is aborted) writes its code
+//! to the status word; [`Collectives::check_status`] turns it into an error after the stream
+//! has been synchronised.
+
+use cudarc::driver::sys::CUstream;
+use symcomm::cuda::memory::HostMapped;
+use symcomm::launch::{KernelArgs, LaunchConfig, Module};
+use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, Window};
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::window::Window as DeviceWindow;
+use symcomm_gallery_kernels::plan;
+
+use crate::buffer::Buf;
+use crate::kernels;
+use crate::tuning::{Algo, Tuning};
+use crate::types::{DataType, RedOp, reducing_kernel};
+
+/// The gallery collectives of one rank (see the module docs).
+#[derive(Debug)]
+pub struct Collectives {
+    // Drop order: the module, the scratch window before its memory, the communicator.
+    module: Module,
+    scratch: Window,
+    _scratch_mem: SymmetricMemory,
+    push: Option<(Window, SymmetricMemory)>,
+    dev: DevComm,
+    status: HostMapped<u32>,
+    tuning: Tuning,
+    rank: usize,
+    n: usize,
+    ll_cap: u64,
+    fused_off: u64,
+}
+
+impl Collectives {
+    /// Collective: every rank of `comm` calls this (with its device's context current) with
+    /// the same `tuning`. Creates the device communicator and the scratch window and loads
+    /// the kernels.
+    pub fn new(comm: &Communicator, tuning: Tuning) -> Result<Collectives> {
+        if comm.lsa_size() != comm.size() {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "gallery collectives over {} ranks of which only {} share NVLink",
+                    comm.size(),
+                    comm.lsa_size()
+                ),
+                hint: "run every rank on one NVLink domain (one node)".into(),
+            });
+        }
+        let n = comm.lsa_size();
+        let ll_cap = tuning.ll_cap_packs(n);
+        let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
+        let scratch_bytes = fused_off + crate::rmsnorm::FUSED_SCRATCH_BYTES;
+        let scratch_mem = SymmetricMemory::alloc(comm, scratch_bytes as usize)?;
+        // Zeroed before registering: registration ends with a team barrier, so no peer can
+        // write an LL line before every header and line is zero (= never valid).
+        scratch_mem.buffer().fill_bytes(0)?;
+        // cuMemsetD8 may return before the memset is done: wait for it.
+        symcomm::launch::synchronize()?;
+        let scratch = comm.register_window(&scratch_mem)?;
+        let push = if tuning.push_round > 0 {
+            let bytes = tuning.push_round_packs(n) * plan::PACK * n as u64;
+            let mem = SymmetricMemory::alloc(comm, bytes as usize)?;
+            Some((comm.register_window(&mem)?, mem))
+        } else {
+            None
+        };
+        let dev = DevComm::create(comm, Requirements::new().lsa_barriers(tuning.max_blocks))?;
+        let module = Module::load(kernels::PTX)?;
+        let status = HostMapped::new(0u32)?;
+        Ok(Collectives {
+            module,
+            scratch,
+            _scratch_mem: scratch_mem,
+            push,
+            dev,
+            status,
+            tuning,
+            rank: comm.rank(),
+            n,
+            ll_cap,
+            fused_off,
+        })
+    }
+
+    /// [`Collectives::new`] with [`Tuning::from_env`].
+    pub fn from_env(comm: &Communicator) -> Result<Collectives> {
+        Collectives::new(comm, Tuning::from_env()?)
+    }
+
+    /// The tuning in use.
+    pub fn tuning(&self) -> &Tuning {
+        &self.tuning
+    }
+
+    /// The number of ranks.
+    pub fn size(&self) -> usize {
+        self.n
+    }
+
+    /// The loaded gallery module (every kernel of [`kernels::PTX`], JIT-compiled once).
+    pub fn module(&self) -> &Module {
+        &self.module
+    }
+
+    /// The device communicator the kernels use (e.g. to raise its abort flag).
+    pub fn dev_comm(&self) -> &DevComm {
+        &self.dev
+    }
+
+    /// The error a device-side wait reported since the last [`clear_status`]
+    /// (`Ok` if none). Read it after synchronising the stream.
+    ///
+    /// [`clear_status`]: Collectives::clear_status
+    pub fn check_status(&self) -> Result<()> {
+        match self.status.get() {
+            0 => Ok(()),
+            code => Err(Error::Timeout {
+                rank: Some(self.rank),
+                step: format!(
+                    "a gallery collective's device-side wait ({})",
+                    if code == 2 {
+                        "aborted"
+                    } else {
+                        "peer never arrived"
+                    }
+                ),
+                after: std::time::Duration::from_nanos(self.tuning.timeout_ns),
+            }),
+        }
+    }
+
+    /// Resets the status word.
+    pub fn clear_status(&self) {
+        self.status.set(0);
+    }
+
+    /// Collective: `dst` = reduction with `op` of `count` elements of type `t` at every
+    /// rank's `src`. `dst` may be `src` (in place). Returns the algorithm used (chosen by
+    /// size, see [`Tuning`]).
+    pub fn all_reduce(
+        &self,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        count: usize,
+        t: DataType,
+        op: RedOp,
+        stream: CUstream,
+    ) -> Result<Algo> {
+        self.all_reduce_with(self.tuning.algo, src, dst, count, t, op, stream)
+    }
+
+    /// [`all_reduce`](Self::all_reduce) with `algo` forced when it can run (see
+    /// [`Tuning::all_reduce_algo_with`]); every rank must pass the same `algo`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_reduce_with(
+        &self,
+        algo: Option<Algo>,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        count: usize,
+        t: DataType,
+        op: RedOp,
+        stream: CUstream,
+    ) -> Result<Algo> {
+        let bytes = bytes_of(count, t)?;
+        src.check("all_reduce source", bytes)?;
+        dst.check("all_reduce destination", bytes)?;
+        no_partial_overlap("all_reduce", &src, bytes, &dst, bytes)?;
+        let algo = self.tuning.all_reduce_algo_with(algo, bytes);
+        if bytes == 0 {
+            return Ok(algo);
+        }
+        let packs = (bytes as u64) / plan::PACK;
+        match algo {
+            Algo::OneShot => {
+                let name = reducing_kernel("all_reduce_one_shot", t, op);
+                let args = (
+                    self.dev.raw(),
+                    src.sym(0),
+                    dst.sym(0),
+                    packs,
+                    self.scratch_sym(0),
+                    self.ll_cap,
+                    self.tuning.timeout_ns,
+                    self.status_ptr(),
+                );
+                self.launch(
+                    &name,
+                    self.tuning.ll_blocks_for(packs),
+                    plan::LL_THREADS,
+                    stream,
+                    args,
+                )?;
+            }
+            Algo::TwoShotLl => {
+                let name = reducing_kernel("all_reduce_two_shot_ll", t, op);
+                let slice = plan::slice_len(packs, self.n as u64);
+                if 2 * slice > self.ll_cap {
+                    return Err(Error::InvalidArgument(format!(
+                        "all_reduce: {bytes} bytes exceed the two-shot LL scratch"
+                    )));
+                }
+                self.launch_ll(&name, src, dst, slice, stream, packs)?;
+            }
+            Algo::TwoShot => {
+                let name = reducing_kernel("all_reduce_two_shot", t, op);
+                let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
+                let args = (
+                    self.dev.raw(),
+                    src.sym(0),
+                    dst.sym(0),
+                    packs,
+                    self.tuning.timeout_ns,
+                    self.status_ptr(),
+                );
+                self.launch(&name, blocks, plan::THREADS, stream, args)?;
+            }
+            Algo::TwoShotPush => {
+                let Some((win, _)) = &self.push else {
+                    return Err(Error::InvalidArgument(
+                        "the push two-shot is off (SYMCOMM_PUSH_ROUND=0)".into(),
+                    ));
+                };
+                let name = reducing_kernel("all_reduce_two_shot_push", t, op);
+                let round = self.tuning.push_round_packs(self.n);
+                let per_rank = plan::slice_len(packs.min(round * self.n as u64), self.n as u64);
+                let args = (
+                    self.dev.raw(),
+                    src.sym(0),
+                    dst.sym(0),
+                    packs,
+                    SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0),
+                    round,
+                    self.tuning.timeout_ns,
+                    self.status_ptr(),
+                );
+                self.launch(
+                    &name,
+                    self.tuning.blocks(per_rank),
+                    plan::THREADS,
+                    stream,
+                    args,
+                )?;
+            }
+        }
+        Ok(algo)
+    }
+
+    /// Collective: `dst` (`count` elements) = reduction with `op` of block `rank` (elements
+    /// `rank × count ..`) of every rank's `src` (`size × count` elements).
+    pub fn reduce_scatter(
+        &self,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        count: usize,
+        t: DataType,
+        op: RedOp,
+        stream: CUstream,
+    ) -> Result<()> {
+        let bytes = bytes_of(count, t)?;
+        let total = bytes * self.n;
+        src.check("reduce_scatter source", total)?;
+        dst.check("reduce_scatter destination", bytes)?;
+        let own = Buf::new(src.window(), src.offset() + bytes * self.rank);
+        if !dst.same_as(&own) {
+            no_partial_overlap("reduce_scatter", &src, total, &dst, bytes)?;
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let packs = bytes as u64 / plan::PACK;
+        if self.tuning.ll_for(total, bytes, self.n) {
+            let name = reducing_kernel("reduce_scatter_ll", t, op);
+            return self.launch_ll(&name, src, dst, packs, stream, packs);
+        }
+        if let Some((win, _)) = &self.push
+            && total >= self.tuning.push_min
+        {
+            let round = self.tuning.push_round_packs(self.n);
+            let args = (
+                self.dev.raw(),
+                src.sym(0),
+                dst.sym(0),
+                packs,
+                SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0),
+                round,
+                self.tuning.timeout_ns,
+                self.status_ptr(),
+            );
+            let name = reducing_kernel("reduce_scatter_push", t, op);
+            let blocks = self.tuning.blocks(packs.min(round));
+            return self.launch(&name, blocks, plan::THREADS, stream, args);
+        }
+        let args = (
+            self.dev.raw(),
+            src.sym(0),
+            dst.sym(0),
+            packs,
+            self.tuning.timeout_ns,
+            self.status_ptr(),
+        );
+        let name = reducing_kernel("reduce_scatter", t, op);
+        self.launch(
+            &name,
+            self.tuning.blocks(packs),
+            plan::THREADS,
+            stream,
+            args,
+        )
+    }
+
+    /// Collective: block `rank` of every rank's `dst` (`size × count` elements) receives this
+    /// rank's `src` (`count` elements); `src` may be that block of `dst` (in place).
+    pub fn all_gather(
+        &self,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        count: usize,
+        t: DataType,
+        stream: CUstream,
+    ) -> Result<()> {
+        let bytes = bytes_of(count, t)?;
+        src.check("all_gather source", bytes)?;
+        dst.check("all_gather destination", bytes * self.n)?;
+        let own = Buf::new(dst.window(), dst.offset() + bytes * self.rank);
+        if !src.same_as(&own) {
+            no_partial_overlap("all_gather", &src, bytes, &dst, bytes * self.n)?;
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let packs = bytes as u64 / plan::PACK;
+        if self.tuning.ll_for(bytes * self.n, bytes, self.n) {
+            return self.launch_ll("all_gather_ll", src, dst, packs, stream, packs);
+        }
+        let args = (
+            self.dev.raw(),
+            src.sym(0),
+            dst.sym(0),
+            packs,
+            self.tuning.timeout_ns,
+            self.status_ptr(),
+        );
+        self.launch(
+            "all_gather",
+            self.tuning.blocks(packs),
+            plan::THREADS,
+            stream,
+            args,
+        )
+    }
+
+    /// Collective: block `p` (`count` elements) of this rank's `src` lands in block `rank` of
+    /// peer `p`'s `dst`. `src` and `dst` must not overlap.
+    pub fn all_to_all(
+        &self,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        count: usize,
+        t: DataType,
+        stream: CUstream,
+    ) -> Result<()> {
+        let bytes = bytes_of(count, t)?;
+        let total = bytes * self.n;
+        src.check("all_to_all source", total)?;
+        dst.check("all_to_all destination", total)?;
+        if overlaps(&src, total, &dst, total) {
+            return Err(Error::InvalidArgument(
+                "all_to_all: source and destination overlap (in-place is not supported)".into(),
+            ));
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let packs = bytes as u64 / plan::PACK;
+        if self.tuning.ll_for(total, bytes, self.n) {
+            return self.launch_ll("all_to_all_ll", src, dst, packs, stream, packs);
+        }
+        let args = (
+            self.dev.raw(),
+            src.sym(0),
+            dst.sym(0),
+            packs,
+            self.tuning.timeout_ns,
+            self.status_ptr(),
+        );
+        self.launch(
+            "all_to_all",
+            self.tuning.blocks(packs),
+            plan::THREADS,
+            stream,
+            args,
+        )
+    }
+
+    /// Collective: every rank's `dst` receives `count` elements of rank `root`'s `src`
+    /// (`dst` may be `src`).
+    pub fn broadcast(
+        &self,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        count: usize,
+        t: DataType,
+        root: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        let bytes = bytes_of(count, t)?;
+        src.check("broadcast source", bytes)?;
+        dst.check("broadcast destination", bytes)?;
+        no_partial_overlap("broadcast", &src, bytes, &dst, bytes)?;
+        if root >= self.n {
+            return Err(Error::InvalidArgument(format!(
+                "broadcast: root {root} is not a rank of {}",
+                self.n
+            )));
+        }
+        if bytes == 0 {
+            return Ok(());
+        }
+        let packs = bytes as u64 / plan::PACK;
+        let args = (
+            self.dev.raw(),
+            src.sym(0),
+            dst.sym(0),
+            packs,
+            root as i32,
+            self.tuning.timeout_ns,
+            self.status_ptr(),
+        );
+        let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
+        self.launch("broadcast", blocks, plan::THREADS, stream, args)
+    }
+
+    /// Launches an LL kernel whose grid covers `work` packs per thread pass, passing
+    /// `packs` as its size argument.
+    fn launch_ll(
+        &self,
+        name: &str,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        work: u64,
+        stream: CUstream,
+        packs: u64,
+    ) -> Result<()> {
+        let args = (
+            self.dev.raw(),
+            src.sym(0),
+            dst.sym(0),
+            packs,
+            self.scratch_sym(0),
+            self.ll_cap,
+            self.tuning.timeout_ns,
+            self.status_ptr(),
+        );
+        let blocks = self.tuning.ll_blocks_for(work);
+        self.launch(name, blocks, plan::LL_THREADS, stream, args)
+    }
+
+    pub(crate) fn launch<A: KernelArgs>(
+        &self,
+        name: &str,
+        blocks: u32,
+        threads: u32,
+        stream: CUstream,
+        args: A,
+    ) -> Result<()> {
+        let f = self.module.function(name)?;
+        // SAFETY: every gallery entry point's arguments are built by the methods above from
+        // checked buffers (inside their windows, 16-byte multiples), the communicator has
+        // `max_blocks ≥ blocks` barriers, and every rank computes the same launch.
+        unsafe { f.launch_with(LaunchConfig::linear(blocks, threads), stream, args) }
+    }
+
+    pub(crate) fn scratch_sym(&self, offset: u64) -> SymPtr<u8> {
+        SymPtr::new(
+            self.scratch.device_ptr() as *const DeviceWindow,
+            offset as usize,
+        )
+    }
+
+    pub(crate) fn fused_off(&self) -> u64 {
+        self.fused_off
+    }
+
+    pub(crate) fn ll_cap(&self) -> u64 {
+        self.ll_cap
+    }
+
+    pub(crate) fn dev_raw(&self) -> symcomm_device::comm::DevComm {
+        self.dev.raw()
+    }
+
+    pub(crate) fn status_ptr(&self) -> *mut u32 {
+        self.status.device_ptr() as *mut u32
+    }
+}
+
+/// Bytes of `count` elements of `t`, refusing overflow.
+pub(crate) fn bytes_of(count: usize, t: DataType) -> Result<usize> {
+    count.checked_mul(t.size()).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "{count} elements of {t} overflow the address space"
+        ))
+    })
+}
+
+fn overlaps(a: &Buf<'_>, a_len: usize, b: &Buf<'_>, b_len: usize) -> bool {
+    let (a0, b0) = (a.device_ptr(), b.device_ptr());
+    a0 < b0 + b_len as u64 && b0 < a0 + a_len as u64
+}
+
+fn no_partial_overlap(
+    what: &str,
+    a: &Buf<'_>,
+    a_len: usize,
+    b: &Buf<'_>,
+    b_len: usize,
+) -> Result<()> {
+    if a.same_as(b) || !overlaps(a, a_len, b, b_len) {
+        Ok(())
+    } else {
+        Err(Error::InvalidArgument(format!(
+            "{what}: source and destination overlap without being the same buffer"
+        )))
+    }
+}

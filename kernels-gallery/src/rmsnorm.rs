@@ -1,0 +1,272 @@
+//! Fused all-reduce + residual add + RMSNorm (bf16): the host API and a host reference.
+//!
+//! `Collectives::all_reduce_rmsnorm` computes, per token row of `x` (`tokens × hidden` bf16,
+//! a window), with every intermediate rounded to bf16 as an all-reduce followed by a separate
+//! kernel would round it: `s = Σ_ranks x`, `h = s + residual` (→ `residual_out`) and
+//! `out = h · rsqrt(mean(h²) + eps) · weight`. The residual must be the same on every rank
+//! (the replicated residual stream of tensor parallelism). The protocol follows the plain
+//! all-reduce of the same bytes: one-shot LL, two-shot LL (rows split across ranks, no
+//! barrier) or two-shot with barriers (rows split across ranks, `h` pushed).
+
+use cudarc::driver::sys::CUstream;
+use symcomm::launch::KernelArg;
+use symcomm::{Error, Result};
+use symcomm_device::reduce::Bf16;
+use symcomm_gallery_kernels::plan;
+use symcomm_gallery_kernels::rmsnorm::{MAX_PACKS, NormArgs, rsqrt};
+
+use crate::buffer::Buf;
+use crate::collectives::Collectives;
+use crate::tuning::Algo;
+
+/// Bytes of the scratch window reserved for the two-shot fused kernel's rows
+/// (`tokens × hidden` bf16: 128 × 8192 and beyond).
+pub const FUSED_SCRATCH_BYTES: u64 = 8 << 20;
+
+/// The largest `hidden` the kernels take (`8 × MAX_PACKS × threads`).
+pub const MAX_HIDDEN: usize = 8 * MAX_PACKS * plan::LL_THREADS as usize;
+
+/// The device addresses of the non-window operands of [`Collectives::all_reduce_rmsnorm`]
+/// (device memory of this rank's GPU).
+#[derive(Debug, Clone, Copy)]
+pub struct NormBuffers {
+    /// `tokens × hidden` bf16 residual rows (the same values on every rank).
+    pub residual: u64,
+    /// `hidden` bf16 weights.
+    pub weight: u64,
+    /// `tokens × hidden` bf16 normalised output.
+    pub out: u64,
+    /// `tokens × hidden` bf16 `h = sum + residual` (may equal `residual`).
+    pub residual_out: u64,
+}
+
+/// A newtype so the argument struct can be a kernel argument.
+#[derive(Debug, Clone, Copy)]
+#[repr(transparent)]
+pub(crate) struct NormArg(pub NormArgs);
+
+// SAFETY: `NormArgs` is `#[repr(C)]` plain data (56 bytes, asserted in the kernels crate),
+// passed by value exactly as the kernels declare it.
+unsafe impl KernelArg for NormArg {}
+
+/// Checks the shape of a fused call: `hidden` a positive multiple of 8 up to
+/// [`MAX_HIDDEN`], at least one token.
+pub fn check_shape(tokens: usize, hidden: usize) -> Result<()> {
+    if tokens == 0 || hidden == 0 || !hidden.is_multiple_of(8) || hidden > MAX_HIDDEN {
+        return Err(Error::InvalidArgument(format!(
+            "all_reduce_rmsnorm: {tokens} × {hidden} rows: need tokens ≥ 1 and hidden a \
+             positive multiple of 8 up to {MAX_HIDDEN}"
+        )));
+    }
+    Ok(())
+}
+
+impl Collectives {
+    /// Collective: fused all-reduce of `x` (`tokens × hidden` bf16) + residual add + RMSNorm
+    /// with `eps` (see the module docs). Returns the algorithm used.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_reduce_rmsnorm(
+        &self,
+        x: Buf<'_>,
+        bufs: NormBuffers,
+        tokens: usize,
+        hidden: usize,
+        eps: f32,
+        stream: CUstream,
+    ) -> Result<Algo> {
+        check_shape(tokens, hidden)?;
+        let bytes = tokens
+            .checked_mul(hidden * 2)
+            .ok_or_else(|| Error::InvalidArgument("all_reduce_rmsnorm: size overflows".into()))?;
+        x.check("all_reduce_rmsnorm input", bytes)?;
+        let args = NormArg(NormArgs {
+            residual: bufs.residual,
+            weight: bufs.weight,
+            out: bufs.out,
+            residual_out: bufs.residual_out,
+            tokens: tokens as u64,
+            hidden: hidden as u64,
+            eps,
+            pad: 0,
+        });
+        let packs = bytes as u64 / plan::PACK;
+        let n = self.size() as u64;
+        let chunk = plan::slice_len(tokens as u64, n) * (hidden as u64 / 8);
+        // The same protocol as a plain all-reduce of these bytes, where the rows fit.
+        let algo = match self.tuning().all_reduce_algo(bytes) {
+            Algo::OneShot if packs <= self.ll_cap() => Algo::OneShot,
+            Algo::OneShot | Algo::TwoShotLl if 2 * chunk <= self.ll_cap() => Algo::TwoShotLl,
+            _ => Algo::TwoShot,
+        };
+        match algo {
+            Algo::OneShot => {
+                let blocks = (tokens as u32).min(self.tuning().ll_blocks.max(1));
+                let a = (
+                    self.dev_raw(),
+                    x.sym(0),
+                    args,
+                    self.scratch_sym(0),
+                    self.ll_cap(),
+                    self.tuning().timeout_ns,
+                    self.status_ptr(),
+                );
+                self.launch(
+                    "all_reduce_rmsnorm_one_shot_bf16",
+                    blocks,
+                    plan::LL_THREADS,
+                    stream,
+                    a,
+                )?;
+            }
+            Algo::TwoShotLl => {
+                let blocks = (tokens as u32).min(self.tuning().ll_blocks.max(1));
+                let a = (
+                    self.dev_raw(),
+                    x.sym(0),
+                    args,
+                    self.scratch_sym(0),
+                    self.ll_cap(),
+                    self.tuning().timeout_ns,
+                    self.status_ptr(),
+                );
+                self.launch(
+                    "all_reduce_rmsnorm_two_shot_ll_bf16",
+                    blocks,
+                    plan::LL_THREADS,
+                    stream,
+                    a,
+                )?;
+            }
+            Algo::TwoShot | Algo::TwoShotPush => {
+                if bytes as u64 > FUSED_SCRATCH_BYTES {
+                    return Err(Error::InvalidArgument(format!(
+                        "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \
+                         ({FUSED_SCRATCH_BYTES} bytes)"
+                    )));
+                }
+                let rows = plan::slice_len(tokens as u64, self.size() as u64);
+                let blocks = (rows as u32).clamp(1, self.tuning().max_blocks);
+                let a = (
+                    self.dev_raw(),
+                    x.sym(0),
+                    args,
+                    self.scratch_sym(self.fused_off()),
+                    self.tuning().timeout_ns,
+                    self.status_ptr(),
+                );
+                self.launch(
+                    "all_reduce_rmsnorm_two_shot_bf16",
+                    blocks,
+                    plan::THREADS,
+                    stream,
+                    a,
+                )?;
+            }
+        }
+        Ok(algo)
+    }
+
+    /// The unfused second half on already all-reduced rows `s` (bf16, this GPU): residual
+    /// add + RMSNorm, one kernel (what runs after NCCL's all-reduce in the baseline).
+    pub fn rmsnorm_residual(
+        &self,
+        s: u64,
+        bufs: NormBuffers,
+        tokens: usize,
+        hidden: usize,
+        eps: f32,
+        stream: CUstream,
+    ) -> Result<()> {
+        check_shape(tokens, hidden)?;
+        let args = NormArg(NormArgs {
+            residual: bufs.residual,
+            weight: bufs.weight,
+            out: bufs.out,
+            residual_out: bufs.residual_out,
+            tokens: tokens as u64,
+            hidden: hidden as u64,
+            eps,
+            pad: 0,
+        });
+        let blocks = (tokens as u32).min(1024);
+        self.launch(
+            "rmsnorm_residual_bf16",
+            blocks,
+            plan::THREADS,
+            stream,
+            (s, args),
+        )
+    }
+}
+
+/// Host reference of one row: from the reduced row `s` (bf16 bits), the residual and the
+/// weight, returns `(h, out)` as bf16 bits, rounding as the kernels do.
+pub fn reference_row(
+    s: &[u16],
+    residual: &[u16],
+    weight: &[u16],
+    eps: f32,
+) -> (Vec<u16>, Vec<u16>) {
+    let h: Vec<u16> = s
+        .iter()
+        .zip(residual)
+        .map(|(&a, &b)| Bf16::from_f32(Bf16(a).to_f32() + Bf16(b).to_f32()).0)
+        .collect();
+    let ss: f32 = h.iter().map(|&x| Bf16(x).to_f32() * Bf16(x).to_f32()).sum();
+    let inv = rsqrt(ss / h.len() as f32 + eps);
+    let out = h
+        .iter()
+        .zip(weight)
+        .map(|(&x, &w)| Bf16::from_f32(Bf16(x).to_f32() * inv * Bf16(w).to_f32()).0)
+        .collect();
+    (h, out)
+}
+
+/// True when two bf16 values agree within one unit in the last place of the larger (the
+/// order of the sum of squares may differ between the GPU's block reduction and the host).
+pub fn bf16_close(a: u16, b: u16) -> bool {
+    let (x, y) = (Bf16(a).to_f32(), Bf16(b).to_f32());
+    if x.is_nan() || y.is_nan() {
+        return false;
+    }
+    (x - y).abs() <= x.abs().max(y.abs()) / 128.0 + 1e-30
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rsqrt_is_accurate_to_f32_precision() {
+        for &x in &[1e-6f32, 0.5, 1.0, 2.0, 3.0, 1234.5, 1e6, 7.7e12] {
+            let want = 1.0 / (x as f64).sqrt();
+            let got = rsqrt(x) as f64;
+            assert!(((got - want) / want).abs() < 1e-6, "{x}: {got} vs {want}");
+        }
+    }
+
+    #[test]
+    fn reference_row_normalises_to_unit_rms_times_weight() {
+        let s: Vec<u16> = (0..64)
+            .map(|i| Bf16::from_f32((i % 7) as f32 - 3.0).0)
+            .collect();
+        let r: Vec<u16> = (0..64).map(|i| Bf16::from_f32((i % 3) as f32).0).collect();
+        let w = vec![Bf16::from_f32(1.0).0; 64];
+        let (h, out) = reference_row(&s, &r, &w, 0.0);
+        let hv: Vec<f32> = h.iter().map(|&x| Bf16(x).to_f32()).collect();
+        assert_eq!(hv[0], -3.0 + 0.0);
+        let rms = (hv.iter().map(|x| x * x).sum::<f32>() / 64.0).sqrt();
+        for (x, o) in hv.iter().zip(&out) {
+            assert!(bf16_close(*o, Bf16::from_f32(x / rms).0));
+        }
+    }
+
+    #[test]
+    fn shapes_outside_the_kernels_limits_are_refused() {
+        assert!(check_shape(1, 8192).is_ok());
+        assert!(check_shape(128, 4096).is_ok());
+        assert!(check_shape(0, 4096).is_err());
+        assert!(check_shape(1, 4100).is_err());
+        assert!(check_shape(1, MAX_HIDDEN + 8).is_err());
+    }
+}

@@ -1,0 +1,320 @@
+//! Algorithm selection and launch shapes: what the host API picks for a given size, and the
+//! environment knobs that change it.
+//!
+//! Every rank must pick the same algorithm and shape for the same call, so the knobs must be
+//! set identically on every rank (the launcher passes the environment to all of them).
+//!
+//! | variable | meaning | default |
+//! |---|---|---|
+//! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot_ll`, `two_shot` or `two_shot_push` | by size |
+//! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 128 KiB |
+//! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel | 1 MiB |
+//! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
+//! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size; 0 = off | 0 |
+//! | `SYMCOMM_PUSH_MIN` | smallest all-reduce / reduce-scatter (bytes) that uses them when on | 64 MiB |
+//! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 32 |
+//! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 16 |
+//! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
+
+use symcomm::{Error, Result};
+
+use symcomm_gallery_kernels::plan;
+
+/// An all-reduce algorithm.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Algo {
+    /// One kernel, no barrier: every rank pushes its input to every peer as LL lines and
+    /// reduces all of them itself (latency; traffic grows with the rank count).
+    OneShot,
+    /// Reduce-scatter and all-gather on LL lines, no barrier (medium sizes: a quarter of
+    /// the one-shot's traffic, no barrier latency).
+    TwoShotLl,
+    /// Reduce-scatter by loads + all-gather by stores between an entry and an exit barrier
+    /// (bandwidth-optimal).
+    TwoShot,
+    /// Reduce-scatter by stores into a scratch window + local reduction + all-gather by
+    /// stores: every NVLink transfer is a store; rounds of `push_round` bytes, two barriers
+    /// per round.
+    TwoShotPush,
+}
+
+impl Algo {
+    /// `one_shot` / `two_shot`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Algo::OneShot => "one_shot",
+            Algo::TwoShotLl => "two_shot_ll",
+            Algo::TwoShot => "two_shot",
+            Algo::TwoShotPush => "two_shot_push",
+        }
+    }
+
+    /// Parses [`Algo::name`].
+    pub fn parse(s: &str) -> Option<Algo> {
+        match s {
+            "one_shot" => Some(Algo::OneShot),
+            "two_shot_ll" => Some(Algo::TwoShotLl),
+            "two_shot" => Some(Algo::TwoShot),
+            "two_shot_push" => Some(Algo::TwoShotPush),
+            _ => None,
+        }
+    }
+}
+
+/// The knobs of the host API (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tuning {
+    /// Forced all-reduce algorithm (`None`: by size).
+    pub algo: Option<Algo>,
+    /// Largest all-reduce in bytes that runs one-shot.
+    pub one_shot_max: usize,
+    /// Largest all-reduce in bytes that runs two-shot on LL lines.
+    pub two_shot_ll_max: usize,
+    /// Largest all-gather / reduce-scatter / all-to-all in bytes (the larger of input and
+    /// output, as nccl-tests counts size) that runs on the LL kernels.
+    pub ll_max: usize,
+    /// Most blocks of a barrier-based kernel (the device communicator gets this many
+    /// barriers).
+    pub max_blocks: u32,
+    /// Most blocks of an LL kernel.
+    pub ll_blocks: u32,
+    /// Bound of every device-side wait, in nanoseconds.
+    pub timeout_ns: u64,
+    /// Bytes per round of the push two-shot, i.e. the size of its scratch window (0: the
+    /// algorithm is off and no scratch is allocated).
+    pub push_round: usize,
+    /// Smallest all-reduce in bytes that uses the push two-shot (when it is on).
+    pub push_min: usize,
+}
+
+impl Default for Tuning {
+    fn default() -> Self {
+        Tuning {
+            algo: None,
+            one_shot_max: 128 << 10,
+            two_shot_ll_max: 1 << 20,
+            ll_max: 1 << 20,
+            max_blocks: 32,
+            ll_blocks: 16,
+            timeout_ns: 10_000_000_000,
+            push_round: 0,
+            push_min: 64 << 20,
+        }
+    }
+}
+
+impl Tuning {
+    /// The defaults, overridden by the `SYMCOMM_*` variables that are set.
+    pub fn from_env() -> Result<Tuning> {
+        Tuning::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// The defaults, overridden by what `get` returns for the variable names.
+    pub fn from_lookup(get: impl Fn(&str) -> Option<String>) -> Result<Tuning> {
+        let mut t = Tuning::default();
+        if let Some(v) = get("SYMCOMM_ALGO") {
+            t.algo = Some(Algo::parse(&v).ok_or_else(|| Error::Env {
+                var: "SYMCOMM_ALGO".into(),
+                reason: format!("{v:?} is not one_shot, two_shot_ll, two_shot or two_shot_push"),
+            })?);
+        }
+        let num = |var: &str, min: u64, max: u64| -> Result<Option<u64>> {
+            match get(var) {
+                None => Ok(None),
+                Some(v) => match v.parse::<u64>() {
+                    Ok(n) if (min..=max).contains(&n) => Ok(Some(n)),
+                    _ => Err(Error::Env {
+                        var: var.into(),
+                        reason: format!("{v:?} is not a number in {min}..={max}"),
+                    }),
+                },
+            }
+        };
+        if let Some(n) = num("SYMCOMM_ONE_SHOT_MAX", 0, 64 << 20)? {
+            t.one_shot_max = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_TWO_SHOT_LL_MAX", 0, 256 << 20)? {
+            t.two_shot_ll_max = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_LL_MAX", 0, 64 << 20)? {
+            t.ll_max = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, 128)? {
+            t.max_blocks = n as u32;
+        }
+        if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, 64)? {
+            t.ll_blocks = n as u32;
+        }
+        if let Some(n) = num("SYMCOMM_PUSH_ROUND", 0, 16 << 30)? {
+            t.push_round = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_PUSH_MIN", 0, u64::MAX)? {
+            t.push_min = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_TIMEOUT_MS", 1, 3_600_000)? {
+            t.timeout_ns = n * 1_000_000;
+        }
+        Ok(t)
+    }
+
+    /// The all-reduce algorithm for `bytes`: the forced one if it can run (the LL kernels
+    /// need the data to fit the LL scratch: `one_shot_max`, `two_shot_ll_max`; the push
+    /// two-shot needs its scratch, `push_round > 0`), else by size.
+    pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
+        self.all_reduce_algo_with(self.algo, bytes)
+    }
+
+    /// [`all_reduce_algo`](Self::all_reduce_algo) with `forced` in place of the configured
+    /// choice.
+    pub fn all_reduce_algo_with(&self, forced: Option<Algo>, bytes: usize) -> Algo {
+        let push_on = self.push_round > 0;
+        match forced {
+            Some(Algo::OneShot) if bytes <= self.one_shot_max => Algo::OneShot,
+            Some(Algo::TwoShotLl) if bytes <= self.two_shot_ll_max => Algo::TwoShotLl,
+            Some(Algo::TwoShotPush) if push_on => Algo::TwoShotPush,
+            Some(Algo::TwoShot) => Algo::TwoShot,
+            _ if bytes <= self.one_shot_max => Algo::OneShot,
+            _ if bytes <= self.two_shot_ll_max => Algo::TwoShotLl,
+            _ if push_on && bytes >= self.push_min => Algo::TwoShotPush,
+            _ => Algo::TwoShot,
+        }
+    }
+
+    /// True when a data-movement collective (all-gather, reduce-scatter, all-to-all) of
+    /// `total` bytes (the larger of its per-rank input and output, as nccl-tests counts
+    /// size) with `per_peer` bytes per peer block, over `n` ranks, uses its LL
+    /// (barrier-free) kernel.
+    pub fn ll_for(&self, total: usize, per_peer: usize, n: usize) -> bool {
+        total <= self.ll_max && per_peer as u64 <= self.ll_cap_packs(n) * plan::PACK
+    }
+
+    /// Packs per rank slot of one push round for `n` ranks (at least 1).
+    pub fn push_round_packs(&self, n: usize) -> u64 {
+        (self.push_round as u64 / plan::PACK / n as u64).max(1)
+    }
+
+    /// Blocks of a barrier-based kernel where each thread handles `work` packs in total
+    /// (spread over the grid).
+    pub fn blocks(&self, work: u64) -> u32 {
+        plan::blocks_for(work, plan::THREADS, self.max_blocks)
+    }
+
+    /// Blocks of an LL kernel for `packs` packs.
+    pub fn ll_blocks_for(&self, packs: u64) -> u32 {
+        plan::blocks_for(packs, plan::LL_THREADS, self.ll_blocks)
+    }
+
+    /// LL capacity in packs per sender for `n` ranks: a one-shot all-reduce sends its whole
+    /// input, a two-shot LL all-reduce two `n`-ths, an LL all-gather / reduce-scatter /
+    /// all-to-all one `n`-th of its size.
+    pub fn ll_cap_packs(&self, n: usize) -> u64 {
+        let n = n.max(1);
+        // The two-shot LL kernel sends two slices of `ceil(packs / n)` per sender.
+        let two_shot_ll = 2
+            * (self.two_shot_ll_max as u64)
+                .div_ceil(plan::PACK)
+                .div_ceil(n as u64);
+        let bytes = self.one_shot_max.max(self.ll_max.div_ceil(n));
+        (bytes as u64).div_ceil(plan::PACK).max(two_shot_ll).max(1)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn lookup(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn small_all_reduces_go_one_shot_and_large_ones_two_shot() {
+        let t = Tuning::default();
+        assert_eq!(t.all_reduce_algo(4096), Algo::OneShot);
+        assert_eq!(t.all_reduce_algo(128 << 10), Algo::OneShot);
+        assert_eq!(t.all_reduce_algo((128 << 10) + 16), Algo::TwoShotLl);
+        assert_eq!(t.all_reduce_algo(1 << 20), Algo::TwoShotLl);
+        assert_eq!(t.all_reduce_algo((1 << 20) + 16), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo(1 << 30), Algo::TwoShot);
+    }
+
+    #[test]
+    fn the_environment_forces_an_algorithm_within_the_scratch_capacity() {
+        let t = Tuning::from_lookup(lookup(&[("SYMCOMM_ALGO", "two_shot")])).unwrap();
+        assert_eq!(t.all_reduce_algo(16), Algo::TwoShot);
+        let t = Tuning::from_lookup(lookup(&[
+            ("SYMCOMM_ALGO", "one_shot"),
+            ("SYMCOMM_ONE_SHOT_MAX", "65536"),
+        ]))
+        .unwrap();
+        assert_eq!(t.all_reduce_algo(65536), Algo::OneShot);
+        // Beyond its limit a forced one-shot cannot run: the choice by size instead.
+        assert_eq!(t.all_reduce_algo(65536 + 16), Algo::TwoShotLl);
+        assert_eq!(t.all_reduce_algo(4 << 20), Algo::TwoShot);
+        // The two-shot LL limit (two slices of 1 MiB / 8 per sender) sizes the scratch.
+        assert_eq!(t.ll_cap_packs(8), 16384);
+        assert_eq!(t.ll_cap_packs(1), 131072);
+    }
+
+    #[test]
+    fn the_push_two_shot_runs_only_with_its_scratch_and_above_its_minimum() {
+        let t = Tuning::default();
+        assert_eq!(
+            t.all_reduce_algo_with(Some(Algo::TwoShotPush), 1 << 30),
+            Algo::TwoShot
+        );
+        let t = Tuning::from_lookup(lookup(&[
+            ("SYMCOMM_PUSH_ROUND", "268435456"),
+            ("SYMCOMM_PUSH_MIN", "2097152"),
+        ]))
+        .unwrap();
+        assert_eq!(t.all_reduce_algo((2 << 20) - 16), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo(2 << 20), Algo::TwoShotPush);
+        assert_eq!(t.all_reduce_algo(4096), Algo::OneShot);
+        assert_eq!(
+            t.all_reduce_algo_with(Some(Algo::TwoShot), 1 << 30),
+            Algo::TwoShot
+        );
+        assert_eq!(t.push_round_packs(8), (256 << 20) / 16 / 8);
+        assert_eq!(Algo::parse("two_shot_push"), Some(Algo::TwoShotPush));
+    }
+
+    #[test]
+    fn malformed_knobs_are_rejected_with_the_variable_named() {
+        let e = Tuning::from_lookup(lookup(&[("SYMCOMM_ALGO", "three_shot")])).unwrap_err();
+        assert!(e.to_string().contains("SYMCOMM_ALGO"), "{e}");
+        let e = Tuning::from_lookup(lookup(&[("SYMCOMM_MAX_BLOCKS", "0")])).unwrap_err();
+        assert!(e.to_string().contains("SYMCOMM_MAX_BLOCKS"), "{e}");
+        let t = Tuning::from_lookup(lookup(&[("SYMCOMM_TIMEOUT_MS", "250")])).unwrap();
+        assert_eq!(t.timeout_ns, 250_000_000);
+    }
+
+    #[test]
+    fn small_data_movement_uses_ll_within_the_scratch() {
+        let t = Tuning::default();
+        assert!(t.ll_for(1 << 20, 128 << 10, 8));
+        assert!(!t.ll_for((1 << 20) + 128, 128 << 10, 8));
+        let t = Tuning::from_lookup(lookup(&[
+            ("SYMCOMM_LL_MAX", "0"),
+            ("SYMCOMM_ONE_SHOT_MAX", "0"),
+            ("SYMCOMM_TWO_SHOT_LL_MAX", "0"),
+        ]))
+        .unwrap();
+        assert!(!t.ll_for(4096, 512, 8));
+        assert_eq!(t.ll_cap_packs(8), 1);
+    }
+
+    #[test]
+    fn block_counts_follow_the_work_and_the_cap() {
+        let t = Tuning::default();
+        assert_eq!(t.blocks(1), 1);
+        assert_eq!(t.blocks(512 * 3), 3);
+        assert_eq!(t.blocks(1 << 30), 32);
+        assert_eq!(t.ll_blocks_for(1 << 20), 16);
+    }
+}
