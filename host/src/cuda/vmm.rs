@@ -611,7 +611,8 @@ impl VmmBuffer {
         })
     }
 
-    /// Sets every byte of the buffer to `value` (synchronous), e.g. to poison outputs.
+    /// Sets every byte of the buffer to `value`, e.g. to poison outputs; returns once the
+    /// memset has completed on the device.
     pub fn fill_bytes(&self, value: u8) -> Result<()> {
         if self.mapping.va.emulated {
             // SAFETY: `len` host bytes are mapped at device_ptr().
@@ -621,6 +622,13 @@ impl VmmBuffer {
         // SAFETY: `len` bytes are mapped at device_ptr().
         check("cuMemsetD8", unsafe {
             sys::cuMemsetD8_v2(self.device_ptr(), value, self.len)
+        })?;
+        // A "synchronous" memset of device memory may return before it has finished; wait for
+        // it, so that what follows (e.g. a peer writing into freshly zeroed barrier inboxes
+        // after a registration barrier) can never be overwritten by it.
+        // SAFETY: the null stream is the legacy default stream the memset went to.
+        check("cuStreamSynchronize", unsafe {
+            sys::cuStreamSynchronize(std::ptr::null_mut())
         })
     }
 }
