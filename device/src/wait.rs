@@ -2,9 +2,11 @@
 //! deadline on `%globaltimer` passed, or the communicator's abort flag was raised.
 //!
 //! [`Spin`] is the loop state a wait carries: call [`Spin::check`] after each failed poll. It
-//! reads the abort flag on the first failed poll and every [`ABORT_POLL_INTERVAL`] polls after
-//! that, and the timer every [`TIMER_POLL_INTERVAL`] polls (reading `%globaltimer` is not
-//! free). [`WaitError`] is what a wait returns when it gives up; [`WaitError::code`] gives a
+//! reads the abort flag once every [`ABORT_POLL_INTERVAL`] failed polls — on the GPU never on
+//! the first: the flag usually lives in device-mapped *host* memory, and a read of it is a round
+//! trip over PCIe, so thousands of threads each reading it once per short wait serialise on the
+//! bus — and
+//! the timer every [`TIMER_POLL_INTERVAL`] polls (reading `%globaltimer` is not free). [`WaitError`] is what a wait returns when it gives up; [`WaitError::code`] gives a
 //! stable number for reporting it to the host.
 
 use crate::arch;
@@ -40,8 +42,17 @@ impl WaitError {
     }
 }
 
-/// Failed polls between two reads of the abort flag (the first failed poll always reads it).
+/// Failed polls between two reads of the abort flag.
 pub const ABORT_POLL_INTERVAL: u32 = 1024;
+
+/// The failed poll (modulo [`ABORT_POLL_INTERVAL`]) that reads the abort flag: on the GPU the
+/// last of each interval, so a short wait never reads host memory; on the host (where reading
+/// the flag is cheap and the emulator backs off between polls) the first.
+const FIRST_ABORT_POLL: u32 = if cfg!(target_arch = "nvptx64") {
+    ABORT_POLL_INTERVAL - 1
+} else {
+    0
+};
 
 /// Failed polls between two reads of `%globaltimer` when a deadline is set.
 pub const TIMER_POLL_INTERVAL: u32 = 64;
@@ -99,7 +110,7 @@ impl Spin {
         self.polls = n.wrapping_add(1);
         arch::spin_hint();
         // SAFETY: `new`'s caller guaranteed the flag.
-        if n.is_multiple_of(ABORT_POLL_INTERVAL) && unsafe { aborted(self.abort_flag) } {
+        if n % ABORT_POLL_INTERVAL == FIRST_ABORT_POLL && unsafe { aborted(self.abort_flag) } {
             return Err(WaitError::Aborted);
         }
         if self.deadline != NO_TIMEOUT
