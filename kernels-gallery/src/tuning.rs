@@ -12,7 +12,7 @@
 //! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
 //! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size; 0 = off | 0 |
 //! | `SYMCOMM_PUSH_MIN` | smallest all-reduce / reduce-scatter (bytes) that uses them when on | 64 MiB |
-//! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 32 |
+//! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 64 |
 //! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 16 |
 //! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
 
@@ -94,7 +94,7 @@ impl Default for Tuning {
             one_shot_max: 128 << 10,
             two_shot_ll_max: 1 << 20,
             ll_max: 1 << 20,
-            max_blocks: 32,
+            max_blocks: 64,
             ll_blocks: 16,
             timeout_ns: 10_000_000_000,
             push_round: 0,
@@ -314,7 +314,7 @@ mod tests {
         let t = Tuning::default();
         assert_eq!(t.blocks(1), 1);
         assert_eq!(t.blocks(512 * 3), 3);
-        assert_eq!(t.blocks(1 << 30), 32);
+        assert_eq!(t.blocks(1 << 30), 64);
         assert_eq!(t.ll_blocks_for(1 << 20), 16);
     }
 }
