@@ -29,7 +29,7 @@ pub const fn slice(packs: u64, n: u64, rank: u64) -> (u64, u64) {
     (lo, hi)
 }
 
-/// The largest slice of [`slice`] (what one rank processes at most).
+/// The largest slice of [`slice()`] (what one rank processes at most).
 #[inline(always)]
 pub const fn slice_len(packs: u64, n: u64) -> u64 {
     packs.div_ceil(n)
