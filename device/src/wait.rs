@@ -42,6 +42,7 @@ impl WaitError {
     }
 }
 
+// ANCHOR: abort_poll
 /// Failed polls between two reads of the abort flag.
 pub const ABORT_POLL_INTERVAL: u32 = 1024;
 
@@ -53,6 +54,7 @@ const FIRST_ABORT_POLL: u32 = if cfg!(target_arch = "nvptx64") {
 } else {
     0
 };
+// ANCHOR_END: abort_poll
 
 /// Failed polls between two reads of `%globaltimer` when a deadline is set.
 pub const TIMER_POLL_INTERVAL: u32 = 64;

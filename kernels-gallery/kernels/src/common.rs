@@ -14,6 +14,7 @@ use symcomm_device::wait::WaitError;
 
 use crate::plan::PACK;
 
+// ANCHOR: pack_access
 /// Loads the pack at byte address `addr` (plain `ld.global.v4.u32`).
 ///
 /// # Safety
@@ -33,6 +34,7 @@ pub unsafe fn st(addr: u64, v: U32x4) {
     // SAFETY: forwarded.
     unsafe { mem::store_v4_u32(addr as *mut U32x4, v, StoreOrder::Weak, Scope::Gpu) }
 }
+// ANCHOR_END: pack_access
 
 /// Address of byte 0 of `p` in LSA peer `peer`'s copy.
 ///
@@ -65,6 +67,7 @@ pub fn grid_stride() -> (u64, u64) {
     )
 }
 
+// ANCHOR: rotated
 /// The `k`-th peer of rank `me` in a team of `n` when peers are visited starting with `me`
 /// (spreads NVLink traffic: at any moment the ranks target different peers).
 #[inline(always)]
@@ -72,6 +75,7 @@ pub const fn rotated(me: i32, k: i32, n: i32) -> i32 {
     let p = me + k;
     if p >= n { p - n } else { p }
 }
+// ANCHOR_END: rotated
 
 /// Byte offset of pack `j`.
 #[inline(always)]
@@ -79,6 +83,7 @@ pub const fn pack_off(j: u64) -> u64 {
     j * PACK
 }
 
+// ANCHOR: report
 /// Records a failed wait in `status` (0 stays 0 on success). Called by one thread.
 ///
 /// # Safety
@@ -92,7 +97,9 @@ pub unsafe fn report(status: *mut u32, r: Result<(), WaitError>) {
         unsafe { mem::store(status, e.code(), StoreOrder::Relaxed, Scope::Sys) };
     }
 }
+// ANCHOR_END: report
 
+// ANCHOR: bracketed
 /// Runs `body` between an entry and an exit LSA barrier of this block (barrier index = block
 /// index), with bounded waits; the result of the waits goes to `status`.
 ///
@@ -126,7 +133,9 @@ pub unsafe fn bracketed(
         unsafe { report(status, r) };
     }
 }
+// ANCHOR_END: bracketed
 
+// ANCHOR: acc
 /// A running lane-wise reduction of packs in the element's accumulation type, rounded once
 /// at the end (fp32 accumulation for 16-bit floats). Index loops with constant bounds only,
 /// so the lanes stay in registers after unrolling.
@@ -173,6 +182,7 @@ impl<T: Element, O: ReduceOp> Acc<T, O> {
         out
     }
 }
+// ANCHOR_END: acc
 
 /// Lane-wise reduction of `N` packs in array order.
 #[inline(always)]

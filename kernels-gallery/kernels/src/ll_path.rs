@@ -38,6 +38,7 @@ pub struct LlLaunch {
 }
 
 impl LlLaunch {
+    // ANCHOR: ll_begin
     /// Reads the launch counter. Every thread of every block calls it first.
     ///
     /// # Safety
@@ -61,7 +62,9 @@ impl LlLaunch {
             abort: comm.abort_flag_ptr(),
         }
     }
+    // ANCHOR_END: ll_begin
 
+    // ANCHOR: ll_end
     /// Finishes the launch: reports `res` (any failing thread), then the last block to get
     /// here advances the counter. Every thread of every block calls it last.
     ///
@@ -91,6 +94,7 @@ impl LlLaunch {
             }
         }
     }
+    // ANCHOR_END: ll_end
 }
 
 #[inline(always)]
@@ -98,6 +102,7 @@ fn line_off(l: &LlLaunch, src: u32, j: u64) -> u64 {
     plan::ll_offset(l.bank, src, j, l.n, l.cap)
 }
 
+// ANCHOR: send_pack
 /// Sends pack `j` to LSA peer `peer` (two LL lines in its scratch, in our sender slot).
 ///
 /// # Safety
@@ -110,6 +115,7 @@ pub unsafe fn send_pack(l: &LlLaunch, peer: i32, j: u64, v: U32x4) {
         ll::store_pack(line as *mut ll::Line, v, l.epoch);
     }
 }
+// ANCHOR_END: send_pack
 
 /// Receives pack `j` sent by LSA rank `src` in this launch (bounded wait).
 ///
@@ -122,6 +128,7 @@ pub unsafe fn recv_pack(
     j: u64,
     timeout_ns: u64,
 ) -> Result<U32x4, WaitError> {
+    // ANCHOR: recv_fast
     let line = (l.local + line_off(l, src as u32, j)) as *const ll::Line;
     // Fast path: both lines already there (no deadline set up, no timer read).
     // SAFETY: our own LL region (caller's contract).
@@ -141,6 +148,7 @@ pub unsafe fn recv_pack(
         // SAFETY: as above.
         _ => unsafe { ll::load_pack(line, l.epoch, l.abort, timeout_ns) },
     };
+    // ANCHOR_END: recv_fast
     // The CPU emulation moves the 16 bytes of a line as four separate words, so a poll can
     // see the epochs of this round next to a payload word of the last one; on the GPU the
     // 8-byte halves of a 16-byte access are not torn. Emulation only: read again until two

@@ -3,6 +3,7 @@
 //! window. Compiled for the GPU and the host alike, so the host plans exactly what the
 //! kernels execute (and the math is unit-tested on the CPU).
 
+// ANCHOR: pack_consts
 /// Bytes moved per thread per access (one `v4.u32`).
 pub const PACK: u64 = 16;
 
@@ -18,7 +19,9 @@ pub const LL_HEADER: u64 = 4096;
 
 /// Bytes one 16-byte pack occupies in LL form (two `{lo, epoch, hi, epoch}` lines).
 pub const LL_PACK: u64 = 32;
+// ANCHOR_END: pack_consts
 
+// ANCHOR: slice
 /// `(first, end)` of the packs rank `rank` of `n` owns when `packs` are split into `n`
 /// contiguous slices of `ceil(packs / n)` (the last ones may be shorter or empty).
 #[inline(always)]
@@ -28,8 +31,9 @@ pub const fn slice(packs: u64, n: u64, rank: u64) -> (u64, u64) {
     let hi = min(lo + chunk, packs);
     (lo, hi)
 }
+// ANCHOR_END: slice
 
-/// The largest slice of [`slice`] (what one rank processes at most).
+/// The largest slice of [`slice()`] (what one rank processes at most).
 #[inline(always)]
 pub const fn slice_len(packs: u64, n: u64) -> u64 {
     packs.div_ceil(n)
@@ -49,6 +53,7 @@ pub const fn blocks_for(work: u64, threads: u32, max_blocks: u32) -> u32 {
     }
 }
 
+// ANCHOR: ll_layout
 /// The LL bank (0 or 1) and epoch (never 0) of LL launch number `counter`.
 ///
 /// Banks alternate between consecutive launches, also across the wrap of the counter; a
@@ -65,6 +70,7 @@ pub const fn ll_bank_epoch(counter: u32) -> (u32, u32) {
 pub const fn ll_offset(bank: u32, src: u32, pack: u64, n: u32, cap: u64) -> u64 {
     LL_HEADER + ((bank as u64 * n as u64 + src as u64) * cap + pack) * LL_PACK
 }
+// ANCHOR_END: ll_layout
 
 /// Bytes of the LL region (header included) for `n` ranks and `cap` packs per sender.
 #[inline(always)]

@@ -23,6 +23,7 @@ use crate::common::{
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
 
+// ANCHOR: two_shot
 /// Two-shot all-reduce of `packs` packs from `src` into `dst` (both windows; may be equal).
 ///
 /// # Safety
@@ -48,7 +49,9 @@ pub unsafe fn two_shot<T: Element, O: ReduceOp>(
         })
     }
 }
+// ANCHOR_END: two_shot
 
+// ANCHOR: two_shot_n
 #[inline(always)]
 unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize>(
     comm: &DevComm,
@@ -92,6 +95,7 @@ unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize>(
         j += stride;
     }
 }
+// ANCHOR_END: two_shot_n
 
 #[inline(always)]
 unsafe fn two_shot_any<T: Element, O: ReduceOp>(
@@ -177,6 +181,7 @@ pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
     }
 }
 
+// ANCHOR: one_shot_ll
 /// One-shot LL all-reduce of `packs` packs: `dst` (this rank's; may equal `src`, may be a
 /// local pointer) = reduction over every rank's `src`, folded in rank order.
 ///
@@ -245,6 +250,7 @@ pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(
         ll.end(res, status);
     }
 }
+// ANCHOR_END: one_shot_ll
 
 /// Packs `[lo, hi)` of block `b` of `g` when a range of `len` packs is split into `g`
 /// contiguous block ranges (the same split on every rank, so block `b` of one rank pushes
@@ -310,6 +316,7 @@ pub unsafe fn two_shot_push<T: Element, O: ReduceOp>(
             } else {
                 per_round
             };
+            // ANCHOR: push_phase
             // Push slice p of this round to peer p (slot `me`).
             for k in 1..n {
                 let p = rotated(me, k, n);
@@ -327,6 +334,7 @@ pub unsafe fn two_shot_push<T: Element, O: ReduceOp>(
             if r.is_err() {
                 break;
             }
+            // ANCHOR_END: push_phase
             // Reduce slice `me` (rank order) and store it to every peer.
             let (lo, hi) = plan::slice(len, n as u64, me as u64);
             let (blo, bhi) = block_range(hi - lo, g, b);
@@ -423,12 +431,14 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
             for s in 1..n {
                 acc.add(get(s));
             }
+            // ANCHOR: two_shot_ll_forward
             let v = acc.finish();
             for k in 1..n {
                 send_pack(&ll, rotated(me, k, n), chunk + j, v);
             }
             st(out + pack_off(lo + j), v);
             j += stride;
+            // ANCHOR_END: two_shot_ll_forward
         }
         // All-gather: every peer's reduced slice.
         'peers: for k in 1..n {

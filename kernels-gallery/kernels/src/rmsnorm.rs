@@ -55,6 +55,7 @@ const _: () = assert!(core::mem::size_of::<NormArgs>() == 56);
 /// Most packs of a row one thread holds (so `hidden ≤ 8 × MAX_PACKS × block size`).
 pub const MAX_PACKS: usize = 2;
 
+// ANCHOR: rsqrt
 /// `1 / sqrt(x)` for `x > 0` to f32 precision (bit-level estimate + three Newton steps), the
 /// same on the GPU and the host.
 #[inline(always)]
@@ -68,7 +69,9 @@ pub fn rsqrt(x: f32) -> f32 {
     }
     y
 }
+// ANCHOR_END: rsqrt
 
+// ANCHOR: block_sum
 /// Sum over the block of every thread's `v` (the same value on every thread). Every thread
 /// of the block calls it.
 #[inline(always)]
@@ -104,6 +107,7 @@ fn block_sum(v: f32) -> f32 {
     cta.sync();
     total
 }
+// ANCHOR_END: block_sum
 
 /// Lane-wise `bf16(a + b)` of two bf16 packs, computed in f32.
 #[inline(always)]
@@ -138,6 +142,7 @@ fn scale(h: U32x4, w: U32x4, inv: f32) -> U32x4 {
     out
 }
 
+// ANCHOR: finish_row
 /// Normalises one row given its `h` packs (held by this thread: packs `k0 + i × stride`),
 /// writes `out` and `residual_out` at `row_off`.
 ///
@@ -179,6 +184,7 @@ unsafe fn finish_row(
         i += 1;
     }
 }
+// ANCHOR_END: finish_row
 
 /// The unfused half: `h = s + residual`, RMSNorm of `h`, one block per row (grid-stride
 /// over rows).
@@ -295,6 +301,7 @@ pub unsafe fn fused_one_shot(
                     i += 1;
                     continue;
                 }
+                // ANCHOR: fused_one_shot_pack
                 let j = row * ppr + k;
                 let own = ld(inp + pack_off(j));
                 // Rank order, as the one-shot all-reduce (the same bits on every rank).
@@ -316,6 +323,7 @@ pub unsafe fn fused_one_shot(
                 }
                 h[i] = add_bf16(acc.finish(), ld(residual + row_off + pack_off(k)));
                 have = i + 1;
+                // ANCHOR_END: fused_one_shot_pack
                 i += 1;
             }
             finish_row(
@@ -375,6 +383,7 @@ pub unsafe fn fused_two_shot(
     let b = u64::from(block_idx().x);
     // SAFETY: forwarded (caller's contract).
     unsafe {
+        // ANCHOR: fused_two_shot_owner
         bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
             let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
             let mut row = lo + b;
@@ -402,6 +411,7 @@ pub unsafe fn fused_two_shot(
         });
         // After the exit barrier of block b, every rank's block b has pushed its rows: this
         // block normalises them from the local copy (every rank computes the same bits).
+        // ANCHOR_END: fused_two_shot_owner
         let local = local_addr(fused);
         for q in 0..n {
             let (lo, hi) = plan::slice(tokens, n as u64, q as u64);
