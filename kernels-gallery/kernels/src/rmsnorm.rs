@@ -10,8 +10,8 @@
 //! - **one-shot (LL)**: every rank pushes its rows to every peer as LL lines, reduces every
 //!   row itself in rank order, normalises and writes locally. No barrier.
 //! - **two-shot**: rank `r` owns a contiguous slice of rows; it loads each owned row from
-//!   every peer, normalises it and pushes `h` and `out` rows into every peer's scratch; after
-//!   the exit barrier every rank copies the rows its block's peers produced to its outputs.
+//!   every peer, adds the residual and pushes the `h` row into every peer's scratch; after the
+//!   exit barrier every rank normalises every row locally from the `h` rows it received.
 
 use symcomm_device::arch::{self, FULL_MASK, block_dim, block_idx, grid_dim, thread_idx};
 use symcomm_device::comm::DevComm;
