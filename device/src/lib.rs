@@ -54,6 +54,20 @@ pub mod window;
 
 pub use symcomm_macros::kernel;
 
+// `#[kernel]` names this crate as `::symcomm_device`, also inside it.
+extern crate self as symcomm_device;
+
+/// What `#[kernel]` expands to on the host refers to (not a public API).
+#[doc(hidden)]
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod __private {
+    pub use crate::emu::registry::{KERNELS, KernelEntry};
+    pub use core::ffi::c_void;
+    pub use core::mem::size_of;
+    pub use core::ptr::read_unaligned;
+    pub use linkme;
+}
+
 /// Everything a kernel usually needs, in one import.
 pub mod prelude {
     pub use crate::arch::{Dim3, block_dim, block_idx, grid_dim, lane_id, thread_idx};

@@ -110,6 +110,16 @@ pub enum Error {
         /// What is wrong with it and how to fix it.
         reason: String,
     },
+    /// A kernel launched on the CPU emulator failed: it panicked or trapped (the detail names
+    /// the block and thread), misused a barrier or warp collective, deadlocked, outlived the
+    /// emulator's watchdog, or the launch shape was invalid.
+    #[error("emulated kernel `{kernel}` failed: {detail}")]
+    Emulation {
+        /// The kernel's name.
+        kernel: String,
+        /// What the emulator reported.
+        detail: String,
+    },
     /// An operating-system I/O step failed.
     #[error("{what}: {source}")]
     Io {

@@ -9,12 +9,26 @@
 //! whose arguments differ in number or size from it is refused with an error instead of
 //! handing the driver a wrong parameter buffer. Launches go to any stream, including one being
 //! captured into a CUDA graph (kernel launches are capturable; nothing here synchronises).
+//!
+//! # Under the emulated backend
+//! When the process runs on the CPU emulator ([`crate::backend::is_emulated`]), the same calls
+//! run kernels on the host: [`Module::load`] needs no CUDA (it only reads the entry points
+//! of the PTX), [`Module::function`] resolves the name against the kernels that `#[kernel]`
+//! registered on the host (`symcomm_device::emu::registry`; the kernels crate must be linked
+//! into the binary), and a launch checks its arguments against the registered parameter sizes
+//! and runs the kernel with `symcomm_device::emu::Launch` over the whole grid. Emulated
+//! launches are **synchronous**: they complete before returning, streams are ignored, and
+//! stream capture into CUDA graphs is not emulated (there is no stream to capture).
+//! [`synchronize`] does nothing. A kernel that panics, traps, deadlocks or outlives the
+//! emulator's watchdog fails its launch with [`Error::Emulation`].
 
 use std::collections::HashMap;
 use std::ffi::{CString, c_void};
 use std::ptr;
 
 use cudarc::driver::sys;
+
+use symcomm_device::emu::registry::{self, KernelEntry};
 
 use crate::cuda::check;
 use crate::{Error, Result};
@@ -24,11 +38,21 @@ use crate::{Error, Result};
 pub struct Module {
     raw: sys::CUmodule,
     params: HashMap<String, Vec<usize>>,
+    /// True under the emulated backend: `raw` is null and kernels come from the registry.
+    emulated: bool,
 }
 
 impl Module {
-    /// Loads (and JIT-compiles) PTX text.
+    /// Loads (and JIT-compiles) PTX text. Under the emulated backend: only reads its entry
+    /// points (see the module docs).
     pub fn load(ptx: &str) -> Result<Module> {
+        if crate::backend::is_emulated()? {
+            return Ok(Module {
+                raw: ptr::null_mut(),
+                params: entry_params(ptx),
+                emulated: true,
+            });
+        }
         let image = CString::new(ptx)
             .map_err(|_| Error::InvalidArgument("PTX text contains a NUL byte".into()))?;
         let mut raw = ptr::null_mut();
@@ -39,6 +63,7 @@ impl Module {
         Ok(Module {
             raw,
             params: entry_params(ptx),
+            emulated: false,
         })
     }
 
@@ -47,8 +72,12 @@ impl Module {
         self.params.get(name).map(Vec::as_slice)
     }
 
-    /// Looks up a kernel by name.
+    /// Looks up a kernel by name. Under the emulated backend the name must be an entry point
+    /// of the PTX and a kernel registered by `#[kernel]` in this binary.
     pub fn function(&self, name: &str) -> Result<Function<'_>> {
+        if self.emulated {
+            return self.emulated_function(name);
+        }
         let cname = CString::new(name)
             .map_err(|_| Error::InvalidArgument(format!("kernel name {name:?} contains NUL")))?;
         let mut raw = ptr::null_mut();
@@ -67,6 +96,52 @@ impl Module {
             raw,
             name: name.to_owned(),
             params: self.params.get(name).cloned(),
+            emu: None,
+            _module: self,
+        })
+    }
+
+    /// [`Module::function`] under the emulated backend: the registered kernel of that name
+    /// (among several of the same name: the one whose parameter sizes match the PTX's).
+    fn emulated_function(&self, name: &str) -> Result<Function<'_>> {
+        let Some(declared) = self.params.get(name) else {
+            return Err(Error::InvalidArgument(format!(
+                "no kernel named {name:?} in the module"
+            )));
+        };
+        let found: Vec<&'static KernelEntry> = registry::find(name).collect();
+        let entry = match found.as_slice() {
+            [] => {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel {name:?} is in the PTX but not registered on the host: link its \
+                     kernels crate into this binary to run it on the CPU emulator"
+                )));
+            }
+            [one] => *one,
+            several => {
+                let matching: Vec<_> = several
+                    .iter()
+                    .filter(|e| e.param_sizes == declared.as_slice())
+                    .collect();
+                match matching.as_slice() {
+                    [one] => **one,
+                    _ => {
+                        let paths: Vec<_> = several.iter().map(|e| e.module_path).collect();
+                        return Err(Error::InvalidArgument(format!(
+                            "kernel {name:?} is registered {} times on the host ({}): \
+                             ambiguous on the CPU emulator",
+                            several.len(),
+                            paths.join(", ")
+                        )));
+                    }
+                }
+            }
+        };
+        Ok(Function {
+            raw: ptr::null_mut(),
+            name: name.to_owned(),
+            params: Some(entry.param_sizes.to_vec()),
+            emu: Some(entry),
             _module: self,
         })
     }
@@ -74,6 +149,9 @@ impl Module {
 
 impl Drop for Module {
     fn drop(&mut self) {
+        if self.emulated {
+            return;
+        }
         // SAFETY: the module was loaded by `load` and is unloaded once; Functions borrow it.
         if let Err(e) = check("cuModuleUnload", unsafe { sys::cuModuleUnload(self.raw) }) {
             tracing::warn!("{e}");
@@ -109,11 +187,14 @@ pub struct Function<'m> {
     raw: sys::CUfunction,
     name: String,
     params: Option<Vec<usize>>,
+    /// The registered kernel, under the emulated backend.
+    emu: Option<&'static KernelEntry>,
     _module: &'m Module,
 }
 
 impl Function<'_> {
-    /// Launches the kernel on `stream` (null = the legacy default stream).
+    /// Launches the kernel on `stream` (null = the legacy default stream). Under the emulated
+    /// backend: runs it to completion on the host (`stream` is ignored; see the module docs).
     ///
     /// # Safety
     /// - `args` holds one pointer per kernel parameter, in order, each pointing to a value of
@@ -133,6 +214,10 @@ impl Function<'_> {
                 "empty launch shape: grid {:?}, block {:?}",
                 cfg.grid, cfg.block
             )));
+        }
+        if let Some(entry) = self.emu {
+            // SAFETY: forwarded (the caller's argument contract).
+            return unsafe { self.launch_emulated(entry, cfg, args) };
         }
         // SAFETY: the caller upholds the argument contract above; shape is non-empty.
         check("cuLaunchKernel", unsafe {
@@ -183,12 +268,45 @@ impl Function<'_> {
         unsafe { self.launch(cfg, stream, ptrs.as_mut()) }
     }
 
+    /// Runs `entry` over the launch's grid on the CPU emulator and waits for it.
+    ///
+    /// # Safety
+    /// As [`Function::launch`]; the pointers are read by every emulated thread.
+    unsafe fn launch_emulated(
+        &self,
+        entry: &'static KernelEntry,
+        cfg: LaunchConfig,
+        args: &mut [*mut c_void],
+    ) -> Result<()> {
+        if args.len() != entry.param_sizes.len() {
+            return Err(Error::InvalidArgument(format!(
+                "kernel `{}` takes {} parameters, but the launch passes {}",
+                self.name,
+                entry.param_sizes.len(),
+                args.len()
+            )));
+        }
+        let (gx, gy, gz) = cfg.grid;
+        let (bx, by, bz) = cfg.block;
+        let launch = symcomm_device::emu::Launch::new((gx, gy, gz), (bx, by, bz))
+            .shared(cfg.shared_mem_bytes);
+        let args: *const *mut c_void = args.as_ptr();
+        // SAFETY: `args` holds one pointer per parameter to a value of its type (the caller's
+        // contract), alive until this synchronous launch returns; the kernel only reads them.
+        // Every pointer the kernel dereferences is valid for the whole run (the caller's
+        // contract), which ends before `run_unsync` returns.
+        unsafe { launch.run_unsync(|| (entry.shim)(args)) }.map_err(|e| Error::Emulation {
+            kernel: self.name.clone(),
+            detail: e.to_string(),
+        })
+    }
+
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name
     }
 
-    /// The raw driver handle.
+    /// The raw driver handle (null under the emulated backend).
     pub fn raw(&self) -> sys::CUfunction {
         self.raw
     }
@@ -321,8 +439,15 @@ fn scalar_size(word: &str) -> Option<usize> {
 }
 
 /// Waits until all work on the current context has finished; surfaces asynchronous errors
-/// (a trapped kernel shows up here).
+/// (a trapped kernel shows up here). Does nothing under the emulated backend, whose launches
+/// complete before they return.
 pub fn synchronize() -> Result<()> {
+    if matches!(
+        crate::backend::backend(),
+        Ok(crate::backend::Backend::Emulated)
+    ) {
+        return Ok(());
+    }
     // SAFETY: no preconditions beyond a current context.
     check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
 }

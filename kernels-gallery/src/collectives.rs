@@ -36,6 +36,8 @@ pub struct Collectives {
     n: usize,
     ll_cap: u64,
     fused_off: u64,
+    /// Threads per block on this backend (see [`crate::emulation::threads`]).
+    threads: u32,
 }
 
 impl Collectives {
@@ -74,6 +76,7 @@ impl Collectives {
         let dev = DevComm::create(comm, Requirements::new().lsa_barriers(tuning.max_blocks))?;
         let module = Module::load(kernels::PTX)?;
         let status = HostMapped::new(0u32)?;
+        let threads = crate::emulation::threads()?;
         Ok(Collectives {
             module,
             scratch,
@@ -86,17 +89,25 @@ impl Collectives {
             n,
             ll_cap,
             fused_off,
+            threads,
         })
     }
 
-    /// [`Collectives::new`] with [`Tuning::from_env`].
+    /// [`Collectives::new`] with [`Tuning::from_env`] (under emulation:
+    /// [`crate::emulation::tuning_from_env`]).
     pub fn from_env(comm: &Communicator) -> Result<Collectives> {
-        Collectives::new(comm, Tuning::from_env()?)
+        Collectives::new(comm, crate::emulation::tuning_from_env()?)
     }
 
     /// The tuning in use.
     pub fn tuning(&self) -> &Tuning {
         &self.tuning
+    }
+
+    /// Threads per block of every launch: [`plan::THREADS`] on GPUs, fewer under emulation
+    /// (see [`crate::emulation::threads`]).
+    pub fn block_threads(&self) -> u32 {
+        self.threads
     }
 
     /// The number of ranks.
@@ -472,6 +483,8 @@ impl Collectives {
         args: A,
     ) -> Result<()> {
         let f = self.module.function(name)?;
+        // The kernels stride over `block_dim()`: smaller blocks under emulation.
+        let threads = threads.min(self.threads);
         // SAFETY: every gallery entry point's arguments are built by the methods above from
         // checked buffers (inside their windows, 16-byte multiples), the communicator has
         // `max_blocks ≥ blocks` barriers, and every rank computes the same launch.

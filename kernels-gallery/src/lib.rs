@@ -27,6 +27,9 @@
 //! reported by [`Collectives::check_status`] after a stream sync, after which the
 //! [`Collectives`] must be re-created.
 //!
+//! On the CPU emulator (`SYMCOMM_BACKEND=emu`) the same host code runs the kernels on the
+//! host, synchronously, with small blocks (see [`emulation`]).
+//!
 //! The kernels live in `kernels-gallery/kernels` (crate `symcomm-gallery-kernels`); the
 //! `emulated` test there runs every kernel on the CPU with one thread per rank.
 //!
@@ -43,6 +46,7 @@
 pub mod buffer;
 pub mod check;
 pub mod collectives;
+pub mod emulation;
 pub mod ranks;
 pub mod rmsnorm;
 pub mod tuning;

@@ -75,6 +75,7 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<Algo> {
         check_shape(tokens, hidden)?;
+        self.check_hidden(hidden)?;
         let bytes = tokens
             .checked_mul(hidden * 2)
             .ok_or_else(|| Error::InvalidArgument("all_reduce_rmsnorm: size overflows".into()))?;
@@ -178,6 +179,7 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<()> {
         check_shape(tokens, hidden)?;
+        self.check_hidden(hidden)?;
         let args = NormArg(NormArgs {
             residual: bufs.residual,
             weight: bufs.weight,
@@ -196,6 +198,26 @@ impl Collectives {
             stream,
             (s, args),
         )
+    }
+}
+
+impl Collectives {
+    /// The largest `hidden` the fused kernels take with this backend's blocks
+    /// (`8 × MAX_PACKS × threads`: [`MAX_HIDDEN`] on GPUs, less under emulation).
+    pub fn max_hidden(&self) -> usize {
+        8 * MAX_PACKS * self.block_threads() as usize
+    }
+
+    fn check_hidden(&self, hidden: usize) -> Result<()> {
+        if hidden > self.max_hidden() {
+            return Err(Error::InvalidArgument(format!(
+                "all_reduce_rmsnorm: hidden {hidden} exceeds {} for blocks of {} threads \
+                 (under emulation: raise SYMCOMM_EMU_THREADS)",
+                self.max_hidden(),
+                self.block_threads()
+            )));
+        }
+        Ok(())
     }
 }
 

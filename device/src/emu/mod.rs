@@ -78,6 +78,7 @@ mod block;
 pub(crate) mod ctx;
 mod launch;
 pub mod multicast;
+pub mod registry;
 
 use core::fmt;
 use std::string::String;

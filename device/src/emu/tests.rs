@@ -345,3 +345,36 @@ fn outside_a_launch_the_backends_describe_one_thread() {
     assert_eq!(Warp::new().thread_rank(), 0);
     arch::sync_threads();
 }
+
+/// A registered kernel: every thread adds `add` to its element.
+#[crate::kernel]
+#[allow(dead_code)]
+unsafe fn registry_test_add(out: *mut u32, n: u64, add: u32) {
+    let i = (arch::block_idx().x * arch::block_dim().x + arch::thread_idx().x) as u64;
+    if i < n {
+        // SAFETY: `out` holds `n` elements (the caller's contract).
+        unsafe { *out.add(i as usize) += add };
+    }
+}
+
+#[test]
+fn kernels_are_registered_with_their_parameter_sizes_and_run_through_the_shim() {
+    let found: Vec<_> = registry::find("registry_test_add").collect();
+    assert_eq!(found.len(), 1);
+    let e = found[0];
+    assert_eq!(e.param_sizes, &[8, 8, 4]);
+    assert!(e.module_path.ends_with("emu::tests"), "{}", e.module_path);
+    assert!(!registry::all().is_empty());
+    let mut data = [1u32; 100];
+    let (mut out, mut n, mut add) = (data.as_mut_ptr(), 100u64, 5u32);
+    let args: [*mut core::ffi::c_void; 3] = [
+        (&raw mut out).cast(),
+        (&raw mut n).cast(),
+        (&raw mut add).cast(),
+    ];
+    let argp = args.as_ptr();
+    // SAFETY: the pointers point at values of the declared types, alive for the launch; the
+    // 4 × 32 threads cover 100 distinct elements of `data`.
+    unsafe { Launch::new(4, 32).run_unsync(|| (e.shim)(argp)) }.unwrap();
+    assert!(data.iter().all(|&x| x == 6));
+}

@@ -1,0 +1,502 @@
+//! Every gallery collective on the CPU emulator, through the unchanged host path: ranks are
+//! threads of this process (`Communicator::init_threads`) or processes (`symcomm-bench`
+//! started once per rank), windows come from `register_window`, device communicators from
+//! `DevComm::create`, and [`Collectives`] launches the kernels by name — which the emulated
+//! backend runs on the host (`symcomm::launch`). Every element of every rank's output is
+//! checked against a host reference.
+//!
+//! Sizes are small and odd (packs not a multiple of the rank count), grids are 2 blocks of
+//! 64 threads (`symcomm_gallery::emulation`), so that 8 ranks stay within a few hundred OS
+//! threads per launch.
+
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+use symcomm::backend::{Backend, use_backend};
+use symcomm::bootstrap::UniqueId;
+use symcomm::cuda::VmmBuffer;
+use symcomm::cuda::memory::HostMapped;
+use symcomm::launch::{LaunchConfig, Module};
+use symcomm::launcher::rank_env;
+use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, Window};
+use symcomm_device::reduce::{Bf16, F16};
+use symcomm_gallery::check::{find_wrong, reduced};
+use symcomm_gallery::rmsnorm::{bf16_close, reference_row};
+use symcomm_gallery::{Algo, Buf, Collectives, DataType, NormBuffers, RedOp, Tuning, kernels};
+use symcomm_gallery_kernels::pattern;
+
+const RANKS: [usize; 3] = [2, 4, 8];
+const TYPES: [DataType; 2] = [DataType::F32, DataType::Bf16];
+/// Bytes of each window (and of the largest input or output).
+const WINDOW: usize = 64 << 10;
+/// All-reduce and broadcast size: 251 packs (odd, not a multiple of any rank count).
+const AR_BYTES: usize = 251 * 16;
+
+/// Small thresholds so that small sizes exercise every path: LL below 2 KiB (data movement)
+/// or 4 KiB (one-shot), barrier kernels above, push reduce-scatter from 8 KiB in rounds of
+/// 1 KiB (several rounds).
+fn tuning() -> Tuning {
+    Tuning {
+        one_shot_max: 4096,
+        two_shot_ll_max: 16 << 10,
+        ll_max: 2048,
+        max_blocks: 2,
+        ll_blocks: 2,
+        timeout_ns: 60_000_000_000,
+        push_round: 1024,
+        push_min: 8192,
+        ..Tuning::default()
+    }
+}
+
+fn encode(t: DataType, v: i32) -> Vec<u8> {
+    match t {
+        DataType::F32 => (v as f32).to_le_bytes().to_vec(),
+        DataType::I32 => v.to_le_bytes().to_vec(),
+        DataType::Bf16 => Bf16::from_f32(v as f32).0.to_le_bytes().to_vec(),
+        DataType::F16 => F16::from_f32(v as f32).0.to_le_bytes().to_vec(),
+    }
+}
+
+/// One rank's state (fields drop in order: windows before their memory, the communicator
+/// last).
+struct Rank {
+    g: Collectives,
+    a: Window,
+    a_mem: SymmetricMemory,
+    b: Window,
+    b_mem: SymmetricMemory,
+    comm: Communicator,
+}
+
+impl Rank {
+    fn new(comm: Communicator) -> Result<Rank> {
+        let g = Collectives::new(&comm, tuning())?;
+        let a_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
+        let b_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
+        let a = comm.register_window(&a_mem)?;
+        let b = comm.register_window(&b_mem)?;
+        Ok(Rank {
+            g,
+            a,
+            a_mem,
+            b,
+            b_mem,
+            comm,
+        })
+    }
+
+    fn n(&self) -> usize {
+        self.comm.size()
+    }
+
+    /// Poisons both windows and writes `count` pattern elements of this rank into `a`.
+    fn prepare(&self, t: DataType, seed: u32, count: usize) -> Result<()> {
+        self.a_mem.buffer().fill_bytes(0x7f)?;
+        self.b_mem.buffer().fill_bytes(0x7f)?;
+        let r = self.comm.rank() as u32;
+        let bytes: Vec<u8> = (0..count)
+            .flat_map(|i| encode(t, pattern::value(seed, r, i as u64)))
+            .collect();
+        self.a_mem.buffer().copy_from_host(&bytes)?;
+        self.comm.bootstrap().barrier()
+    }
+
+    /// Wrong elements among `count` elements of `t` at byte `offset` of `mem` (reported).
+    fn check(
+        &self,
+        what: &str,
+        mem: &SymmetricMemory,
+        t: DataType,
+        count: usize,
+        want: impl Fn(usize) -> i32,
+    ) -> Result<usize> {
+        let mut got = vec![0u8; count * t.size()];
+        mem.buffer().copy_to_host(&mut got)?;
+        self.g.check_status()?;
+        let m = find_wrong(&got, t, count, want, 4);
+        if m.count != 0 {
+            eprintln!(
+                "rank {} of {}: {what} {t}: {} of {count} wrong, first {:?}",
+                self.comm.rank(),
+                self.n(),
+                m.count,
+                m.first
+            );
+        }
+        self.comm.bootstrap().barrier()?;
+        Ok(m.count)
+    }
+
+    /// Every collective in every type; returns the wrong elements of this rank.
+    fn run_all(&self) -> Result<usize> {
+        let (n, r) = (self.n(), self.comm.rank() as u64);
+        let null = std::ptr::null_mut();
+        let mut wrong = 0;
+        let mut seed = 100u32;
+        for t in TYPES {
+            let s = t.size();
+            // All-reduce, every algorithm, out of place and (two-shot) in place.
+            for algo in [
+                Algo::OneShot,
+                Algo::TwoShotLl,
+                Algo::TwoShot,
+                Algo::TwoShotPush,
+            ] {
+                seed += 1;
+                let count = AR_BYTES / s;
+                self.prepare(t, seed, count)?;
+                let (src, dst) = (Buf::whole(&self.a), Buf::whole(&self.b));
+                let used =
+                    self.g
+                        .all_reduce_with(Some(algo), src, dst, count, t, RedOp::Sum, null)?;
+                assert_eq!(used, algo, "the forced algorithm runs");
+                let what = format!("all_reduce {}", algo.name());
+                wrong += self.check(&what, &self.b_mem, t, count, |i| {
+                    reduced(RedOp::Sum, seed, n as u32, i as u64)
+                })?;
+            }
+            seed += 1;
+            let count = AR_BYTES / s;
+            self.prepare(t, seed, count)?;
+            let inplace = Buf::whole(&self.a);
+            self.g.all_reduce_with(
+                Some(Algo::TwoShot),
+                inplace,
+                inplace,
+                count,
+                t,
+                RedOp::Max,
+                null,
+            )?;
+            wrong += self.check(
+                "all_reduce two_shot in place max",
+                &self.a_mem,
+                t,
+                count,
+                |i| reduced(RedOp::Max, seed, n as u32, i as u64),
+            )?;
+            // Data movement: an LL size (2 KiB total at most) and a barrier-kernel size.
+            for per in [64usize, 2064] {
+                seed += 1;
+                let count = per / s;
+                self.prepare(t, seed, count)?;
+                let (src, dst) = (Buf::whole(&self.a), Buf::whole(&self.b));
+                self.g.all_gather(src, dst, count, t, null)?;
+                wrong += self.check(
+                    &format!("all_gather {per} B per rank"),
+                    &self.b_mem,
+                    t,
+                    count * n,
+                    |i| pattern::value(seed, (i / count) as u32, (i % count) as u64),
+                )?;
+                seed += 1;
+                self.prepare(t, seed, count * n)?;
+                self.g.all_to_all(src, dst, count, t, null)?;
+                wrong += self.check(
+                    &format!("all_to_all {per} B per peer"),
+                    &self.b_mem,
+                    t,
+                    count * n,
+                    |i| {
+                        pattern::value(
+                            seed,
+                            (i / count) as u32,
+                            r * count as u64 + (i % count) as u64,
+                        )
+                    },
+                )?;
+            }
+            // Reduce-scatter: LL, pull (between the LL and push limits), push (several rounds).
+            for total in [64 * n, 3000, 9000] {
+                seed += 1;
+                let per = (total / n).next_multiple_of(16);
+                let count = per / s;
+                self.prepare(t, seed, count * n)?;
+                let (src, dst) = (Buf::whole(&self.a), Buf::whole(&self.b));
+                self.g
+                    .reduce_scatter(src, dst, count, t, RedOp::Sum, null)?;
+                wrong += self.check(
+                    &format!("reduce_scatter {} B", per * n),
+                    &self.b_mem,
+                    t,
+                    count,
+                    |i| reduced(RedOp::Sum, seed, n as u32, r * count as u64 + i as u64),
+                )?;
+            }
+            // Broadcast from the last rank.
+            seed += 1;
+            let count = AR_BYTES / s;
+            self.prepare(t, seed, count)?;
+            let root = n - 1;
+            self.g.broadcast(
+                Buf::whole(&self.a),
+                Buf::whole(&self.b),
+                count,
+                t,
+                root,
+                null,
+            )?;
+            wrong += self.check("broadcast", &self.b_mem, t, count, |i| {
+                pattern::value(seed, root as u32, i as u64)
+            })?;
+        }
+        wrong += self.rmsnorm()?;
+        wrong += self.multimem()?;
+        Ok(wrong)
+    }
+
+    /// The fused all-reduce + residual + RMSNorm (bf16) in its three protocols.
+    fn rmsnorm(&self) -> Result<usize> {
+        let hidden = 512;
+        let dev = self.comm.device() as i32;
+        let rows = 24 * hidden * 2;
+        let residual = VmmBuffer::new(dev, rows)?;
+        let weight = VmmBuffer::new(dev, hidden * 2)?;
+        let out = VmmBuffer::new(dev, rows)?;
+        let residual_out = VmmBuffer::new(dev, rows)?;
+        let bufs = NormBuffers {
+            residual: residual.device_ptr(),
+            weight: weight.device_ptr(),
+            out: out.device_ptr(),
+            residual_out: residual_out.device_ptr(),
+        };
+        let n = self.n() as u32;
+        let mut wrong = 0;
+        for (tokens, want) in [
+            (2, Algo::OneShot),
+            (8, Algo::TwoShotLl),
+            (24, Algo::TwoShot),
+        ] {
+            let seed = 500 + tokens as u32;
+            let count = tokens * hidden;
+            self.prepare(DataType::Bf16, seed, count)?;
+            let bf = |seed: u32, k: usize| -> Vec<u16> {
+                (0..k)
+                    .map(|i| Bf16::from_f32(pattern::value(seed, 0, i as u64) as f32).0)
+                    .collect()
+            };
+            let (res, w) = (bf(seed ^ 0x5555, count), bf(seed ^ 0xaaaa, hidden));
+            residual.copy_from_host(&res)?;
+            weight.copy_from_host(&w)?;
+            out.fill_bytes(0x7f)?;
+            residual_out.fill_bytes(0x7f)?;
+            self.comm.bootstrap().barrier()?;
+            let x = Buf::whole(&self.a);
+            let used =
+                self.g
+                    .all_reduce_rmsnorm(x, bufs, tokens, hidden, 1e-6, std::ptr::null_mut())?;
+            assert_eq!(used, want, "{tokens} × {hidden}");
+            self.g.check_status()?;
+            let (mut h_got, mut y_got) = (vec![0u16; count], vec![0u16; count]);
+            residual_out.copy_to_host(&mut h_got)?;
+            out.copy_to_host(&mut y_got)?;
+            for tkn in 0..tokens {
+                let row = tkn * hidden..(tkn + 1) * hidden;
+                let s: Vec<u16> = row
+                    .clone()
+                    .map(|i| Bf16::from_f32(pattern::sum(seed, n, i as u64) as f32).0)
+                    .collect();
+                let (h, y) = reference_row(&s, &res[row.clone()], &w, 1e-6);
+                for (k, i) in row.enumerate() {
+                    let bad =
+                        usize::from(h_got[i] != h[k]) + usize::from(!bf16_close(y_got[i], y[k]));
+                    if bad != 0 && wrong == 0 {
+                        eprintln!(
+                            "rank {} of {n}: rmsnorm {tokens}x{hidden} {}: element {i}: h {:#06x} \
+                             want {:#06x}, out {:#06x} want {:#06x}",
+                            self.comm.rank(),
+                            want.name(),
+                            h_got[i],
+                            h[k],
+                            y_got[i],
+                            y[k]
+                        );
+                    }
+                    wrong += bad;
+                }
+            }
+            self.comm.bootstrap().barrier()?;
+        }
+        Ok(wrong)
+    }
+
+    /// The multimem all-reduce kernels (never selected by the host API) through the emulated
+    /// multicast range, launched by name from the gallery module.
+    fn multimem(&self) -> Result<usize> {
+        let dev = DevComm::create(
+            &self.comm,
+            Requirements::new().lsa_barriers(2).lsa_multimem(true),
+        )?;
+        let module = Module::load(kernels::PTX)?;
+        let status = HostMapped::new(0u32)?;
+        let n = self.n() as u32;
+        let mut wrong = 0;
+        let mut seed = 900;
+        for (t, suffix) in [(DataType::F32, "f32"), (DataType::Bf16, "bf16")] {
+            for shot in ["one_shot", "two_shot"] {
+                seed += 1;
+                let count = AR_BYTES / t.size();
+                self.prepare(t, seed, count)?;
+                let f = module.function(&format!("all_reduce_multimem_{shot}_{suffix}_sum"))?;
+                let args = (
+                    dev.raw(),
+                    self.a.sym::<u8>(0),
+                    self.b.sym::<u8>(0),
+                    (AR_BYTES / 16) as u64,
+                    60_000_000_000u64,
+                    status.device_ptr() as *mut u32,
+                );
+                // SAFETY: both windows hold AR_BYTES on every rank and are bound to the LSA
+                // multicast range of `dev`, which has 2 barriers for the 2 blocks; every rank
+                // launches the same shape.
+                unsafe { f.launch_with(LaunchConfig::linear(2, 64), std::ptr::null_mut(), args) }?;
+                if status.get() != 0 {
+                    return Err(Error::InvalidArgument(format!(
+                        "multimem {shot}: status {}",
+                        status.get()
+                    )));
+                }
+                wrong += self.check(&format!("multimem {shot}"), &self.b_mem, t, count, |i| {
+                    pattern::sum(seed, n, i as u64)
+                })?;
+            }
+        }
+        Ok(wrong)
+    }
+}
+
+/// Runs `f` on `n` thread ranks; panics with every rank's error.
+fn on_ranks<T: Send>(n: usize, f: impl Fn(Rank) -> Result<T> + Sync) -> Vec<T> {
+    use_backend(Backend::Emulated).unwrap();
+    let results = symcomm_gallery::ranks::run_ranks(Some(n), |comm| f(Rank::new(comm)?));
+    let mut out = Vec::new();
+    let mut errors = Vec::new();
+    for (rank, r) in results {
+        match r {
+            Ok(v) => out.push(v),
+            Err(e) => errors.push(format!("rank {rank}: {e}")),
+        }
+    }
+    assert!(errors.is_empty(), "{n} ranks: {}", errors.join("; "));
+    out
+}
+
+#[test]
+fn every_collective_matches_its_reference_with_2_4_and_8_thread_ranks() {
+    for n in RANKS {
+        let t0 = Instant::now();
+        let wrong: usize = on_ranks(n, |rank| rank.run_all()).into_iter().sum();
+        println!(
+            "{n} ranks: every collective in {:.2} s",
+            t0.elapsed().as_secs_f64()
+        );
+        assert_eq!(wrong, 0, "{n} ranks: {wrong} wrong elements");
+    }
+}
+
+#[test]
+fn an_8_rank_all_reduce_takes_this_long_on_the_emulator() {
+    let times = on_ranks(8, |rank| {
+        let mut best = Vec::new();
+        for algo in [Algo::OneShot, Algo::TwoShot] {
+            rank.prepare(DataType::F32, 7, AR_BYTES / 4)?;
+            let t0 = Instant::now();
+            for _ in 0..3 {
+                rank.g.all_reduce_with(
+                    Some(algo),
+                    Buf::whole(&rank.a),
+                    Buf::whole(&rank.b),
+                    AR_BYTES / 4,
+                    DataType::F32,
+                    RedOp::Sum,
+                    std::ptr::null_mut(),
+                )?;
+            }
+            best.push((algo, t0.elapsed().as_secs_f64() / 3.0));
+            rank.comm.bootstrap().barrier()?;
+        }
+        Ok(best)
+    });
+    for (algo, s) in &times[0] {
+        println!(
+            "8-rank emulated all_reduce {} of {AR_BYTES} B f32 (2 × 64 threads per rank): {:.1} ms",
+            algo.name(),
+            s * 1e3
+        );
+    }
+}
+
+#[test]
+fn kernels_are_launched_by_name_with_checked_arguments() {
+    use_backend(Backend::Emulated).unwrap();
+    let module = Module::load(kernels::PTX).unwrap();
+    let e = module.function("no_such_kernel").unwrap_err();
+    assert!(e.to_string().contains("no_such_kernel"), "{e}");
+    let f = module.function("all_gather").unwrap();
+    // SAFETY: refused before anything runs (three arguments instead of six).
+    let e = unsafe {
+        f.launch_with(
+            LaunchConfig::linear(1, 32),
+            std::ptr::null_mut(),
+            (1u64, 2u32, 3u64),
+        )
+    }
+    .unwrap_err();
+    assert!(e.to_string().contains("all_gather"), "{e}");
+    for name in kernels::ENTRY_POINTS {
+        module.function(name).unwrap();
+    }
+}
+
+/// A free localhost port for a job's root.
+fn free_port() -> u16 {
+    TcpListener::bind((Ipv4Addr::LOCALHOST, 0))
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .unwrap()
+}
+
+#[test]
+fn symcomm_bench_runs_as_4_emulated_processes() {
+    let n = 4;
+    let id = UniqueId::random(SocketAddr::from((Ipv4Addr::LOCALHOST, free_port())));
+    let t0 = Instant::now();
+    let children: Vec<_> = (0..n)
+        .map(|rank| {
+            Command::new(env!("CARGO_BIN_EXE_symcomm-bench"))
+                .args(["--coll", "all", "--min", "4K", "--max", "8K"])
+                .args(["--iters", "1", "--replays", "1", "--warmup", "0"])
+                .env("SYMCOMM_BACKEND", "emu")
+                .env_remove("SYMCOMM_LOG")
+                .envs(rank_env(rank, n, &id, None))
+                .stdin(Stdio::null())
+                .stdout(Stdio::piped())
+                .stderr(Stdio::piped())
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    let mut stdout = String::new();
+    let mut failed = Vec::new();
+    for (rank, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().unwrap();
+        stdout += &String::from_utf8_lossy(&out.stdout);
+        if !out.status.success() {
+            failed.push(format!(
+                "rank {rank}: {:?}\n{}",
+                out.status,
+                String::from_utf8_lossy(&out.stderr)
+            ));
+        }
+    }
+    println!(
+        "symcomm-bench as {n} processes: {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(failed.is_empty(), "{}\n{stdout}", failed.join("\n"));
+    assert!(stdout.contains("running on the CPU emulator"), "{stdout}");
+    assert!(stdout.contains(" 0 wrong elements in total"), "{stdout}");
+    assert!(stdout.contains("ar_rmsnorm"), "{stdout}");
+}
