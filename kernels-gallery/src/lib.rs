@@ -10,7 +10,7 @@
 //!
 //! | collective | small (LL, no barrier) | large |
 //! |---|---|---|
-//! | all-reduce | ≤ 128 KiB one-shot: push input as LL lines, reduce all in rank order; ≤ 1 MiB two-shot on LL lines | two-shot: reduce-scatter by loads + all-gather by stores between two barriers (or `two_shot_push`: stores only, through a scratch; off by default) |
+//! | all-reduce | ≤ 64 KiB one-shot: push input as LL lines, reduce all in rank order (a two-shot on LL lines exists, off by default) | two-shot: reduce-scatter by loads + all-gather by stores between two barriers (or `two_shot_push`: stores only, through a scratch; off by default) |
 //! | all-gather | push to every peer as LL lines | push with 16-byte stores between two barriers |
 //! | reduce-scatter | LL lines, reduce in rank order | load slice `rank` from every peer |
 //! | all-to-all | LL lines | push blocks between two barriers |

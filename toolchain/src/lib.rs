@@ -482,16 +482,22 @@ impl Toolchain {
     fn linker_exe(&self, dir: &Path) -> Result<PathBuf, Error> {
         const LINKER_SRC: &str = include_str!("linker.rs");
         const MAIN_SRC: &str = "mod linker;\nfn main() { std::process::exit(linker::main()); }\n";
-        let src_dir = dir.join("symcomm-ptx-link-src");
         let exe = dir.join("symcomm-ptx-link");
-        let stamp = src_dir.join("stamp");
+        let stamp = dir.join("symcomm-ptx-link.stamp");
         let want = format!("{}\n{:016x}", self.name, fnv1a(LINKER_SRC.as_bytes()));
         if exe.is_file() && std::fs::read_to_string(&stamp).ok().as_deref() == Some(&want) {
             return Ok(exe);
         }
-        mkdir(&src_dir)?;
-        write(&src_dir.join("linker.rs"), LINKER_SRC.as_bytes())?;
-        write(&src_dir.join("main.rs"), MAIN_SRC.as_bytes())?;
+        // Build in a directory of this process's own and move the result into place: two
+        // builds racing to create the linker (parallel build scripts or tests) never share
+        // rustc's intermediate files or see a half-written executable.
+        static BUILDS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = BUILDS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let private = dir.join(format!("symcomm-ptx-link-build.{}.{n}", std::process::id()));
+        mkdir(&private)?;
+        write(&private.join("linker.rs"), LINKER_SRC.as_bytes())?;
+        write(&private.join("main.rs"), MAIN_SRC.as_bytes())?;
+        let built = private.join("symcomm-ptx-link");
         let out = Command::new("rustc")
             .env("RUSTUP_TOOLCHAIN", &self.name)
             .env_remove("RUSTC")
@@ -502,20 +508,27 @@ impl Toolchain {
                 "--crate-name",
                 "symcomm_ptx_link",
             ])
-            .arg(src_dir.join("main.rs"))
+            .arg(private.join("main.rs"))
             .arg("-o")
-            .arg(&exe)
+            .arg(&built)
             .output()
             .map_err(|e| Error::Io {
                 what: "compile the PTX linker".into(),
                 source: e,
             })?;
         if !out.status.success() {
+            let _ = std::fs::remove_dir_all(&private);
             return Err(Error::Io {
                 what: "compile the PTX linker".into(),
                 source: std::io::Error::other(String::from_utf8_lossy(&out.stderr).into_owned()),
             });
         }
+        let moved = std::fs::rename(&built, &exe).map_err(|e| Error::Io {
+            what: format!("move the PTX linker to {}", exe.display()),
+            source: e,
+        });
+        let _ = std::fs::remove_dir_all(&private);
+        moved?;
         write(&stamp, want.as_bytes())?;
         Ok(exe)
     }
