@@ -94,7 +94,7 @@ impl Collectives {
         let n = self.size() as u64;
         let chunk = plan::slice_len(tokens as u64, n) * (hidden as u64 / 8);
         // The same protocol as a plain all-reduce of these bytes, where the rows fit.
-        let algo = match self.tuning().all_reduce_algo(bytes) {
+        let algo = match self.tuning().fused_algo(bytes) {
             Algo::OneShot if packs <= self.ll_cap() => Algo::OneShot,
             Algo::OneShot | Algo::TwoShotLl if 2 * chunk <= self.ll_cap() => Algo::TwoShotLl,
             _ => Algo::TwoShot,

@@ -87,6 +87,11 @@ pub struct Tuning {
     pub push_min: usize,
 }
 
+/// Default one-shot limit of the fused all-reduce + RMSNorm (bytes).
+const FUSED_ONE_SHOT_MAX: usize = 128 << 10;
+/// Default LL two-shot limit of the fused all-reduce + RMSNorm (bytes).
+const FUSED_TWO_SHOT_LL_MAX: usize = 256 << 10;
+
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
@@ -166,6 +171,25 @@ impl Tuning {
     /// two-shot needs its scratch, `push_round > 0`), else by size.
     pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
         self.all_reduce_algo_with(self.algo, bytes)
+    }
+
+    /// The protocol of the fused all-reduce + residual + RMSNorm for `bytes` of rows. Its LL
+    /// variants stay ahead of its barrier two-shot up to larger sizes than the plain
+    /// all-reduce's (4×H200, bf16: 16 × 8192 rows 13.4 µs on LL lines against 22.5 µs with
+    /// barriers; 128 × 4096 rows 20.3 µs with barriers against 34.8 µs on LL lines), so it has
+    /// its own limits: one-shot up to 128 KiB, LL two-shot up to 256 KiB (or the plain limits
+    /// when those are higher). A forced `SYMCOMM_ALGO` applies as for the plain all-reduce.
+    pub fn fused_algo(&self, bytes: usize) -> Algo {
+        if self.algo.is_some() {
+            return self.all_reduce_algo(bytes);
+        }
+        if bytes <= self.one_shot_max.max(FUSED_ONE_SHOT_MAX) {
+            Algo::OneShot
+        } else if bytes <= self.two_shot_ll_max.max(FUSED_TWO_SHOT_LL_MAX) {
+            Algo::TwoShotLl
+        } else {
+            Algo::TwoShot
+        }
     }
 
     /// [`all_reduce_algo`](Self::all_reduce_algo) with `forced` in place of the configured
@@ -249,6 +273,17 @@ mod tests {
         assert_eq!(t.all_reduce_algo((64 << 10) + 16), Algo::TwoShotLl);
         assert_eq!(t.all_reduce_algo(1 << 20), Algo::TwoShotLl);
         assert_eq!(t.all_reduce_algo((1 << 20) + 16), Algo::TwoShot);
+    }
+
+    #[test]
+    fn the_fused_kernel_keeps_its_ll_protocols_longer_than_the_plain_all_reduce() {
+        let t = Tuning::default();
+        assert_eq!(t.fused_algo(8 << 10), Algo::OneShot);
+        assert_eq!(t.fused_algo(128 << 10), Algo::OneShot);
+        assert_eq!(t.fused_algo(256 << 10), Algo::TwoShotLl);
+        assert_eq!(t.fused_algo((256 << 10) + 16), Algo::TwoShot);
+        let forced = Tuning::from_lookup(lookup(&[("SYMCOMM_ALGO", "two_shot")])).unwrap();
+        assert_eq!(forced.fused_algo(8 << 10), Algo::TwoShot);
     }
 
     #[test]
