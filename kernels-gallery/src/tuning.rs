@@ -8,6 +8,7 @@
 //! |---|---|---|
 //! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot_ll`, `two_shot` or `two_shot_push` | by size |
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 64 KiB |
+//! | `SYMCOMM_FUSED_ONE_SHOT_MAX` / `SYMCOMM_FUSED_TWO_SHOT_LL_MAX` | the same limits for the fused all-reduce + RMSNorm | 128 KiB / 256 KiB |
 //! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel (never above the one-shot limit by default) | 64 KiB |
 //! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
 //! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size; 0 = off | 0 |
@@ -70,6 +71,10 @@ pub struct Tuning {
     pub one_shot_max: usize,
     /// Largest all-reduce in bytes that runs two-shot on LL lines.
     pub two_shot_ll_max: usize,
+    /// Largest fused all-reduce + RMSNorm (bytes of rows) that runs one-shot.
+    pub fused_one_shot_max: usize,
+    /// Largest fused all-reduce + RMSNorm (bytes of rows) that runs two-shot on LL lines.
+    pub fused_two_shot_ll_max: usize,
     /// Largest all-gather / reduce-scatter / all-to-all in bytes (the larger of input and
     /// output, as nccl-tests counts size) that runs on the LL kernels.
     pub ll_max: usize,
@@ -87,11 +92,6 @@ pub struct Tuning {
     pub push_min: usize,
 }
 
-/// Default one-shot limit of the fused all-reduce + RMSNorm (bytes).
-const FUSED_ONE_SHOT_MAX: usize = 128 << 10;
-/// Default LL two-shot limit of the fused all-reduce + RMSNorm (bytes).
-const FUSED_TWO_SHOT_LL_MAX: usize = 256 << 10;
-
 impl Default for Tuning {
     fn default() -> Self {
         Tuning {
@@ -102,6 +102,8 @@ impl Default for Tuning {
             // use it).
             one_shot_max: 64 << 10,
             two_shot_ll_max: 64 << 10,
+            fused_one_shot_max: 128 << 10,
+            fused_two_shot_ll_max: 256 << 10,
             ll_max: 1 << 20,
             max_blocks: 64,
             ll_blocks: 16,
@@ -145,6 +147,12 @@ impl Tuning {
         if let Some(n) = num("SYMCOMM_TWO_SHOT_LL_MAX", 0, 256 << 20)? {
             t.two_shot_ll_max = n as usize;
         }
+        if let Some(n) = num("SYMCOMM_FUSED_ONE_SHOT_MAX", 0, 256 << 20)? {
+            t.fused_one_shot_max = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", 0, 256 << 20)? {
+            t.fused_two_shot_ll_max = n as usize;
+        }
         if let Some(n) = num("SYMCOMM_LL_MAX", 0, 64 << 20)? {
             t.ll_max = n as usize;
         }
@@ -177,15 +185,16 @@ impl Tuning {
     /// variants stay ahead of its barrier two-shot up to larger sizes than the plain
     /// all-reduce's (4×H200, bf16: 16 × 8192 rows 13.4 µs on LL lines against 22.5 µs with
     /// barriers; 128 × 4096 rows 20.3 µs with barriers against 34.8 µs on LL lines), so it has
-    /// its own limits: one-shot up to 128 KiB, LL two-shot up to 256 KiB (or the plain limits
-    /// when those are higher). A forced `SYMCOMM_ALGO` applies as for the plain all-reduce.
+    /// its own limits ([`Tuning::fused_one_shot_max`], [`Tuning::fused_two_shot_ll_max`];
+    /// 128 and 256 KiB by default). A forced `SYMCOMM_ALGO` applies as for the plain
+    /// all-reduce.
     pub fn fused_algo(&self, bytes: usize) -> Algo {
         if self.algo.is_some() {
             return self.all_reduce_algo(bytes);
         }
-        if bytes <= self.one_shot_max.max(FUSED_ONE_SHOT_MAX) {
+        if bytes <= self.fused_one_shot_max {
             Algo::OneShot
-        } else if bytes <= self.two_shot_ll_max.max(FUSED_TWO_SHOT_LL_MAX) {
+        } else if bytes <= self.fused_two_shot_ll_max {
             Algo::TwoShotLl
         } else {
             Algo::TwoShot

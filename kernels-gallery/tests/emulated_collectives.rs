@@ -40,6 +40,8 @@ fn tuning() -> Tuning {
     Tuning {
         one_shot_max: 4096,
         two_shot_ll_max: 16 << 10,
+        fused_one_shot_max: 4096,
+        fused_two_shot_ll_max: 16 << 10,
         ll_max: 2048,
         max_blocks: 2,
         ll_blocks: 2,
