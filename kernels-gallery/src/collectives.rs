@@ -222,16 +222,8 @@ impl Collectives {
             }
             Algo::TwoShot => {
                 let name = reducing_kernel("all_reduce_two_shot", t, op);
-                let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
-                let args = (
-                    self.dev.raw(),
-                    src.sym(0),
-                    dst.sym(0),
-                    packs,
-                    self.tuning.timeout_ns,
-                    self.status_ptr(),
-                );
-                self.launch(&name, blocks, plan::THREADS, stream, args)?;
+                let work = plan::slice_len(packs, self.n as u64);
+                self.launch_barriered(&name, src, dst, packs, work, stream)?;
             }
             Algo::TwoShotPush => {
                 let Some((win, _)) = &self.push else {
@@ -309,22 +301,8 @@ impl Collectives {
             let blocks = self.tuning.blocks(packs.min(round));
             return self.launch(&name, blocks, plan::THREADS, stream, args);
         }
-        let args = (
-            self.dev.raw(),
-            src.sym(0),
-            dst.sym(0),
-            packs,
-            self.tuning.timeout_ns,
-            self.status_ptr(),
-        );
         let name = reducing_kernel("reduce_scatter", t, op);
-        self.launch(
-            &name,
-            self.tuning.blocks(packs),
-            plan::THREADS,
-            stream,
-            args,
-        )
+        self.launch_barriered(&name, src, dst, packs, packs, stream)
     }
 
     /// Collective: block `rank` of every rank's `dst` (`size × count` elements) receives this
@@ -351,21 +329,7 @@ impl Collectives {
         if self.tuning.ll_for(bytes * self.n, bytes, self.n) {
             return self.launch_ll("all_gather_ll", src, dst, packs, stream, packs);
         }
-        let args = (
-            self.dev.raw(),
-            src.sym(0),
-            dst.sym(0),
-            packs,
-            self.tuning.timeout_ns,
-            self.status_ptr(),
-        );
-        self.launch(
-            "all_gather",
-            self.tuning.blocks(packs),
-            plan::THREADS,
-            stream,
-            args,
-        )
+        self.launch_barriered("all_gather", src, dst, packs, packs, stream)
     }
 
     /// Collective: block `p` (`count` elements) of this rank's `src` lands in block `rank` of
@@ -394,21 +358,7 @@ impl Collectives {
         if self.tuning.ll_for(total, bytes, self.n) {
             return self.launch_ll("all_to_all_ll", src, dst, packs, stream, packs);
         }
-        let args = (
-            self.dev.raw(),
-            src.sym(0),
-            dst.sym(0),
-            packs,
-            self.tuning.timeout_ns,
-            self.status_ptr(),
-        );
-        self.launch(
-            "all_to_all",
-            self.tuning.blocks(packs),
-            plan::THREADS,
-            stream,
-            args,
-        )
+        self.launch_barriered("all_to_all", src, dst, packs, packs, stream)
     }
 
     /// Collective: every rank's `dst` receives `count` elements of rank `root`'s `src`
@@ -447,6 +397,28 @@ impl Collectives {
         );
         let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
         self.launch("broadcast", blocks, plan::THREADS, stream, args)
+    }
+
+    /// Launches a barrier-bracketed kernel taking `(comm, src, dst, packs, timeout, status)`
+    /// with a grid that covers `work` packs per thread pass.
+    fn launch_barriered(
+        &self,
+        name: &str,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        packs: u64,
+        work: u64,
+        stream: CUstream,
+    ) -> Result<()> {
+        let args = (
+            self.dev.raw(),
+            src.sym(0),
+            dst.sym(0),
+            packs,
+            self.tuning.timeout_ns,
+            self.status_ptr(),
+        );
+        self.launch(name, self.tuning.blocks(work), plan::THREADS, stream, args)
     }
 
     /// Launches an LL kernel whose grid covers `work` packs per thread pass, passing
