@@ -322,14 +322,7 @@ impl Collectives {
         if !src.same_as(&own) {
             no_partial_overlap("all_gather", &src, bytes, &dst, bytes * self.n)?;
         }
-        if bytes == 0 {
-            return Ok(());
-        }
-        let packs = bytes as u64 / plan::PACK;
-        if self.tuning.ll_for(bytes * self.n, bytes, self.n) {
-            return self.launch_ll("all_gather_ll", src, dst, packs, stream, packs);
-        }
-        self.launch_barriered("all_gather", src, dst, packs, packs, stream)
+        self.move_blocks("all_gather", src, dst, bytes, bytes * self.n, stream)
     }
 
     /// Collective: block `p` (`count` elements) of this rank's `src` lands in block `rank` of
@@ -351,14 +344,7 @@ impl Collectives {
                 "all_to_all: source and destination overlap (in-place is not supported)".into(),
             ));
         }
-        if bytes == 0 {
-            return Ok(());
-        }
-        let packs = bytes as u64 / plan::PACK;
-        if self.tuning.ll_for(total, bytes, self.n) {
-            return self.launch_ll("all_to_all_ll", src, dst, packs, stream, packs);
-        }
-        self.launch_barriered("all_to_all", src, dst, packs, packs, stream)
+        self.move_blocks("all_to_all", src, dst, bytes, total, stream)
     }
 
     /// Collective: every rank's `dst` receives `count` elements of rank `root`'s `src`
@@ -397,6 +383,28 @@ impl Collectives {
         );
         let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
         self.launch("broadcast", blocks, plan::THREADS, stream, args)
+    }
+
+    /// Runs a data-movement collective with `bytes` per peer block (`total` bytes counted as
+    /// nccl-tests counts size): its LL kernel `<name>_ll` when small enough, else the
+    /// barrier-bracketed kernel `<name>`.
+    fn move_blocks(
+        &self,
+        name: &str,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        bytes: usize,
+        total: usize,
+        stream: CUstream,
+    ) -> Result<()> {
+        if bytes == 0 {
+            return Ok(());
+        }
+        let packs = bytes as u64 / plan::PACK;
+        if self.tuning.ll_for(total, bytes, self.n) {
+            return self.launch_ll(&format!("{name}_ll"), src, dst, packs, stream, packs);
+        }
+        self.launch_barriered(name, src, dst, packs, packs, stream)
     }
 
     /// Launches a barrier-bracketed kernel taking `(comm, src, dst, packs, timeout, status)`
