@@ -141,6 +141,58 @@ fn on_ranks(n: u32, f: impl Fn(u32, *mut u32) + Sync) -> Vec<u32> {
     })
 }
 
+/// Host form of an LL kernel: `(comm, src, dst, packs, scratch, cap, timeout, status)`.
+type LlKernel = unsafe fn(DevComm, SymPtr<u8>, SymPtr<u8>, u64, SymPtr<u8>, u64, u64, *mut u32);
+
+/// Host form of a barrier kernel: `(comm, src, dst, packs, timeout, status)`.
+type BarrierKernel = unsafe fn(DevComm, SymPtr<u8>, SymPtr<u8>, u64, u64, *mut u32);
+
+/// Runs an LL kernel on every rank (source in region `A`, destination in `dst`, the LL
+/// region in `SCRATCH` with `cap` packs per sender) and returns the status words.
+fn run_ll(flat: &Flat, n: u32, kernel: LlKernel, dst: u64, packs: u64, cap: u64) -> Vec<u32> {
+    on_ranks(n, |r, status| {
+        let (wa, wd, ws) = (
+            flat.window(r, A),
+            flat.window(r, dst),
+            flat.window(r, SCRATCH),
+        );
+        // SAFETY: every caller sizes A, `dst` and the LL region of every rank for `packs`
+        // packs of this kernel (see each test) and every rank runs the same launch.
+        unsafe {
+            kernel(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wd, 0),
+                packs,
+                sym(&ws, 0),
+                cap,
+                TIMEOUT,
+                status,
+            )
+        };
+    })
+}
+
+/// Runs a barrier kernel on every rank (source in region `A`, destination in `B`) and returns
+/// the status words.
+fn run_barrier(flat: &Flat, n: u32, kernel: BarrierKernel, packs: u64) -> Vec<u32> {
+    on_ranks(n, |r, status| {
+        let (wa, wb) = (flat.window(r, A), flat.window(r, B));
+        // SAFETY: every caller sizes A and B of every rank for `packs` packs of this kernel
+        // (see each test) and every rank runs the same launch.
+        unsafe {
+            kernel(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wb, 0),
+                packs,
+                TIMEOUT,
+                status,
+            )
+        };
+    })
+}
+
 fn sym(w: &Window, off: u64) -> SymPtr<u8> {
     SymPtr::new(w as *const Window, off as usize)
 }
@@ -245,27 +297,14 @@ fn two_shot_ll_all_reduce_is_right_for_ragged_slices_launch_after_launch() {
                 flat.write(r, A, &v);
                 flat.write(r, B, &vec![0x7f7fu16; count]);
             }
-            let st = on_ranks(n, |r, status| {
-                let (wa, wb, ws) = (
-                    flat.window(r, A),
-                    flat.window(r, B),
-                    flat.window(r, SCRATCH),
-                );
-                let dst = if inplace { sym(&wa, 0) } else { sym(&wb, 0) };
-                // SAFETY: LL region of `cap` ≥ 2 × slice packs per sender in every scratch copy.
-                unsafe {
-                    k::all_reduce_two_shot_ll_bf16_max(
-                        flat.comm(r, 1),
-                        sym(&wa, 0),
-                        dst,
-                        (count / 8) as u64,
-                        sym(&ws, 0),
-                        cap,
-                        TIMEOUT,
-                        status,
-                    )
-                };
-            });
+            let st = run_ll(
+                &flat,
+                n,
+                k::all_reduce_two_shot_ll_bf16_max,
+                if inplace { A } else { B },
+                (count / 8) as u64,
+                cap,
+            );
             assert!(st.iter().all(|&s| s == 0), "launch {launch}: {st:?}");
             for r in 0..n {
                 let got: Vec<u16> = flat.read(r, if inplace { A } else { B }, count);
@@ -347,26 +386,14 @@ fn one_shot_ll_all_reduce_is_right_launch_after_launch_across_banks() {
             flat.write(r, A, &v);
             flat.write(r, B, &vec![0x7f7fu16; count]);
         }
-        let st = on_ranks(n, |r, status| {
-            let (wa, wb, ws) = (
-                flat.window(r, A),
-                flat.window(r, B),
-                flat.window(r, SCRATCH),
-            );
-            // SAFETY: LL region of `cap` packs per sender in every scratch copy.
-            unsafe {
-                k::all_reduce_one_shot_bf16_sum(
-                    flat.comm(r, 1),
-                    sym(&wa, 0),
-                    sym(&wb, 0),
-                    (count / 8) as u64,
-                    sym(&ws, 0),
-                    cap,
-                    TIMEOUT,
-                    status,
-                )
-            };
-        });
+        let st = run_ll(
+            &flat,
+            n,
+            k::all_reduce_one_shot_bf16_sum,
+            B,
+            (count / 8) as u64,
+            cap,
+        );
         assert!(st.iter().all(|&s| s == 0), "launch {launch}: {st:?}");
         for r in 0..n {
             let got: Vec<u16> = flat.read(r, B, count);
@@ -396,20 +423,7 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
     let packs = (per / 4) as u64;
     // reduce-scatter (max)
     reset(total, 11);
-    let st = on_ranks(n, |r, status| {
-        let (wa, wb) = (flat.window(r, A), flat.window(r, B));
-        // SAFETY: A holds n × per f32, B per f32 on every rank.
-        unsafe {
-            k::reduce_scatter_f32_max(
-                flat.comm(r, 1),
-                sym(&wa, 0),
-                sym(&wb, 0),
-                packs,
-                TIMEOUT,
-                status,
-            )
-        };
-    });
+    let st = run_barrier(&flat, n, k::reduce_scatter_f32_max, packs);
     assert!(st.iter().all(|&s| s == 0));
     for r in 0..n {
         let got: Vec<f32> = flat.read(r, B, per);
@@ -420,20 +434,7 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
     }
     // all-gather
     reset(per, 12);
-    let st = on_ranks(n, |r, status| {
-        let (wa, wb) = (flat.window(r, A), flat.window(r, B));
-        // SAFETY: A holds per f32, B n × per f32 on every rank.
-        unsafe {
-            k::all_gather(
-                flat.comm(r, 1),
-                sym(&wa, 0),
-                sym(&wb, 0),
-                packs,
-                TIMEOUT,
-                status,
-            )
-        };
-    });
+    let st = run_barrier(&flat, n, k::all_gather, packs);
     assert!(st.iter().all(|&s| s == 0));
     for r in 0..n {
         let got: Vec<f32> = flat.read(r, B, total);
@@ -444,20 +445,7 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
     }
     // all-to-all
     reset(total, 13);
-    let st = on_ranks(n, |r, status| {
-        let (wa, wb) = (flat.window(r, A), flat.window(r, B));
-        // SAFETY: A and B hold n × per f32 on every rank.
-        unsafe {
-            k::all_to_all(
-                flat.comm(r, 1),
-                sym(&wa, 0),
-                sym(&wb, 0),
-                packs,
-                TIMEOUT,
-                status,
-            )
-        };
-    });
+    let st = run_barrier(&flat, n, k::all_to_all, packs);
     assert!(st.iter().all(|&s| s == 0));
     for r in 0..n {
         let got: Vec<f32> = flat.read(r, B, total);
@@ -515,26 +503,7 @@ fn ll_all_gather_reduce_scatter_and_all_to_all_are_right_in_one_launch_sequence(
     for round in 0..2u32 {
         let seed = 60 + 3 * round;
         reset(per, seed);
-        let st = on_ranks(n, |r, status| {
-            let (wa, wb, ws) = (
-                flat.window(r, A),
-                flat.window(r, B),
-                flat.window(r, SCRATCH),
-            );
-            // SAFETY: A holds per f32, B n × per; LL scratch of cap packs per sender.
-            unsafe {
-                k::all_gather_ll(
-                    flat.comm(r, 1),
-                    sym(&wa, 0),
-                    sym(&wb, 0),
-                    packs,
-                    sym(&ws, 0),
-                    cap,
-                    TIMEOUT,
-                    status,
-                )
-            };
-        });
+        let st = run_ll(&flat, n, k::all_gather_ll, B, packs, cap);
         assert!(st.iter().all(|&s| s == 0));
         for r in 0..n {
             let got: Vec<f32> = flat.read(r, B, total);
@@ -544,26 +513,7 @@ fn ll_all_gather_reduce_scatter_and_all_to_all_are_right_in_one_launch_sequence(
             }
         }
         reset(total, seed + 1);
-        let st = on_ranks(n, |r, status| {
-            let (wa, wb, ws) = (
-                flat.window(r, A),
-                flat.window(r, B),
-                flat.window(r, SCRATCH),
-            );
-            // SAFETY: A holds n × per f32, B per; LL scratch of cap packs per sender.
-            unsafe {
-                k::reduce_scatter_ll_f32_sum(
-                    flat.comm(r, 1),
-                    sym(&wa, 0),
-                    sym(&wb, 0),
-                    packs,
-                    sym(&ws, 0),
-                    cap,
-                    TIMEOUT,
-                    status,
-                )
-            };
-        });
+        let st = run_ll(&flat, n, k::reduce_scatter_ll_f32_sum, B, packs, cap);
         assert!(st.iter().all(|&s| s == 0));
         for r in 0..n {
             let got: Vec<f32> = flat.read(r, B, per);
@@ -573,26 +523,7 @@ fn ll_all_gather_reduce_scatter_and_all_to_all_are_right_in_one_launch_sequence(
             }
         }
         reset(total, seed + 2);
-        let st = on_ranks(n, |r, status| {
-            let (wa, wb, ws) = (
-                flat.window(r, A),
-                flat.window(r, B),
-                flat.window(r, SCRATCH),
-            );
-            // SAFETY: A and B hold n × per f32; LL scratch of cap packs per sender.
-            unsafe {
-                k::all_to_all_ll(
-                    flat.comm(r, 1),
-                    sym(&wa, 0),
-                    sym(&wb, 0),
-                    packs,
-                    sym(&ws, 0),
-                    cap,
-                    TIMEOUT,
-                    status,
-                )
-            };
-        });
+        let st = run_ll(&flat, n, k::all_to_all_ll, B, packs, cap);
         assert!(st.iter().all(|&s| s == 0));
         for r in 0..n {
             let got: Vec<f32> = flat.read(r, B, total);
