@@ -46,6 +46,26 @@ impl Module {
     /// Loads (and JIT-compiles) PTX text. Under the emulated backend: only reads its entry
     /// points (see the module docs).
     pub fn load(ptx: &str) -> Result<Module> {
+        Module::load_jit(ptx, None)
+    }
+
+    /// [`Module::load`] for kernels launched with at most `max_threads` threads per block:
+    /// the JIT keeps every kernel's registers within what such a block may use
+    /// (`CU_JIT_THREADS_PER_BLOCK`, the module-wide form of CUDA's `__launch_bounds__`), so a
+    /// launch of `max_threads` threads never fails for lack of registers.
+    ///
+    /// # Errors
+    /// As [`Module::load`]; [`Error::InvalidArgument`] when `max_threads` is 0 or above 1024.
+    pub fn load_for_block(ptx: &str, max_threads: u32) -> Result<Module> {
+        if !(1..=1024).contains(&max_threads) {
+            return Err(Error::InvalidArgument(format!(
+                "threads per block {max_threads} is not in 1..=1024"
+            )));
+        }
+        Module::load_jit(ptx, Some(max_threads))
+    }
+
+    fn load_jit(ptx: &str, max_threads: Option<u32>) -> Result<Module> {
         if crate::backend::is_emulated()? {
             return Ok(Module {
                 raw: ptr::null_mut(),
@@ -56,10 +76,28 @@ impl Module {
         let image = CString::new(ptx)
             .map_err(|_| Error::InvalidArgument("PTX text contains a NUL byte".into()))?;
         let mut raw = ptr::null_mut();
-        // SAFETY: `image` is a NUL-terminated PTX string that outlives the call.
-        check("cuModuleLoadData", unsafe {
-            sys::cuModuleLoadData(&mut raw, image.as_ptr().cast())
-        })?;
+        match max_threads {
+            // SAFETY: `image` is a NUL-terminated PTX string that outlives the call.
+            None => check("cuModuleLoadData", unsafe {
+                sys::cuModuleLoadData(&mut raw, image.as_ptr().cast())
+            })?,
+            Some(threads) => {
+                let mut opts = [sys::CUjit_option::CU_JIT_THREADS_PER_BLOCK];
+                // The driver reads (and writes back) an unsigned int passed by value in the
+                // pointer-sized slot.
+                let mut vals = [threads as usize as *mut std::ffi::c_void];
+                // SAFETY: one option with its value slot; `image` as above.
+                check("cuModuleLoadDataEx", unsafe {
+                    sys::cuModuleLoadDataEx(
+                        &mut raw,
+                        image.as_ptr().cast(),
+                        1,
+                        opts.as_mut_ptr(),
+                        vals.as_mut_ptr(),
+                    )
+                })?
+            }
+        }
         Ok(Module {
             raw,
             params: entry_params(ptx),

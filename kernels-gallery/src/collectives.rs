@@ -66,15 +66,18 @@ impl Collectives {
         // cuMemsetD8 may return before the memset is done: wait for it.
         symcomm::launch::synchronize()?;
         let scratch = comm.register_window(&scratch_mem)?;
-        let push = if tuning.push_round > 0 {
-            let bytes = tuning.push_round_packs(n) * plan::PACK * n as u64;
-            let mem = SymmetricMemory::alloc(comm, bytes as usize)?;
+        let push = if tuning.push_scratch > 0 {
+            // No zeroing needed: each pipelined launch zeroes its own counters before its
+            // entry barrier, and slots are written before they are read.
+            let mem = SymmetricMemory::alloc(comm, tuning.push_window_bytes(n) as usize)?;
             Some((comm.register_window(&mem)?, mem))
         } else {
             None
         };
         let dev = DevComm::create(comm, Requirements::new().lsa_barriers(tuning.max_blocks))?;
-        let module = Module::load(kernels::PTX)?;
+        // Every gallery kernel runs blocks of at most `plan::THREADS` threads; the pipelined
+        // push kernels would take more registers than such a block has if left unbounded.
+        let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
         let status = HostMapped::new(0u32)?;
         let threads = crate::emulation::threads()?;
         Ok(Collectives {
@@ -226,31 +229,9 @@ impl Collectives {
                 self.launch_barriered(&name, src, dst, packs, work, stream)?;
             }
             Algo::TwoShotPush => {
-                let Some((win, _)) = &self.push else {
-                    return Err(Error::InvalidArgument(
-                        "the push two-shot is off (SYMCOMM_PUSH_ROUND=0)".into(),
-                    ));
-                };
                 let name = reducing_kernel("all_reduce_two_shot_push", t, op);
-                let round = self.tuning.push_round_packs(self.n);
-                let per_rank = plan::slice_len(packs.min(round * self.n as u64), self.n as u64);
-                let args = (
-                    self.dev.raw(),
-                    src.sym(0),
-                    dst.sym(0),
-                    packs,
-                    SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0),
-                    round,
-                    self.tuning.timeout_ns,
-                    self.status_ptr(),
-                );
-                self.launch(
-                    &name,
-                    self.tuning.blocks(per_rank),
-                    plan::THREADS,
-                    stream,
-                    args,
-                )?;
+                let slice = plan::slice_len(packs, self.n as u64);
+                self.launch_pipelined(&name, src, dst, packs, slice, stream)?;
             }
         }
         Ok(algo)
@@ -283,23 +264,9 @@ impl Collectives {
             let name = reducing_kernel("reduce_scatter_ll", t, op);
             return self.launch_ll(&name, src, dst, packs, stream, packs);
         }
-        if let Some((win, _)) = &self.push
-            && total >= self.tuning.push_min
-        {
-            let round = self.tuning.push_round_packs(self.n);
-            let args = (
-                self.dev.raw(),
-                src.sym(0),
-                dst.sym(0),
-                packs,
-                SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0),
-                round,
-                self.tuning.timeout_ns,
-                self.status_ptr(),
-            );
+        if self.push.is_some() && total >= self.tuning.rs_push_min {
             let name = reducing_kernel("reduce_scatter_push", t, op);
-            let blocks = self.tuning.blocks(packs.min(round));
-            return self.launch(&name, blocks, plan::THREADS, stream, args);
+            return self.launch_pipelined(&name, src, dst, packs, packs, stream);
         }
         let name = reducing_kernel("reduce_scatter", t, op);
         self.launch_barriered(&name, src, dst, packs, packs, stream)
@@ -452,6 +419,45 @@ impl Collectives {
         );
         let blocks = self.tuning.ll_blocks_for(work);
         self.launch(name, blocks, plan::LL_THREADS, stream, args)
+    }
+
+    /// Launches a pipelined push kernel (`pipeline.rs` in the kernels) whose largest slice
+    /// is `slice` packs.
+    fn launch_pipelined(
+        &self,
+        name: &str,
+        src: Buf<'_>,
+        dst: Buf<'_>,
+        packs: u64,
+        slice: u64,
+        stream: CUstream,
+    ) -> Result<()> {
+        let Some((win, _)) = &self.push else {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: the pipelined push kernels are off (SYMCOMM_PUSH_SCRATCH=0)"
+            )));
+        };
+        let threads = plan::THREADS.min(self.threads);
+        let (blocks, chunk) = self.tuning.push_shape(self.n, slice, threads);
+        if chunk == 0 {
+            return Err(Error::InvalidArgument(format!(
+                "{name}: SYMCOMM_PUSH_SCRATCH ({} bytes) holds no slot for {blocks} blocks × {} \
+                 ranks × {} slots",
+                self.tuning.push_scratch, self.n, self.tuning.push_slots
+            )));
+        }
+        let args = (
+            self.dev.raw(),
+            src.sym(0),
+            dst.sym(0),
+            packs,
+            SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0),
+            u64::from(self.tuning.push_slots),
+            chunk,
+            self.tuning.timeout_ns,
+            self.status_ptr(),
+        );
+        self.launch(name, blocks, plan::THREADS, stream, args)
     }
 
     pub(crate) fn launch<A: KernelArgs>(

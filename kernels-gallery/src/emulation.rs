@@ -9,7 +9,8 @@
 //!   `block_dim()`, so any block size works, except that the fused RMSNorm then takes rows of
 //!   at most `8 × MAX_PACKS × threads` elements;
 //! - [`tuning_from_env`] caps the grids at [`DEFAULT_BLOCKS`] blocks unless
-//!   `SYMCOMM_MAX_BLOCKS` / `SYMCOMM_LL_BLOCKS` say otherwise.
+//!   `SYMCOMM_MAX_BLOCKS` / `SYMCOMM_LL_BLOCKS` say otherwise, and the push scratch at
+//!   [`EMULATED_PUSH_SCRATCH`] unless `SYMCOMM_PUSH_SCRATCH` does.
 
 use symcomm::{Error, Result};
 use symcomm_gallery_kernels::plan;
@@ -25,6 +26,10 @@ pub const DEFAULT_THREADS: u32 = 64;
 /// Most blocks of a kernel under emulation unless `SYMCOMM_MAX_BLOCKS` / `SYMCOMM_LL_BLOCKS`
 /// are set.
 pub const DEFAULT_BLOCKS: u32 = 2;
+
+/// Bytes of push-kernel slots under emulation unless `SYMCOMM_PUSH_SCRATCH` is set (the
+/// emulated windows are host memory, one copy per rank).
+pub const EMULATED_PUSH_SCRATCH: usize = 256 << 10;
 
 /// True when this process runs on the CPU emulator.
 pub fn is_emulated() -> Result<bool> {
@@ -70,6 +75,9 @@ fn emulated_caps(t: &mut Tuning, is_set: impl Fn(&str) -> bool) {
     if !is_set("SYMCOMM_LL_BLOCKS") {
         t.ll_blocks = t.ll_blocks.min(DEFAULT_BLOCKS);
     }
+    if !is_set("SYMCOMM_PUSH_SCRATCH") {
+        t.push_scratch = t.push_scratch.min(EMULATED_PUSH_SCRATCH);
+    }
 }
 
 #[cfg(test)]
@@ -93,5 +101,6 @@ mod tests {
         let mut t = Tuning::default();
         emulated_caps(&mut t, |k| k == "SYMCOMM_LL_BLOCKS");
         assert_eq!((t.max_blocks, t.ll_blocks), (2, 16));
+        assert_eq!(t.push_scratch, EMULATED_PUSH_SCRATCH);
     }
 }

@@ -11,9 +11,11 @@
 //! | `SYMCOMM_FUSED_ONE_SHOT_MAX` / `SYMCOMM_FUSED_TWO_SHOT_LL_MAX` | the same limits for the fused all-reduce + RMSNorm | 128 KiB / 256 KiB |
 //! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel (never above the one-shot limit by default) | 64 KiB |
 //! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
-//! | `SYMCOMM_PUSH_ROUND` | bytes per round of the push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size; 0 = off | 0 |
-//! | `SYMCOMM_PUSH_MIN` | smallest all-reduce / reduce-scatter (bytes) that uses them when on | 64 MiB |
-//! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 64 |
+//! | `SYMCOMM_PUSH_SCRATCH` | bytes of slots of the pipelined push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size (plus a few KiB of counters); 0 = off | 32 MiB |
+//! | `SYMCOMM_PUSH_SLOTS` | slots per block and peer of the pipelined push kernels (2–16; steps in flight) | 2 |
+//! | `SYMCOMM_PUSH_MIN` | smallest all-reduce (bytes) that uses the pipelined push when it is on | 16 MiB |
+//! | `SYMCOMM_RS_PUSH_MIN` | smallest reduce-scatter (bytes, nccl-tests size) that uses it | never (the pulling reduce-scatter is faster on 4×H200) |
+//! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 128 |
 //! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 16 |
 //! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
 
@@ -34,8 +36,8 @@ pub enum Algo {
     /// (bandwidth-optimal).
     TwoShot,
     /// Reduce-scatter by stores into a scratch window + local reduction + all-gather by
-    /// stores: every NVLink transfer is a store; rounds of `push_round` bytes, two barriers
-    /// per round.
+    /// stores: every NVLink transfer is a store; pipelined in steps per block, paced by
+    /// counters (entry and exit barrier only).
     TwoShotPush,
 }
 
@@ -85,11 +87,16 @@ pub struct Tuning {
     pub ll_blocks: u32,
     /// Bound of every device-side wait, in nanoseconds.
     pub timeout_ns: u64,
-    /// Bytes per round of the push two-shot, i.e. the size of its scratch window (0: the
-    /// algorithm is off and no scratch is allocated).
-    pub push_round: usize,
+    /// Bytes of slots of the pipelined push kernels, i.e. the size of their scratch window
+    /// without its counters (0: they are off and no scratch is allocated).
+    pub push_scratch: usize,
+    /// Slots per block and peer of the pipelined push kernels (at least 2).
+    pub push_slots: u32,
     /// Smallest all-reduce in bytes that uses the push two-shot (when it is on).
     pub push_min: usize,
+    /// Smallest reduce-scatter in bytes (the nccl-tests size: the input) that uses the
+    /// pipelined push reduce-scatter (when it is on).
+    pub rs_push_min: usize,
 }
 
 impl Default for Tuning {
@@ -105,11 +112,16 @@ impl Default for Tuning {
             fused_one_shot_max: 128 << 10,
             fused_two_shot_ll_max: 256 << 10,
             ll_max: 1 << 20,
-            max_blocks: 64,
+            max_blocks: 128,
             ll_blocks: 16,
             timeout_ns: 10_000_000_000,
-            push_round: 0,
-            push_min: 64 << 20,
+            push_scratch: 32 << 20,
+            push_slots: 2,
+            // 4×H200, bf16: the push two-shot beats the pulling one from 16 MiB (83 vs 87 µs;
+            // 1 GiB: 349 vs 318 GB/s busbw); the pulling reduce-scatter beats the pushing one
+            // at every size from 16 MiB (256 MiB: 316 vs 293 GB/s busbw).
+            push_min: 16 << 20,
+            rs_push_min: usize::MAX,
         }
     }
 }
@@ -162,11 +174,17 @@ impl Tuning {
         if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, 64)? {
             t.ll_blocks = n as u32;
         }
-        if let Some(n) = num("SYMCOMM_PUSH_ROUND", 0, 16 << 30)? {
-            t.push_round = n as usize;
+        if let Some(n) = num("SYMCOMM_PUSH_SCRATCH", 0, 16 << 30)? {
+            t.push_scratch = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_PUSH_SLOTS", 2, 16)? {
+            t.push_slots = n as u32;
         }
         if let Some(n) = num("SYMCOMM_PUSH_MIN", 0, u64::MAX)? {
             t.push_min = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_RS_PUSH_MIN", 0, u64::MAX)? {
+            t.rs_push_min = n as usize;
         }
         if let Some(n) = num("SYMCOMM_TIMEOUT_MS", 1, 3_600_000)? {
             t.timeout_ns = n * 1_000_000;
@@ -176,7 +194,7 @@ impl Tuning {
 
     /// The all-reduce algorithm for `bytes`: the forced one if it can run (the LL kernels
     /// need the data to fit the LL scratch: `one_shot_max`, `two_shot_ll_max`; the push
-    /// two-shot needs its scratch, `push_round > 0`), else by size.
+    /// two-shot needs its scratch, `push_scratch > 0`), else by size.
     pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
         self.all_reduce_algo_with(self.algo, bytes)
     }
@@ -204,7 +222,7 @@ impl Tuning {
     /// [`all_reduce_algo`](Self::all_reduce_algo) with `forced` in place of the configured
     /// choice.
     pub fn all_reduce_algo_with(&self, forced: Option<Algo>, bytes: usize) -> Algo {
-        let push_on = self.push_round > 0;
+        let push_on = self.push_scratch > 0;
         match forced {
             Some(Algo::OneShot) if bytes <= self.one_shot_max => Algo::OneShot,
             Some(Algo::TwoShotLl) if bytes <= self.two_shot_ll_max => Algo::TwoShotLl,
@@ -225,9 +243,34 @@ impl Tuning {
         total <= self.ll_max && per_peer as u64 <= self.ll_cap_packs(n) * plan::PACK
     }
 
-    /// Packs per rank slot of one push round for `n` ranks (at least 1).
-    pub fn push_round_packs(&self, n: usize) -> u64 {
-        (self.push_round as u64 / plan::PACK / n as u64).max(1)
+    /// Bytes of the push scratch window for `n` ranks: the counters of `max_blocks` blocks,
+    /// then the slots (0 when the push kernels are off).
+    pub fn push_window_bytes(&self, n: usize) -> u64 {
+        if self.push_scratch == 0 {
+            return 0;
+        }
+        plan::pipe_flags_bytes(u64::from(self.max_blocks), n as u64) + self.push_scratch as u64
+    }
+
+    /// `(blocks, chunk)` of a pipelined push launch over `n` ranks whose largest slice is
+    /// `slice` packs: blocks as for any barrier-based kernel, and the packs per slot: what
+    /// the scratch holds for that grid, no more than one block's part of the slice, rounded
+    /// down to whole passes of the block's threads when it is larger than one pass.
+    pub fn push_shape(&self, n: usize, slice: u64, threads: u32) -> (u32, u64) {
+        let g = self.blocks(slice);
+        let room = plan::pipe_chunk(
+            self.push_window_bytes(n),
+            u64::from(g),
+            n as u64,
+            u64::from(self.push_slots),
+        );
+        let part = slice.div_ceil(u64::from(g)).max(1);
+        let mut chunk = room.min(part);
+        let pass = u64::from(threads);
+        if chunk > pass {
+            chunk -= chunk % pass;
+        }
+        (g, chunk)
     }
 
     /// Blocks of a barrier-based kernel where each thread handles `work` packs in total
@@ -276,7 +319,7 @@ mod tests {
         assert_eq!(t.all_reduce_algo(64 << 10), Algo::OneShot);
         assert_eq!(t.all_reduce_algo((64 << 10) + 16), Algo::TwoShot);
         assert_eq!(t.all_reduce_algo(1 << 20), Algo::TwoShot);
-        assert_eq!(t.all_reduce_algo(1 << 30), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo(1 << 30), Algo::TwoShotPush);
         // The LL two-shot is used between the two limits when they are raised apart.
         let t = Tuning::from_lookup(lookup(&[("SYMCOMM_TWO_SHOT_LL_MAX", "1048576")])).unwrap();
         assert_eq!(t.all_reduce_algo((64 << 10) + 16), Algo::TwoShotLl);
@@ -317,12 +360,17 @@ mod tests {
     #[test]
     fn the_push_two_shot_runs_only_with_its_scratch_and_above_its_minimum() {
         let t = Tuning::default();
+        assert_eq!(t.all_reduce_algo(1 << 30), Algo::TwoShotPush);
+        assert_eq!(t.all_reduce_algo((16 << 20) - 16), Algo::TwoShot);
+        assert_eq!(t.all_reduce_algo(16 << 20), Algo::TwoShotPush);
+        let off = Tuning::from_lookup(lookup(&[("SYMCOMM_PUSH_SCRATCH", "0")])).unwrap();
         assert_eq!(
-            t.all_reduce_algo_with(Some(Algo::TwoShotPush), 1 << 30),
+            off.all_reduce_algo_with(Some(Algo::TwoShotPush), 1 << 30),
             Algo::TwoShot
         );
+        assert_eq!(off.push_window_bytes(8), 0);
         let t = Tuning::from_lookup(lookup(&[
-            ("SYMCOMM_PUSH_ROUND", "268435456"),
+            ("SYMCOMM_PUSH_SCRATCH", "268435456"),
             ("SYMCOMM_PUSH_MIN", "2097152"),
         ]))
         .unwrap();
@@ -333,8 +381,36 @@ mod tests {
             t.all_reduce_algo_with(Some(Algo::TwoShot), 1 << 30),
             Algo::TwoShot
         );
-        assert_eq!(t.push_round_packs(8), (256 << 20) / 16 / 8);
+        assert!(Tuning::from_lookup(lookup(&[("SYMCOMM_PUSH_SLOTS", "1")])).is_err());
         assert_eq!(Algo::parse("two_shot_push"), Some(Algo::TwoShotPush));
+    }
+
+    #[test]
+    fn push_launches_fit_the_scratch_and_use_whole_passes() {
+        let t = Tuning::default();
+        for n in [2usize, 4, 8] {
+            for slice in [1u64, 1000, 1 << 16, 1 << 20, 1 << 24] {
+                let (g, chunk) = t.push_shape(n, slice, 512);
+                assert!(g >= 1 && g <= t.max_blocks);
+                assert!(chunk >= 1);
+                let end = plan::pipe_slot_off(
+                    u64::from(g),
+                    n as u64,
+                    u64::from(t.push_slots),
+                    chunk,
+                    u64::from(g),
+                    0,
+                    0,
+                );
+                assert!(end <= t.push_window_bytes(n), "n {n} slice {slice}");
+                assert!(chunk <= 512 || chunk % 512 == 0);
+                assert!(chunk <= slice.div_ceil(u64::from(g)));
+            }
+        }
+        // 1 GiB over 8 ranks: 128 blocks, 1024-pack (16 KiB) slots, 64 steps.
+        let slice = (1u64 << 30) / 16 / 8;
+        assert_eq!(t.push_shape(8, slice, 512), (128, 1024));
+        assert_eq!(plan::pipe_steps(slice, 128, 1024), 64);
     }
 
     #[test]
@@ -367,7 +443,7 @@ mod tests {
         let t = Tuning::default();
         assert_eq!(t.blocks(1), 1);
         assert_eq!(t.blocks(512 * 3), 3);
-        assert_eq!(t.blocks(1 << 30), 64);
+        assert_eq!(t.blocks(1 << 30), 128);
         assert_eq!(t.ll_blocks_for(1 << 20), 16);
     }
 }

@@ -34,8 +34,8 @@ const WINDOW: usize = 64 << 10;
 const AR_BYTES: usize = 251 * 16;
 
 /// Small thresholds so that small sizes exercise every path: LL below 2 KiB (data movement)
-/// or 4 KiB (one-shot), barrier kernels above, push reduce-scatter from 8 KiB in rounds of
-/// 1 KiB (several rounds).
+/// or 4 KiB (one-shot), barrier kernels above, pipelined push kernels from 8 KiB with 1 KiB of
+/// slots (steps of a few packs: many steps, slots reused).
 fn tuning() -> Tuning {
     Tuning {
         one_shot_max: 4096,
@@ -46,8 +46,9 @@ fn tuning() -> Tuning {
         max_blocks: 2,
         ll_blocks: 2,
         timeout_ns: 60_000_000_000,
-        push_round: 1024,
+        push_scratch: 1024,
         push_min: 8192,
+        rs_push_min: 8192,
         ..Tuning::default()
     }
 }
@@ -178,6 +179,26 @@ impl Rank {
                 t,
                 count,
                 |i| reduced(RedOp::Max, seed, n as u32, i as u64),
+            )?;
+            // In place through the pipelined push: peers store results into the very slices
+            // this rank is still pushing from.
+            seed += 1;
+            self.prepare(t, seed, count)?;
+            self.g.all_reduce_with(
+                Some(Algo::TwoShotPush),
+                inplace,
+                inplace,
+                count,
+                t,
+                RedOp::Sum,
+                null,
+            )?;
+            wrong += self.check(
+                "all_reduce two_shot_push in place sum",
+                &self.a_mem,
+                t,
+                count,
+                |i| reduced(RedOp::Sum, seed, n as u32, i as u64),
             )?;
             // Data movement: an LL size (2 KiB total at most) and a barrier-kernel size.
             for per in [64usize, 2064] {

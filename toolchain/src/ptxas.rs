@@ -41,6 +41,18 @@ pub struct Assembled {
 /// Assembles `ptx` for `arch` (e.g. `sm_90`) into `out_dir`; an error carries ptxas's
 /// own messages.
 pub fn assemble(ptxas: &Path, ptx: &Path, arch: &str, out_dir: &Path) -> Result<Assembled, Error> {
+    assemble_with(ptxas, ptx, arch, out_dir, &[])
+}
+
+/// [`assemble`] with extra ptxas options (e.g. `--maxrregcount=128`, what the driver's JIT
+/// applies for `CU_JIT_THREADS_PER_BLOCK = 512`).
+pub fn assemble_with(
+    ptxas: &Path,
+    ptx: &Path,
+    arch: &str,
+    out_dir: &Path,
+    extra: &[&str],
+) -> Result<Assembled, Error> {
     let stem = ptx
         .file_stem()
         .map(|s| s.to_string_lossy().into_owned())
@@ -53,6 +65,7 @@ pub fn assemble(ptxas: &Path, ptx: &Path, arch: &str, out_dir: &Path) -> Result<
     let out = Command::new(ptxas)
         .arg(format!("-arch={arch}"))
         .arg("-v")
+        .args(extra)
         .arg(ptx)
         .arg("-o")
         .arg(&cubin)

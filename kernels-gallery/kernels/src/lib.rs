@@ -25,6 +25,7 @@ mod ll_collectives;
 mod ll_path;
 pub mod multimem_ops;
 pub mod pattern;
+mod pipeline;
 pub mod plan;
 mod reduce_ops;
 pub mod rmsnorm;
@@ -36,14 +37,15 @@ use symcomm_device::reduce::{Bf16, F16, Max, Min, Sum};
 
 macro_rules! reducing {
     ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident, $twoll:ident, $rspush:ident;)*) => {$(
-        #[doc = concat!("Reduce-scatter by stores only (", stringify!($t), ", ",
-            stringify!($op), "): see `reduce_ops::reduce_scatter_push`.")]
+        #[doc = concat!("Reduce-scatter by stores only, pipelined (", stringify!($t), ", ",
+            stringify!($op), "): see `pipeline`.")]
         ///
         /// # Safety
         /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
         ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
-        /// - `push` is the gallery push scratch (`lsa_size × round` packs on every LSA rank,
-        ///   used by no other kernel, `round ≥ 1`);
+        /// - `push` is the gallery push scratch with room for the counters and
+        ///   `grid × lsa_size × slots` slots of `chunk` packs (`plan::pipe_chunk`), used by
+        ///   no other kernel; `slots ≥ 2`, `chunk ≥ 1`;
         /// - barriers, launch shape and `status` as for the two-shot all-reduce.
         #[kernel]
         pub unsafe fn $rspush(
@@ -52,14 +54,16 @@ macro_rules! reducing {
             dst: SymPtr<u8>,
             packs: u64,
             push: SymPtr<u8>,
-            round: u64,
+            slots: u64,
+            chunk: u64,
             timeout_ns: u64,
             status: *mut u32,
         ) {
             // SAFETY: the contract above.
             unsafe {
-                reduce_ops::reduce_scatter_push::<$t, $op>(
-                    &comm, src, dst, packs, push, round, timeout_ns, status,
+                pipeline::push_pipeline::<$t, $op>(
+                    pipeline::Kind::ReduceScatter,
+                    &comm, src, dst, packs, push, slots, chunk, timeout_ns, status,
                 )
             }
         }
@@ -119,12 +123,12 @@ macro_rules! reducing {
             }
         }
 
-        #[doc = concat!("Two-shot all-reduce by stores only (", stringify!($t), ", ",
-            stringify!($op), "): see `reduce_ops::two_shot_push`.")]
+        #[doc = concat!("Two-shot all-reduce by stores only, pipelined (", stringify!($t),
+            ", ", stringify!($op), "): see `pipeline`.")]
         ///
         /// # Safety
-        /// - as the two-shot all-reduce; `push` is the gallery push scratch, a window of
-        ///   `lsa_size × round` packs on every LSA rank used by no other kernel (`round ≥ 1`).
+        /// - as the two-shot all-reduce (`src` may be a local pointer here);
+        /// - `push` as for the pipelined reduce-scatter.
         #[kernel]
         pub unsafe fn $push(
             comm: DevComm,
@@ -132,14 +136,16 @@ macro_rules! reducing {
             dst: SymPtr<u8>,
             packs: u64,
             push: SymPtr<u8>,
-            round: u64,
+            slots: u64,
+            chunk: u64,
             timeout_ns: u64,
             status: *mut u32,
         ) {
             // SAFETY: the contract above.
             unsafe {
-                reduce_ops::two_shot_push::<$t, $op>(
-                    &comm, src, dst, packs, push, round, timeout_ns, status,
+                pipeline::push_pipeline::<$t, $op>(
+                    pipeline::Kind::AllReduce,
+                    &comm, src, dst, packs, push, slots, chunk, timeout_ns, status,
                 )
             }
         }

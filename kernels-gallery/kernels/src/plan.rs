@@ -78,6 +78,54 @@ pub const fn ll_region_bytes(n: u32, cap: u64) -> u64 {
     ll_offset(2, 0, 0, n, cap)
 }
 
+// ANCHOR: pipe_layout
+/// Pipelined push kernels: bytes of the counter area at offset 0 of the push scratch for a
+/// grid of `g` blocks and `n` ranks (two `u32` counters per block and peer, `ready` then
+/// `freed`), rounded up to 4 KiB so the slots after it stay aligned.
+#[inline(always)]
+pub const fn pipe_flags_bytes(g: u64, n: u64) -> u64 {
+    (2 * g * n * 4).div_ceil(4096) * 4096
+}
+
+/// Word index (in `u32`s from byte 0 of the push scratch) of block `b`'s `ready` counter for
+/// sender `s` (`freed = false`) or its `freed` counter for receiver `s` (`freed = true`).
+#[inline(always)]
+pub const fn pipe_flag_word(g: u64, n: u64, b: u64, s: u64, freed: bool) -> u64 {
+    (if freed { g * n } else { 0 }) + b * n + s
+}
+
+/// Byte offset in the push scratch of slot `q` (of `slots`) that sender `s` fills for block
+/// `b`, each slot `chunk` packs.
+#[inline(always)]
+pub const fn pipe_slot_off(g: u64, n: u64, slots: u64, chunk: u64, b: u64, s: u64, q: u64) -> u64 {
+    pipe_flags_bytes(g, n) + ((b * n + s) * slots + q) * chunk * PACK
+}
+
+/// Packs per slot when `scratch` bytes hold the counters and `g × n × slots` slots (0 when
+/// they do not fit).
+#[inline(always)]
+pub const fn pipe_chunk(scratch: u64, g: u64, n: u64, slots: u64) -> u64 {
+    let flags = pipe_flags_bytes(g, n);
+    if scratch <= flags || g == 0 || n == 0 || slots == 0 {
+        0
+    } else {
+        (scratch - flags) / (g * n * slots * PACK)
+    }
+}
+
+/// Steps of a pipelined push kernel: every block walks the largest block range of the
+/// largest slice (`slice` packs split over `g` blocks) in steps of `chunk` packs, so every
+/// rank and block agrees on the count.
+#[inline(always)]
+pub const fn pipe_steps(slice: u64, g: u64, chunk: u64) -> u64 {
+    if chunk == 0 {
+        0
+    } else {
+        slice.div_ceil(g).div_ceil(chunk)
+    }
+}
+// ANCHOR_END: pipe_layout
+
 const fn min(a: u64, b: u64) -> u64 {
     if a < b { a } else { b }
 }
@@ -125,6 +173,46 @@ mod tests {
         }
         // Across the wrap, consecutive launches still use different banks.
         assert_ne!(ll_bank_epoch(u32::MAX).0, ll_bank_epoch(0).0);
+    }
+
+    #[test]
+    fn pipe_slots_and_counters_fit_the_scratch_without_overlapping() {
+        for (scratch, g, n, slots) in [(32u64 << 20, 128u64, 8u64, 2u64), (1 << 20, 3, 4, 3)] {
+            let chunk = pipe_chunk(scratch, g, n, slots);
+            assert!(chunk > 0);
+            let words = 2 * g * n;
+            assert!(words * 4 <= pipe_flags_bytes(g, n));
+            assert_eq!(pipe_flag_word(g, n, g - 1, n - 1, true), words - 1);
+            assert_eq!(pipe_flag_word(g, n, 0, 0, true), g * n);
+            let mut last_end = pipe_flags_bytes(g, n);
+            for b in 0..g {
+                for s in 0..n {
+                    for q in 0..slots {
+                        let o = pipe_slot_off(g, n, slots, chunk, b, s, q);
+                        assert_eq!(o, last_end, "slots are contiguous and disjoint");
+                        assert_eq!(o % 16, 0);
+                        last_end = o + chunk * PACK;
+                    }
+                }
+            }
+            assert!(last_end <= scratch);
+        }
+        assert_eq!(pipe_chunk(4096, 1, 8, 2), 0);
+    }
+
+    #[test]
+    fn pipe_steps_cover_the_largest_block_range() {
+        for slice in [0u64, 1, 511, 512, 513, 100_000] {
+            for g in [1u64, 7, 64] {
+                for chunk in [1u64, 512, 2048] {
+                    let steps = pipe_steps(slice, g, chunk);
+                    for b in 0..g {
+                        let (lo, hi) = super::slice(slice, g, b);
+                        assert!(hi - lo <= steps * chunk);
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -15,7 +15,7 @@
 //! - `--inplace`: in-place variants; `--no-nccl`: symcomm only
 //! - `--algos LIST`: all-reduce rows per forced algorithm (`auto,one_shot,two_shot_ll,
 //!   two_shot,two_shot_push`; default `auto` = chosen by size); `two_shot_push` turns the push
-//!   scratch on (256 MiB rounds) unless `SYMCOMM_PUSH_ROUND` sets it
+//!   scratch back on (32 MiB) if `SYMCOMM_PUSH_SCRATCH=0` turned it off
 //!
 //! For each size and implementation: inputs are filled with the pattern (random small
 //! integers, exact in every type), outputs poisoned with 0x7f bytes, the collective runs once
@@ -940,8 +940,8 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
         (Some(ctx), Some(stream))
     };
     let mut tuning = symcomm_gallery::emulation::tuning_from_env()?;
-    if opts.algos.contains(&Some(Algo::TwoShotPush)) && tuning.push_round == 0 {
-        tuning.push_round = 256 << 20;
+    if opts.algos.contains(&Some(Algo::TwoShotPush)) && tuning.push_scratch == 0 {
+        tuning.push_scratch = 32 << 20;
     }
     let gallery = Collectives::new(&comm, tuning)?;
     // The gallery's own module (loading the PTX again would JIT it twice).
@@ -1062,8 +1062,8 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
                             let ll = coll != Coll::Broadcast
                                 && gallery.tuning().ll_for(bytes, per_peer, n);
                             let push = coll == Coll::ReduceScatter
-                                && gallery.tuning().push_round > 0
-                                && bytes >= gallery.tuning().push_min;
+                                && gallery.tuning().push_scratch > 0
+                                && bytes >= gallery.tuning().rs_push_min;
                             match coll {
                                 _ if ll => "ll",
                                 _ if push => "push",
