@@ -14,14 +14,19 @@ use symcomm::{Error, Result};
 use symcomm_device::reduce::Bf16;
 use symcomm_gallery_kernels::plan;
 use symcomm_gallery_kernels::rmsnorm::{MAX_PACKS, NormArgs, rsqrt};
+use symcomm_gallery_kernels::rmsnorm_split::{self as split, Split};
 
 use crate::buffer::Buf;
 use crate::collectives::Collectives;
 use crate::tuning::Algo;
 
-/// Bytes of the scratch window reserved for the two-shot fused kernel's rows
-/// (`tokens × hidden` bf16: 128 × 8192 and beyond).
-pub const FUSED_SCRATCH_BYTES: u64 = 8 << 20;
+/// Most bytes of rows (`tokens × hidden` bf16: 128 × 8192 and beyond) the two-shot fused
+/// kernel with barriers takes.
+pub const FUSED_ROW_BYTES: u64 = 8 << 20;
+
+/// Bytes of the scratch window reserved for the fused kernels: the launch counter and
+/// partial-sum slots of [`split`], then [`FUSED_ROW_BYTES`] of `h` rows.
+pub const FUSED_SCRATCH_BYTES: u64 = split::H_BASE + FUSED_ROW_BYTES;
 
 /// The largest `hidden` the kernels take (`8 × MAX_PACKS × threads`).
 pub const MAX_HIDDEN: usize = 8 * MAX_PACKS * plan::LL_THREADS as usize;
@@ -63,10 +68,28 @@ pub fn check_shape(tokens: usize, hidden: usize) -> Result<()> {
 
 impl Collectives {
     /// Collective: fused all-reduce of `x` (`tokens × hidden` bf16) + residual add + RMSNorm
-    /// with `eps` (see the module docs). Returns the algorithm used.
+    /// with `eps` (see the module docs). Returns the algorithm used. Every rank must call it
+    /// with the same shape; a shape the kernels do not take is refused on every rank.
     #[allow(clippy::too_many_arguments)]
     pub fn all_reduce_rmsnorm(
         &self,
+        x: Buf<'_>,
+        bufs: NormBuffers,
+        tokens: usize,
+        hidden: usize,
+        eps: f32,
+        stream: CUstream,
+    ) -> Result<Algo> {
+        self.all_reduce_rmsnorm_with(None, x, bufs, tokens, hidden, eps, stream)
+    }
+
+    /// Collective: [`all_reduce_rmsnorm`](Self::all_reduce_rmsnorm) with `forced` in place
+    /// of the configured algorithm (`None`: as configured). A forced LL protocol whose rows
+    /// do not fit the LL scratch falls back as the size-based choice does.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_reduce_rmsnorm_with(
+        &self,
+        forced: Option<Algo>,
         x: Buf<'_>,
         bufs: NormBuffers,
         tokens: usize,
@@ -80,7 +103,7 @@ impl Collectives {
             .checked_mul(hidden * 2)
             .ok_or_else(|| Error::InvalidArgument("all_reduce_rmsnorm: size overflows".into()))?;
         x.check("all_reduce_rmsnorm input", bytes)?;
-        let args = NormArg(NormArgs {
+        let mut args = NormArgs {
             residual: bufs.residual,
             weight: bufs.weight,
             out: bufs.out,
@@ -88,76 +111,78 @@ impl Collectives {
             tokens: tokens as u64,
             hidden: hidden as u64,
             eps,
-            pad: 0,
-        });
+            segs: 1,
+        };
         let packs = bytes as u64 / plan::PACK;
         let n = self.size() as u64;
-        let chunk = plan::slice_len(tokens as u64, n) * (hidden as u64 / 8);
+        let ppr = hidden as u64 / 8;
+        let chunk = plan::slice_len(tokens as u64, n) * ppr;
+        let tuning = match forced {
+            Some(a) => crate::tuning::Tuning {
+                algo: Some(a),
+                ..*self.tuning()
+            },
+            None => *self.tuning(),
+        };
         // The same protocol as a plain all-reduce of these bytes, where the rows fit.
-        let algo = match self.tuning().fused_algo(bytes) {
+        let algo = match tuning.fused_algo(bytes) {
             Algo::OneShot if packs <= self.ll_cap() => Algo::OneShot,
             Algo::OneShot | Algo::TwoShotLl if 2 * chunk <= self.ll_cap() => Algo::TwoShotLl,
             _ => Algo::TwoShot,
         };
+        let threads = self.block_threads();
+        let fused = self.scratch_sym(self.fused_off());
         match algo {
-            Algo::OneShot => {
-                let blocks = (tokens as u32).min(self.tuning().ll_blocks.max(1));
+            Algo::OneShot | Algo::TwoShotLl => {
+                // Every rank normalises every row.
+                let s = fused_split(
+                    tokens as u64,
+                    tokens as u64,
+                    ppr,
+                    threads,
+                    self.tuning().ll_blocks,
+                );
+                args.segs = s.segs as u32;
                 let a = (
                     self.dev_raw(),
                     x.sym(0),
-                    args,
+                    NormArg(args),
                     self.scratch_sym(0),
                     self.ll_cap(),
+                    fused,
                     self.tuning().timeout_ns,
                     self.status_ptr(),
                 );
-                self.launch(
-                    "all_reduce_rmsnorm_one_shot_bf16",
-                    blocks,
-                    plan::LL_THREADS,
-                    stream,
-                    a,
-                )?;
-            }
-            Algo::TwoShotLl => {
-                let blocks = (tokens as u32).min(self.tuning().ll_blocks.max(1));
-                let a = (
-                    self.dev_raw(),
-                    x.sym(0),
-                    args,
-                    self.scratch_sym(0),
-                    self.ll_cap(),
-                    self.tuning().timeout_ns,
-                    self.status_ptr(),
-                );
-                self.launch(
-                    "all_reduce_rmsnorm_two_shot_ll_bf16",
-                    blocks,
-                    plan::LL_THREADS,
-                    stream,
-                    a,
-                )?;
+                let name = if algo == Algo::OneShot {
+                    "all_reduce_rmsnorm_one_shot_bf16"
+                } else {
+                    "all_reduce_rmsnorm_two_shot_ll_bf16"
+                };
+                self.launch(name, s.blocks, plan::LL_THREADS, stream, a)?;
             }
             Algo::TwoShot | Algo::TwoShotPush => {
-                if bytes as u64 > FUSED_SCRATCH_BYTES {
+                if bytes as u64 > FUSED_ROW_BYTES || tokens as u64 > split::MAX_ITEMS {
                     return Err(Error::InvalidArgument(format!(
                         "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \
-                         ({FUSED_SCRATCH_BYTES} bytes)"
+                         ({FUSED_ROW_BYTES} bytes, {} rows)",
+                        split::MAX_ITEMS
                     )));
                 }
-                let rows = plan::slice_len(tokens as u64, self.size() as u64);
-                let blocks = (rows as u32).clamp(1, self.tuning().max_blocks);
+                // Each rank pushes its slice of the rows.
+                let rows = plan::slice_len(tokens as u64, n);
+                let s = fused_split(tokens as u64, rows, ppr, threads, self.tuning().max_blocks);
+                args.segs = s.segs as u32;
                 let a = (
                     self.dev_raw(),
                     x.sym(0),
-                    args,
-                    self.scratch_sym(self.fused_off()),
+                    NormArg(args),
+                    fused,
                     self.tuning().timeout_ns,
                     self.status_ptr(),
                 );
                 self.launch(
                     "all_reduce_rmsnorm_two_shot_bf16",
-                    blocks,
+                    s.blocks,
                     plan::THREADS,
                     stream,
                     a,
@@ -188,7 +213,7 @@ impl Collectives {
             tokens: tokens as u64,
             hidden: hidden as u64,
             eps,
-            pad: 0,
+            segs: 1,
         });
         let blocks = (tokens as u32).min(1024);
         self.launch(
@@ -219,6 +244,13 @@ impl Collectives {
         }
         Ok(())
     }
+}
+
+/// The fused kernels' split for `rows` rows of `ppr` packs per launch (`tokens` in all) on
+/// `threads`-thread blocks, at most `max_blocks` blocks: [`split::split`] (a grid as wide as
+/// the plain all-reduce's, rows cut into segments to fill it).
+pub fn fused_split(tokens: u64, rows: u64, ppr: u64, threads: u32, max_blocks: u32) -> Split {
+    split::split(tokens, rows, ppr, threads, max_blocks)
 }
 
 /// Host reference of one row: from the reduced row `s` (bf16 bits), the residual and the

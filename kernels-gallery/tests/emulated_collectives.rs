@@ -22,7 +22,7 @@ use symcomm::launcher::rank_env;
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, Window};
 use symcomm_device::reduce::{Bf16, F16};
 use symcomm_gallery::check::{find_wrong, reduced};
-use symcomm_gallery::rmsnorm::{bf16_close, reference_row};
+use symcomm_gallery::rmsnorm::{bf16_close, fused_split, reference_row};
 use symcomm_gallery::{Algo, Buf, Collectives, DataType, NormBuffers, RedOp, Tuning, kernels};
 use symcomm_gallery_kernels::pattern;
 
@@ -270,13 +270,16 @@ impl Rank {
         Ok(wrong)
     }
 
-    /// The fused all-reduce + residual + RMSNorm (bf16) in its three protocols.
+    /// The fused all-reduce + residual + RMSNorm (bf16) in its three protocols, by size and
+    /// forced, with rows on one block each and rows cut into segments over several blocks
+    /// (hidden 1024 = 128 packs on 64-thread blocks: a single row fills both blocks), out of
+    /// place and in place (`residual_out == residual`).
     fn rmsnorm(&self) -> Result<usize> {
-        let hidden = 512;
+        let n = self.n();
         let dev = self.comm.device() as i32;
-        let rows = 24 * hidden * 2;
+        let rows = 24 * 512 * 2;
         let residual = VmmBuffer::new(dev, rows)?;
-        let weight = VmmBuffer::new(dev, hidden * 2)?;
+        let weight = VmmBuffer::new(dev, 1024 * 2)?;
         let out = VmmBuffer::new(dev, rows)?;
         let residual_out = VmmBuffer::new(dev, rows)?;
         let bufs = NormBuffers {
@@ -285,14 +288,29 @@ impl Rank {
             out: out.device_ptr(),
             residual_out: residual_out.device_ptr(),
         };
-        let n = self.n() as u32;
+        let in_place = NormBuffers {
+            residual_out: residual.device_ptr(),
+            ..bufs
+        };
+        // The split shapes below do cut a row in two (see `fused_split`).
+        let threads = self.g.block_threads();
+        assert_eq!(fused_split(1, 1, 128, threads, 2).segs, 2);
+        let cases = [
+            // (tokens, hidden, forced, expected, in place)
+            (2, 512, None, Algo::OneShot, false),
+            (8, 512, None, Algo::TwoShotLl, false),
+            (24, 512, None, Algo::TwoShot, false),
+            (1, 1024, None, Algo::OneShot, false),
+            (1, 1024, None, Algo::OneShot, true),
+            (1, 1024, Some(Algo::TwoShotLl), Algo::TwoShotLl, false),
+            (3, 1024, Some(Algo::TwoShotLl), Algo::TwoShotLl, true),
+            (1, 1024, Some(Algo::TwoShot), Algo::TwoShot, false),
+            (n, 1024, Some(Algo::TwoShot), Algo::TwoShot, true),
+            (n + 1, 1024, Some(Algo::TwoShot), Algo::TwoShot, false),
+        ];
         let mut wrong = 0;
-        for (tokens, want) in [
-            (2, Algo::OneShot),
-            (8, Algo::TwoShotLl),
-            (24, Algo::TwoShot),
-        ] {
-            let seed = 500 + tokens as u32;
+        for (case, &(tokens, hidden, forced, want, inplace)) in cases.iter().enumerate() {
+            let seed = 500 + 16 * case as u32 + tokens as u32;
             let count = tokens * hidden;
             self.prepare(DataType::Bf16, seed, count)?;
             let bf = |seed: u32, k: usize| -> Vec<u16> {
@@ -307,19 +325,30 @@ impl Rank {
             residual_out.fill_bytes(0x7f)?;
             self.comm.bootstrap().barrier()?;
             let x = Buf::whole(&self.a);
-            let used =
-                self.g
-                    .all_reduce_rmsnorm(x, bufs, tokens, hidden, 1e-6, std::ptr::null_mut())?;
+            let b = if inplace { in_place } else { bufs };
+            let used = self.g.all_reduce_rmsnorm_with(
+                forced,
+                x,
+                b,
+                tokens,
+                hidden,
+                1e-6,
+                std::ptr::null_mut(),
+            )?;
             assert_eq!(used, want, "{tokens} × {hidden}");
             self.g.check_status()?;
             let (mut h_got, mut y_got) = (vec![0u16; count], vec![0u16; count]);
-            residual_out.copy_to_host(&mut h_got)?;
+            if inplace {
+                residual.copy_to_host(&mut h_got)?;
+            } else {
+                residual_out.copy_to_host(&mut h_got)?;
+            }
             out.copy_to_host(&mut y_got)?;
             for tkn in 0..tokens {
                 let row = tkn * hidden..(tkn + 1) * hidden;
                 let s: Vec<u16> = row
                     .clone()
-                    .map(|i| Bf16::from_f32(pattern::sum(seed, n, i as u64) as f32).0)
+                    .map(|i| Bf16::from_f32(pattern::sum(seed, n as u32, i as u64) as f32).0)
                     .collect();
                 let (h, y) = reference_row(&s, &res[row.clone()], &w, 1e-6);
                 for (k, i) in row.enumerate() {
@@ -327,8 +356,8 @@ impl Rank {
                         usize::from(h_got[i] != h[k]) + usize::from(!bf16_close(y_got[i], y[k]));
                     if bad != 0 && wrong == 0 {
                         eprintln!(
-                            "rank {} of {n}: rmsnorm {tokens}x{hidden} {}: element {i}: h {:#06x} \
-                             want {:#06x}, out {:#06x} want {:#06x}",
+                            "rank {} of {n}: rmsnorm {tokens}x{hidden} {} (in place: {inplace}): \
+                             element {i}: h {:#06x} want {:#06x}, out {:#06x} want {:#06x}",
                             self.comm.rank(),
                             want.name(),
                             h_got[i],

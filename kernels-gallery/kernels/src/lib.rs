@@ -29,6 +29,7 @@ mod pipeline;
 pub mod plan;
 mod reduce_ops;
 pub mod rmsnorm;
+pub mod rmsnorm_split;
 
 use symcomm_device::kernel;
 use symcomm_device::prelude::DevComm;
@@ -333,7 +334,10 @@ pub unsafe fn bench_fill(dst: *mut u8, count: u64, elem: u32, rank: u32, seed: u
 ///   pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`] gives;
 ///   `hidden` is a multiple of 8 and at most `8 × MAX_PACKS × block size`;
 /// - `scratch` is the gallery scratch window with `cap ≥ tokens × hidden / 8`; every LSA rank
-///   issues the same sequence of gallery LL launches; `status` is null or a valid `u32`.
+///   issues the same sequence of gallery LL launches; `status` is null or a valid `u32`;
+/// - `fused` is the fused region of the scratch window; with `a.segs > 1`, `tokens × segs ≤
+///   rmsnorm_split::MAX_ITEMS`, the grid is a multiple of `segs` and every block is resident
+///   (see [`rmsnorm_split::split`]).
 #[kernel]
 pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
     comm: DevComm,
@@ -341,11 +345,12 @@ pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
     a: rmsnorm::NormArgs,
     scratch: SymPtr<u8>,
     cap: u64,
+    fused: SymPtr<u8>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
     // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_one_shot(&comm, x, a, scratch, cap, timeout_ns, status) }
+    unsafe { rmsnorm::fused_one_shot(&comm, x, a, scratch, cap, fused, timeout_ns, status) }
 }
 
 /// Fused all-reduce + residual add + RMSNorm, two-shot (bf16): see [`rmsnorm`].
@@ -353,9 +358,11 @@ pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
 /// # Safety
 /// - `x` is a window of `tokens × hidden` bf16 on every LSA rank; the residual is the same
 ///   on every rank; `a` and `hidden` as for the one-shot kernel;
-/// - `fused` is the fused region of the gallery scratch window (`tokens × hidden` bf16);
-/// - `comm` has `grid_dim().x` LSA barriers; every LSA rank launches the same shape and
-///   arguments; `status` is null or a valid `u32`.
+/// - `fused` is the fused region of the gallery scratch window (see [`rmsnorm_split`]: room
+///   for `tokens × hidden` bf16 after the slots), `tokens × segs ≤ rmsnorm_split::MAX_ITEMS`;
+/// - `comm` has `grid_dim().x` LSA barriers, every block of the grid is resident; every LSA
+///   rank launches the same shape and arguments, in the same sequence of these launches;
+///   `status` is null or a valid `u32`.
 #[kernel]
 pub unsafe fn all_reduce_rmsnorm_two_shot_bf16(
     comm: DevComm,
@@ -488,9 +495,10 @@ pub unsafe fn all_reduce_rmsnorm_two_shot_ll_bf16(
     a: rmsnorm::NormArgs,
     scratch: SymPtr<u8>,
     cap: u64,
+    fused: SymPtr<u8>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
     // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_two_shot_ll(&comm, x, a, scratch, cap, timeout_ns, status) }
+    unsafe { rmsnorm::fused_two_shot_ll(&comm, x, a, scratch, cap, fused, timeout_ns, status) }
 }

@@ -64,6 +64,12 @@ impl LlLaunch {
     }
     // ANCHOR_END: ll_begin
 
+    /// The launch counter this launch read (the same on every thread and every LSA rank).
+    #[inline(always)]
+    pub fn counter(&self) -> u32 {
+        self.counter
+    }
+
     // ANCHOR: ll_end
     /// Finishes the launch: reports `res` (any failing thread), then the last block to get
     /// here advances the counter. Every thread of every block calls it last.

@@ -10,8 +10,13 @@
 //! - **one-shot (LL)**: every rank pushes its rows to every peer as LL lines, reduces every
 //!   row itself in rank order, normalises and writes locally. No barrier.
 //! - **two-shot**: rank `r` owns a contiguous slice of rows; it loads each owned row from
-//!   every peer, adds the residual and pushes the `h` row into every peer's scratch; after the
-//!   exit barrier every rank normalises every row locally from the `h` rows it received.
+//!   every peer, adds the residual and pushes the `h` row and its sum of squares into every
+//!   peer's scratch; after the exit barrier every rank normalises every row locally from the
+//!   `h` rows it received.
+//!
+//! Rows may be cut into segments, each one block's work item, so that a few rows still fill
+//! a grid as wide as the plain all-reduce's; the blocks of a row then combine their sums of
+//! squares through tagged slots in the fused scratch region ([`crate::rmsnorm_split`]).
 
 use symcomm_device::arch::{self, FULL_MASK, block_dim, block_idx, grid_dim, thread_idx};
 use symcomm_device::comm::DevComm;
@@ -27,6 +32,7 @@ use crate::common::{
 };
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
+use crate::rmsnorm_split::{self as split, bar_slot_off, gather, h_off, ll_slot_off, publish};
 
 /// The row arguments of the RMSNorm kernels (one kernel parameter; `#[repr(C)]`, 56 bytes).
 #[repr(C)]
@@ -46,8 +52,9 @@ pub struct NormArgs {
     pub hidden: u64,
     /// The epsilon inside the square root.
     pub eps: f32,
-    /// Padding (keep 0).
-    pub pad: u32,
+    /// Segments per row of the fused kernels (0 or 1: one block per row; see
+    /// [`crate::rmsnorm_split::split`]); ignored by the unfused kernel.
+    pub segs: u32,
 }
 
 const _: () = assert!(core::mem::size_of::<NormArgs>() == 56);
@@ -143,24 +150,9 @@ fn scale(h: U32x4, w: U32x4, inv: f32) -> U32x4 {
 }
 
 // ANCHOR: finish_row
-/// Normalises one row given its `h` packs (held by this thread: packs `k0 + i × stride`),
-/// writes `out` and `residual_out` at `row_off`.
-///
-/// # Safety
-/// Pointers valid for the row (see the kernels).
+/// Sum of squares of this thread's `have` packs of `h` (the thread's share of a row's).
 #[inline(always)]
-unsafe fn finish_row(
-    h: &[U32x4; MAX_PACKS],
-    have: usize,
-    k0: u64,
-    stride: u64,
-    hidden: u64,
-    eps: f32,
-    weight: u64,
-    out: u64,
-    residual_out: u64,
-    row_off: u64,
-) {
+fn thread_sumsq(h: &[U32x4; MAX_PACKS], have: usize) -> f32 {
     let mut ss = 0.0;
     let mut i = 0;
     while i < MAX_PACKS {
@@ -169,22 +161,98 @@ unsafe fn finish_row(
         }
         i += 1;
     }
-    let total = block_sum(ss);
-    let inv = rsqrt(total / hidden as f32 + eps);
-    i = 0;
+    ss
+}
+
+/// Writes this thread's `have` packs of a row (packs `k0 + i × stride` of the row at byte
+/// `row_off`): `residual_out = h` and `out = bf16(h · inv · w)`, with the weight packs `w`
+/// loaded early so that their latency overlapped the reduction.
+///
+/// # Safety
+/// Pointers valid for the row (see the kernels).
+#[inline(always)]
+unsafe fn write_row(
+    h: &[U32x4; MAX_PACKS],
+    w: &[U32x4; MAX_PACKS],
+    have: usize,
+    k0: u64,
+    stride: u64,
+    inv: f32,
+    out: u64,
+    residual_out: u64,
+    row_off: u64,
+) {
+    let mut i = 0;
     while i < MAX_PACKS {
         if i < have {
-            let o = pack_off(k0 + i as u64 * stride);
+            let o = row_off + pack_off(k0 + i as u64 * stride);
             // SAFETY: the caller's row pointers.
             unsafe {
-                st(residual_out + row_off + o, h[i]);
-                st(out + row_off + o, scale(h[i], ld(weight + o), inv));
+                st(residual_out + o, h[i]);
+                st(out + o, scale(h[i], w[i], inv));
             }
         }
         i += 1;
     }
 }
 // ANCHOR_END: finish_row
+
+/// `rsqrt(mean(h²) + eps)` of a row of `hidden` elements whose sum of squares is `total`.
+#[inline(always)]
+fn inv_rms(total: f32, hidden: u64, eps: f32) -> f32 {
+    rsqrt(total / hidden as f32 + eps)
+}
+
+// ANCHOR: row_total
+/// The sum of squares of the row of item `item` (segment `seg` of `segs`) from this thread's
+/// share `ss`: the block's sum when the row is one segment, else the sum of the partials every
+/// block of the row publishes in its LL slot (see [`crate::rmsnorm_split`]). After a failed
+/// wait (`res` is `Err`) it waits for nothing more. Every thread of the block calls it.
+///
+/// # Safety
+/// `slots` is this rank's fused region; every block of the row calls it in this launch (all
+/// of them resident), with the same `tag`; `abort` is null or a valid global `u32`.
+#[inline(always)]
+unsafe fn row_total(
+    ss: f32,
+    item: u64,
+    seg: u64,
+    segs: u64,
+    slots: u64,
+    tag: u32,
+    abort: *const u32,
+    timeout_ns: u64,
+    res: &mut Result<(), WaitError>,
+) -> f32 {
+    let part = block_sum(ss);
+    if segs <= 1 {
+        return part;
+    }
+    if thread_idx().x == 0 {
+        // SAFETY: item < MAX_ITEMS (host plan), only this block writes this slot.
+        unsafe { publish(slots + ll_slot_off(item), tag, part) };
+    }
+    if res.is_err() {
+        return part;
+    }
+    // SAFETY: the row's slots, each published by a resident block of this launch.
+    match unsafe {
+        gather(
+            slots + ll_slot_off(item - seg),
+            segs,
+            tag,
+            abort,
+            timeout_ns,
+        )
+    } {
+        Ok(t) => t,
+        Err(e) => {
+            *res = Err(e);
+            part
+        }
+    }
+}
+// ANCHOR_END: row_total
 
 /// The unfused half: `h = s + residual`, RMSNorm of `h`, one block per row (grid-stride
 /// over rows).
@@ -210,43 +278,38 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
     while row < tokens {
         let row_off = pack_off(row * ppr);
         let mut h = [U32x4::default(); MAX_PACKS];
+        let mut w = [U32x4::default(); MAX_PACKS];
         let mut have = 0;
         let mut i = 0;
         while i < MAX_PACKS {
             let k = k0 + i as u64 * stride;
             if k < ppr {
                 let o = row_off + pack_off(k);
-                // SAFETY: inside the row.
-                h[i] = unsafe { add_bf16(ld(s + o), ld(residual + o)) };
+                // SAFETY: inside the row and the weight.
+                unsafe {
+                    w[i] = ld(weight + pack_off(k));
+                    h[i] = add_bf16(ld(s + o), ld(residual + o));
+                }
                 have = i + 1;
             }
             i += 1;
         }
+        let inv = inv_rms(block_sum(thread_sumsq(&h, have)), hidden, eps);
         // SAFETY: forwarded.
-        unsafe {
-            finish_row(
-                &h,
-                have,
-                k0,
-                stride,
-                hidden,
-                eps,
-                weight,
-                out,
-                residual_out,
-                row_off,
-            )
-        };
+        unsafe { write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off) };
         row += u64::from(grid_dim().x);
     }
 }
 
-/// Fused one-shot (LL): see the module docs.
+/// Fused one-shot (LL): see the module docs. Block `b` takes items `b, b + grid, …` of
+/// `tokens × segs`.
 ///
 /// # Safety
 /// `x` holds `tokens × hidden` bf16 on this rank; `scratch` is the gallery scratch window
-/// with `cap ≥ tokens × hidden / 8`; the rest as [`rmsnorm_residual`]; every LSA rank runs the
-/// same sequence of LL launches.
+/// with `cap ≥ tokens × hidden / 8`; `fused` is its fused region (slots for `tokens × segs`
+/// items when `segs > 1`, and then a grid that is a multiple of `segs` with every block
+/// resident); the rest as [`rmsnorm_residual`]; every LSA rank runs the same sequence of LL
+/// launches.
 #[inline(always)]
 pub unsafe fn fused_one_shot(
     comm: &DevComm,
@@ -254,6 +317,7 @@ pub unsafe fn fused_one_shot(
     a: NormArgs,
     scratch: SymPtr<u8>,
     cap: u64,
+    fused: SymPtr<u8>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
@@ -265,80 +329,94 @@ pub unsafe fn fused_one_shot(
         tokens,
         hidden,
         eps,
-        ..
+        segs,
     } = a;
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let ll = LlLaunch::begin(comm, scratch, cap);
+        let tag = split::tag(ll.counter());
         let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let inp = local_addr(x);
+        let (inp, slots) = (local_addr(x), local_addr(fused));
         let ppr = hidden / 8;
-        let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
-        let mut res: Result<(), WaitError> = Ok(());
-        // Send every row this block handles first, so peers can start reducing.
-        let mut row = u64::from(block_idx().x);
-        while row < tokens {
-            let mut k = k0;
-            while k < ppr {
-                let j = row * ppr + k;
-                let v = ld(inp + pack_off(j));
-                for p in 1..n {
-                    send_pack(&ll, rotated(me, p, n), j, v);
-                }
-                k += stride;
+        let segs = u64::from(segs.max(1));
+        // Send every pack first (grid-stride, as the one-shot all-reduce), so peers can start.
+        let (first, gstride) = grid_stride();
+        let mut j = first;
+        while j < tokens * ppr {
+            let v = ld(inp + pack_off(j));
+            for p in 1..n {
+                send_pack(&ll, rotated(me, p, n), j, v);
             }
-            row += u64::from(grid_dim().x);
+            j += gstride;
         }
-        row = u64::from(block_idx().x);
-        while row < tokens {
+        let mut res: Result<(), WaitError> = Ok(());
+        let stride = u64::from(block_dim().x);
+        let mut item = u64::from(block_idx().x);
+        while item < tokens * segs {
+            let (row, seg) = (item / segs, item % segs);
+            let (k0, hi) = split::seg_range(ppr, segs, seg);
+            let k0 = k0 + u64::from(thread_idx().x);
             let row_off = pack_off(row * ppr);
-            let mut h = [U32x4::default(); MAX_PACKS];
+            // Everything local first: its latency overlaps the wait for the peers' lines.
+            let mut own = [U32x4::default(); MAX_PACKS];
+            let mut rsd = [U32x4::default(); MAX_PACKS];
+            let mut w = [U32x4::default(); MAX_PACKS];
             let mut have = 0;
             let mut i = 0;
             while i < MAX_PACKS {
                 let k = k0 + i as u64 * stride;
-                if k >= ppr {
-                    i += 1;
-                    continue;
+                if k < hi {
+                    own[i] = ld(inp + row_off + pack_off(k));
+                    rsd[i] = ld(residual + row_off + pack_off(k));
+                    w[i] = ld(weight + pack_off(k));
+                    have = i + 1;
                 }
-                // ANCHOR: fused_one_shot_pack
-                let j = row * ppr + k;
-                let own = ld(inp + pack_off(j));
-                // Rank order, as the one-shot all-reduce (the same bits on every rank).
-                let mut get = |s: i32| {
-                    if s == me {
-                        own
-                    } else if res.is_ok() {
-                        recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
-                            res = Err(e);
-                            U32x4::default()
-                        })
-                    } else {
-                        U32x4::default()
-                    }
-                };
-                let mut acc = Acc::<Bf16, Sum>::new(get(0));
-                for s in 1..n {
-                    acc.add(get(s));
-                }
-                h[i] = add_bf16(acc.finish(), ld(residual + row_off + pack_off(k)));
-                have = i + 1;
-                // ANCHOR_END: fused_one_shot_pack
                 i += 1;
             }
-            finish_row(
-                &h,
-                have,
-                k0,
-                stride,
-                hidden,
-                eps,
-                weight,
-                out,
-                residual_out,
-                row_off,
+            let mut h = [U32x4::default(); MAX_PACKS];
+            i = 0;
+            while i < MAX_PACKS {
+                if i < have {
+                    // ANCHOR: fused_one_shot_pack
+                    let j = row * ppr + k0 + i as u64 * stride;
+                    let own = own[i];
+                    // Rank order, as the one-shot all-reduce (the same bits on every rank).
+                    let mut get = |s: i32| {
+                        if s == me {
+                            own
+                        } else if res.is_ok() {
+                            recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
+                                res = Err(e);
+                                U32x4::default()
+                            })
+                        } else {
+                            U32x4::default()
+                        }
+                    };
+                    let mut acc = Acc::<Bf16, Sum>::new(get(0));
+                    for s in 1..n {
+                        acc.add(get(s));
+                    }
+                    h[i] = add_bf16(acc.finish(), rsd[i]);
+                    // ANCHOR_END: fused_one_shot_pack
+                }
+                i += 1;
+            }
+            let ss = thread_sumsq(&h, have);
+            let total = row_total(
+                ss,
+                item,
+                seg,
+                segs,
+                slots,
+                tag,
+                comm.abort_flag_ptr(),
+                timeout_ns,
+                &mut res,
             );
-            row += u64::from(grid_dim().x);
+            let inv = inv_rms(total, hidden, eps);
+            write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off);
+            item += u64::from(grid_dim().x);
         }
         ll.end(res, status);
     }
@@ -346,17 +424,20 @@ pub unsafe fn fused_one_shot(
 
 /// Byte offset of row `row`'s `h` copy in the fused region of the scratch window.
 #[inline(always)]
-pub const fn fused_h_off(base: u64, row: u64, hidden: u64) -> u64 {
-    base + row * hidden * 2
+pub const fn fused_h_off(row: u64, hidden: u64) -> u64 {
+    h_off(row, hidden)
 }
 
 /// Fused two-shot: see the module docs. `fused` is byte 0 of the fused region of the scratch
-/// window (room for `tokens × hidden` bf16).
+/// window (see [`crate::rmsnorm_split`]: a launch counter, slots for `tokens × segs` items
+/// and room for `tokens × hidden` bf16). Block `b` takes items `b, b + grid, …` of each
+/// rank's slice of `rows × segs`, both when it pushes them and when it normalises them.
 ///
 /// # Safety
 /// `x` is a window of `tokens × hidden` bf16 on every rank; `residual` holds the same values
-/// on every rank (a replicated residual stream); `comm` has `grid_dim().x` barriers; the rest
-/// as [`rmsnorm_residual`].
+/// on every rank (a replicated residual stream); `comm` has `grid_dim().x` barriers; every
+/// block of the grid is resident; `tokens × segs ≤ MAX_ITEMS`; every LSA rank runs the same
+/// sequence of these launches; the rest as [`rmsnorm_residual`].
 #[inline(always)]
 pub unsafe fn fused_two_shot(
     comm: &DevComm,
@@ -374,83 +455,109 @@ pub unsafe fn fused_two_shot(
         tokens,
         hidden,
         eps,
-        ..
+        segs,
     } = a;
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
     let ppr = hidden / 8;
-    let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+    let segs = u64::from(segs.max(1));
+    let stride = u64::from(block_dim().x);
     let g = u64::from(grid_dim().x);
     let b = u64::from(block_idx().x);
     // SAFETY: forwarded (caller's contract).
     unsafe {
+        // The fused region's header counts these launches: its tag marks this launch's
+        // partial sums.
+        let launch = LlLaunch::begin(comm, fused, 0);
+        let tag = split::tag(launch.counter());
+        let local = local_addr(fused);
         // ANCHOR: fused_two_shot_owner
         bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
             let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
-            let mut row = lo + b;
-            while row < hi {
+            let mut it = b;
+            while it < (hi - lo) * segs {
+                let (row, seg) = (lo + it / segs, it % segs);
+                let (k0, end) = split::seg_range(ppr, segs, seg);
+                let k0 = k0 + u64::from(thread_idx().x);
                 let row_off = pack_off(row * ppr);
+                let mut ss = 0.0;
                 let mut i = 0;
                 while i < MAX_PACKS {
                     let k = k0 + i as u64 * stride;
-                    if k < ppr {
+                    if k < end {
                         let o = row_off + pack_off(k);
+                        let rsd = ld(residual + o);
                         let mut acc = Acc::<Bf16, Sum>::new(ld(peer_addr(x, 0) + o));
                         for p in 1..n {
                             acc.add(ld(peer_addr(x, p) + o));
                         }
-                        let h = add_bf16(acc.finish(), ld(residual + o));
+                        let h = add_bf16(acc.finish(), rsd);
+                        ss += sumsq(h);
                         for q in 0..n {
                             let base = peer_addr(fused, rotated(me, q, n));
-                            st(base + fused_h_off(0, row, hidden) + pack_off(k), h);
+                            st(base + h_off(row, hidden) + pack_off(k), h);
                         }
                     }
                     i += 1;
                 }
-                row += g;
+                // The segment's sum of squares goes with it (one word per peer).
+                let part = block_sum(ss);
+                if thread_idx().x == 0 {
+                    for q in 0..n {
+                        let base = peer_addr(fused, rotated(me, q, n));
+                        publish(base + bar_slot_off(row * segs + seg), tag, part);
+                    }
+                }
+                it += g;
             }
         });
-        // After the exit barrier of block b, every rank's block b has pushed its rows: this
-        // block normalises them from the local copy (every rank computes the same bits).
+        // After the exit barrier of block b, every rank's block b has pushed its items' h:
+        // this block normalises them from the local copy, with the row's partials (pushed by
+        // the owner's other blocks too: polled by tag). Every rank computes the same bits.
         // ANCHOR_END: fused_two_shot_owner
-        let local = local_addr(fused);
+        let mut res: Result<(), WaitError> = Ok(());
         for q in 0..n {
             let (lo, hi) = plan::slice(tokens, n as u64, q as u64);
-            let mut row = lo + b;
-            while row < hi {
+            let mut it = b;
+            while it < (hi - lo) * segs {
+                let (row, seg) = (lo + it / segs, it % segs);
+                let (k0, end) = split::seg_range(ppr, segs, seg);
+                let k0 = k0 + u64::from(thread_idx().x);
                 let row_off = pack_off(row * ppr);
                 let mut h = [U32x4::default(); MAX_PACKS];
+                let mut w = [U32x4::default(); MAX_PACKS];
                 let mut have = 0;
                 let mut i = 0;
                 while i < MAX_PACKS {
                     let k = k0 + i as u64 * stride;
-                    if k < ppr {
-                        h[i] = ld(local + fused_h_off(0, row, hidden) + pack_off(k));
+                    if k < end {
+                        h[i] = ld(local + h_off(row, hidden) + pack_off(k));
+                        w[i] = ld(weight + pack_off(k));
                         have = i + 1;
                     }
                     i += 1;
                 }
-                finish_row(
-                    &h,
-                    have,
-                    k0,
-                    stride,
-                    hidden,
-                    eps,
-                    weight,
-                    out,
-                    residual_out,
-                    row_off,
-                );
-                row += g;
+                let mut total = 0.0;
+                if res.is_ok() {
+                    let slots = local + bar_slot_off(row * segs);
+                    match gather(slots, segs, tag, comm.abort_flag_ptr(), timeout_ns) {
+                        Ok(t) => total = t,
+                        Err(e) => res = Err(e),
+                    }
+                }
+                let inv = inv_rms(total, hidden, eps);
+                write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off);
+                it += g;
             }
         }
+        launch.end(res, status);
     }
 }
 
 /// Fused two-shot on LL lines, no barrier: rows are split across ranks; every rank sends
 /// each owner its rows of `x` (slots `[0, chunk)`), the owner reduces them in rank order,
 /// adds the residual and sends `h` to every rank, itself included (slots
-/// `[chunk, 2 chunk)`), and every rank normalises every row as its `h` arrives.
+/// `[chunk, 2 chunk)`), and every rank normalises every row as its `h` arrives (block `b`
+/// takes items `b, b + grid, …` of `tokens × segs`).
 /// `chunk = ceil(tokens / lsa_size) × hidden / 8`.
 ///
 /// # Safety
@@ -462,6 +569,7 @@ pub unsafe fn fused_two_shot_ll(
     a: NormArgs,
     scratch: SymPtr<u8>,
     cap: u64,
+    fused: SymPtr<u8>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
@@ -473,14 +581,16 @@ pub unsafe fn fused_two_shot_ll(
         tokens,
         hidden,
         eps,
-        ..
+        segs,
     } = a;
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let ll = LlLaunch::begin(comm, scratch, cap);
+        let tag = split::tag(ll.counter());
         let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let inp = local_addr(x);
+        let (inp, slots) = (local_addr(x), local_addr(fused));
         let ppr = hidden / 8;
+        let segs = u64::from(segs.max(1));
         let chunk = plan::slice_len(tokens, n as u64) * ppr;
         let (first, stride) = grid_stride();
         // 1. Each owner gets its rows of our x.
@@ -500,6 +610,8 @@ pub unsafe fn fused_two_shot_ll(
         while j < (hi - lo) * ppr {
             let g = lo * ppr + j;
             let own = ld(inp + pack_off(g));
+            // Loaded before the wait, so its latency overlaps it.
+            let rsd = ld(residual + pack_off(g));
             let mut get = |s: i32| {
                 if s == me {
                     own
@@ -516,49 +628,60 @@ pub unsafe fn fused_two_shot_ll(
             for s in 1..n {
                 acc.add(get(s));
             }
-            let h = add_bf16(acc.finish(), ld(residual + pack_off(g)));
+            let h = add_bf16(acc.finish(), rsd);
             for k in 0..n {
                 send_pack(&ll, rotated(me, k, n), chunk + j, h);
             }
             j += stride;
         }
-        // 3. Normalise every row from the h its owner sent (block per row).
-        let (k0, kstride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
-        let mut row = u64::from(block_idx().x);
-        while row < tokens {
+        // 3. Normalise every row from the h its owner sent.
+        let kstride = u64::from(block_dim().x);
+        let mut item = u64::from(block_idx().x);
+        while item < tokens * segs {
+            let (row, seg) = (item / segs, item % segs);
+            let (k0, end) = split::seg_range(ppr, segs, seg);
+            let k0 = k0 + u64::from(thread_idx().x);
             let owner = owner_of(row, tokens, n as u64);
             let (olo, _) = plan::slice(tokens, n as u64, owner);
             let row_off = pack_off(row * ppr);
-            let mut h = [U32x4::default(); MAX_PACKS];
+            let mut w = [U32x4::default(); MAX_PACKS];
             let mut have = 0;
             let mut i = 0;
             while i < MAX_PACKS {
                 let k = k0 + i as u64 * kstride;
-                if k < ppr {
-                    if res.is_ok() {
-                        let slot = chunk + (row - olo) * ppr + k;
-                        match recv_pack(&ll, owner as i32, slot, timeout_ns) {
-                            Ok(v) => h[i] = v,
-                            Err(e) => res = Err(e),
-                        }
-                    }
+                if k < end {
+                    w[i] = ld(weight + pack_off(k));
                     have = i + 1;
                 }
                 i += 1;
             }
-            finish_row(
-                &h,
-                have,
-                k0,
-                kstride,
-                hidden,
-                eps,
-                weight,
-                out,
-                residual_out,
-                row_off,
+            let mut h = [U32x4::default(); MAX_PACKS];
+            i = 0;
+            while i < MAX_PACKS {
+                if i < have && res.is_ok() {
+                    let slot = chunk + (row - olo) * ppr + k0 + i as u64 * kstride;
+                    match recv_pack(&ll, owner as i32, slot, timeout_ns) {
+                        Ok(v) => h[i] = v,
+                        Err(e) => res = Err(e),
+                    }
+                }
+                i += 1;
+            }
+            let ss = thread_sumsq(&h, have);
+            let total = row_total(
+                ss,
+                item,
+                seg,
+                segs,
+                slots,
+                tag,
+                comm.abort_flag_ptr(),
+                timeout_ns,
+                &mut res,
             );
-            row += u64::from(grid_dim().x);
+            let inv = inv_rms(total, hidden, eps);
+            write_row(&h, &w, have, k0, kstride, inv, out, residual_out, row_off);
+            item += u64::from(grid_dim().x);
         }
         ll.end(res, status);
     }

@@ -602,7 +602,7 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
                         tokens: tokens as u64,
                         hidden: hidden as u64,
                         eps: 1e-6,
-                        pad: 0,
+                        segs: 1,
                     };
                     let (wa, ws) = (flat.window(r, A), flat.window(r, SCRATCH));
                     let mut status = 0u32;
@@ -616,6 +616,7 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
                                 a,
                                 sym(&ws, 0),
                                 1024,
+                                sym(&ws, 4 << 20),
                                 TIMEOUT,
                                 &mut status,
                             )
@@ -635,6 +636,7 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
                                 a,
                                 sym(&ws, 0),
                                 1024,
+                                sym(&ws, 4 << 20),
                                 TIMEOUT,
                                 &mut status,
                             )
@@ -661,7 +663,7 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
         tokens: tokens as u64,
         hidden: hidden as u64,
         eps: 1e-6,
-        pad: 0,
+        segs: 1,
     };
     // SAFETY: host buffers of the sizes NormArgs gives.
     unsafe { k::rmsnorm_residual_bf16(sum.as_ptr() as u64, a) };

@@ -1,0 +1,316 @@
+//! Token rows split across blocks for the fused RMSNorm kernels: the `(row, segment)` work
+//! items, the grid the host launches, the layout of the fused scratch region, and the tagged
+//! partial sums through which the blocks of one row agree on its sum of squares.
+//!
+//! A row of `ppr` packs is cut into `segs` contiguous segments ([`seg_range`]); work item
+//! `row × segs + seg` is one block's share of a row, and block `b` of a grid of `g` takes
+//! items `b, b + g, …`. When `g` is a multiple of `segs` (what [`split`] plans), the items of
+//! a row are all taken in the same pass, by co-resident blocks.
+//!
+//! Combining a row: each block computes the sum of squares of its segment and publishes it in
+//! the item's slot as one 8-byte word `{f32 bits, tag}` ([`slot_word`]), the tag being the
+//! launch's (never 0, [`tag`]). Every block that needs the row's total reads the `segs` slots
+//! of the row in segment order, polling (bounded) until each carries this launch's tag, so
+//! every block, on every rank, adds the same partials in the same order and gets the same
+//! total. Slots are never reset: a word left by an earlier launch carries an older tag.
+//!
+//! The fused region of the gallery scratch window (`Collectives::fused_off`):
+//!
+//! | bytes | what |
+//! |---|---|
+//! | `[0, HEADER)` | launch counter and ticket of the barrier two-shot (the LL header layout) |
+//! | [`ll_slot_off`] | partials of the LL kernels (written and read on this GPU) |
+//! | [`bar_slot_off`] | partials of the barrier two-shot (written by the row's owner rank) |
+//! | [`h_off`] | the `h` rows of the barrier two-shot |
+
+use symcomm_device::mem::{self, LoadOrder, Scope, StoreOrder};
+use symcomm_device::wait::{Spin, WaitError};
+
+use crate::plan;
+
+/// Most segments of a row.
+pub const MAX_SEGS: u64 = 8;
+
+/// Most work items (`tokens × segs`) that have a slot: the barrier two-shot refuses more rows,
+/// the LL kernels then keep one block per row (no slots needed).
+pub const MAX_ITEMS: u64 = 1 << 16;
+
+/// Most blocks of a fused launch: every block of a row must be resident at once (512-thread
+/// blocks; far below what an H100/H200 holds).
+pub const MAX_GRID: u32 = 64;
+
+/// Bytes of one slot.
+pub const SLOT: u64 = 8;
+
+/// Bytes of the header at the start of the fused region (the LL header layout: word 0 =
+/// launch counter, word 1 = ticket).
+pub const HEADER: u64 = plan::LL_HEADER;
+
+/// Byte offset in the fused region of the LL kernels' slot of item `item`.
+#[inline(always)]
+pub const fn ll_slot_off(item: u64) -> u64 {
+    HEADER + item * SLOT
+}
+
+/// Byte offset in the fused region of the barrier two-shot's slot of item `item`.
+#[inline(always)]
+pub const fn bar_slot_off(item: u64) -> u64 {
+    HEADER + (MAX_ITEMS + item) * SLOT
+}
+
+/// Byte offset in the fused region of row `row`'s `h` copy (barrier two-shot).
+#[inline(always)]
+pub const fn h_off(row: u64, hidden: u64) -> u64 {
+    HEADER + 2 * MAX_ITEMS * SLOT + row * hidden * 2
+}
+
+/// Bytes of the fused region before the `h` rows.
+pub const H_BASE: u64 = h_off(0, 0);
+
+/// `(first, end)` packs of segment `seg` of a row of `ppr` packs cut into `segs` balanced
+/// segments (lengths differ by at most one; none is empty when `segs ≤ ppr`).
+#[inline(always)]
+pub const fn seg_range(ppr: u64, segs: u64, seg: u64) -> (u64, u64) {
+    (seg * ppr / segs, (seg + 1) * ppr / segs)
+}
+
+/// The slot tag of launch number `counter`: never 0 (the value of a zeroed slot), different
+/// for consecutive counters (also across the wrap), repeating only after about 2³² launches.
+#[inline(always)]
+pub const fn tag(counter: u32) -> u32 {
+    if counter == u32::MAX { 2 } else { counter + 1 }
+}
+
+/// The slot word carrying `partial` for the launch tagged `tag`.
+#[inline(always)]
+pub const fn slot_word(tag: u32, partial: f32) -> u64 {
+    partial.to_bits() as u64 | (tag as u64) << 32
+}
+
+/// The partial in `word` if it carries `tag`.
+#[inline(always)]
+pub const fn slot_value(word: u64, tag: u32) -> Option<f32> {
+    if (word >> 32) as u32 == tag {
+        Some(f32::from_bits(word as u32))
+    } else {
+        None
+    }
+}
+
+/// Segments per row and blocks of a fused launch.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Split {
+    /// Segments per row (1: one block per row, no slots).
+    pub segs: u64,
+    /// Blocks of the launch (a multiple of `segs`).
+    pub blocks: u32,
+}
+
+/// The split of a launch whose blocks process `rows` rows of `ppr` packs (`tokens` rows in
+/// all), `threads`-thread blocks, at most `max_blocks` blocks: a grid as wide as the plain
+/// all-reduce would use for those packs (one pack per thread per pass, at most `max_blocks`
+/// and [`MAX_GRID`]), with rows cut into as many segments as that grid has room for (at most
+/// [`MAX_SEGS`] and `ppr`; 1 if `tokens × segs` exceeds [`MAX_ITEMS`]).
+///
+/// `ppr ≤ MAX_PACKS × threads` (a row fits one block) is the caller's precondition; segments
+/// are shorter than the row, so they fit too.
+#[inline(always)]
+pub const fn split(tokens: u64, rows: u64, ppr: u64, threads: u32, max_blocks: u32) -> Split {
+    let cap = if max_blocks == 0 {
+        1
+    } else if max_blocks > MAX_GRID {
+        MAX_GRID
+    } else {
+        max_blocks
+    };
+    let rows = if rows == 0 { 1 } else { rows };
+    let want = plan::blocks_for(rows * ppr, threads, cap) as u64;
+    let mut segs = want / rows;
+    if segs > MAX_SEGS {
+        segs = MAX_SEGS;
+    }
+    if segs > ppr {
+        segs = ppr;
+    }
+    if segs == 0 || tokens.saturating_mul(segs) > MAX_ITEMS {
+        segs = 1;
+    }
+    // `segs ≤ want ≤ cap`, so at least one row's segments fit the grid.
+    let per_pass = (cap as u64 / segs) * segs;
+    let items = rows * segs;
+    let blocks = if items < per_pass { items } else { per_pass };
+    Split {
+        segs,
+        blocks: blocks as u32,
+    }
+}
+
+/// Publishes `partial` in the slot at `slot` for the launch tagged `tag`. One thread calls it.
+///
+/// # Safety
+/// `slot` is an 8-byte aligned global address (this GPU's or an LSA peer's) that only this
+/// item's block writes in this launch.
+///
+/// # Ordering
+/// Relaxed at system scope: the word carries its own tag, it publishes nothing else.
+#[inline(always)]
+pub unsafe fn publish(slot: u64, tag: u32, partial: f32) {
+    // SAFETY: the caller's slot.
+    unsafe {
+        mem::store(
+            slot as *mut u64,
+            slot_word(tag, partial),
+            StoreOrder::Relaxed,
+            Scope::Sys,
+        )
+    };
+}
+
+/// The sum, in segment order, of the `segs` partials of a row tagged `tag` at
+/// `slots[0..segs]` (this GPU's memory), each polled until it carries `tag` (bounded wait).
+///
+/// # Safety
+/// `slots` is an 8-byte aligned global address valid for `segs` slots, each of which some
+/// block publishes in this launch; `abort` is null or a valid global `u32`.
+///
+/// # Ordering
+/// Relaxed at system scope (the partials carry their tags).
+///
+/// # Errors
+/// [`WaitError`] if a slot does not get this launch's tag in time (or the abort flag rises).
+#[inline(always)]
+pub unsafe fn gather(
+    slots: u64,
+    segs: u64,
+    tag: u32,
+    abort: *const u32,
+    timeout_ns: u64,
+) -> Result<f32, WaitError> {
+    let mut total = 0.0f32;
+    let mut s = 0;
+    while s < segs {
+        let p = (slots + s * SLOT) as *const u64;
+        // SAFETY: inside the caller's slots.
+        let load = || unsafe { mem::load(p, LoadOrder::Relaxed, Scope::Sys) };
+        let v = match slot_value(load(), tag) {
+            Some(v) => v,
+            None => {
+                // SAFETY: the caller's abort flag.
+                let mut spin = unsafe { Spin::new(abort, timeout_ns) };
+                let mut got = 0.0;
+                spin.until(|| match slot_value(load(), tag) {
+                    Some(v) => {
+                        got = v;
+                        true
+                    }
+                    None => false,
+                })?;
+                got
+            }
+        };
+        total += v;
+        s += 1;
+    }
+    Ok(total)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::rmsnorm::MAX_PACKS;
+    use std::format;
+
+    #[test]
+    fn segments_cover_every_pack_of_a_row_once() {
+        for ppr in 1..300u64 {
+            for segs in 1..=MAX_SEGS.min(ppr) {
+                let mut next = 0;
+                for seg in 0..segs {
+                    let (lo, hi) = seg_range(ppr, segs, seg);
+                    assert_eq!(lo, next, "ppr {ppr} segs {segs} seg {seg}");
+                    assert!(hi > lo, "empty segment: ppr {ppr} segs {segs} seg {seg}");
+                    assert!(hi - lo <= ppr.div_ceil(segs));
+                    next = hi;
+                }
+                assert_eq!(next, ppr);
+            }
+        }
+    }
+
+    #[test]
+    fn a_split_keeps_a_rows_segments_in_one_pass_of_a_coresident_grid() {
+        for threads in [32u32, 64, 512] {
+            for max_blocks in [1u32, 2, 3, 16, 64, 128] {
+                for tokens in [1u64, 2, 3, 7, 16, 33, 128, 70_000] {
+                    for ppr in [1u64, 2, 7, 64, 128, 512, 1024] {
+                        if ppr > MAX_PACKS as u64 * threads as u64 {
+                            continue;
+                        }
+                        let rows = tokens.div_ceil(1 + tokens % 3);
+                        let s = split(tokens, rows, ppr, threads, max_blocks);
+                        let what = format!(
+                            "tokens {tokens} rows {rows} ppr {ppr} threads {threads} max {max_blocks}: {s:?}"
+                        );
+                        assert!(s.segs >= 1 && s.segs <= MAX_SEGS && s.segs <= ppr, "{what}");
+                        assert!(s.blocks >= 1, "{what}");
+                        assert!(s.blocks <= max_blocks.clamp(1, MAX_GRID), "{what}");
+                        assert_eq!(s.blocks as u64 % s.segs, 0, "{what}");
+                        assert!(s.blocks as u64 <= rows * s.segs, "{what}");
+                        assert!(s.segs == 1 || tokens * s.segs <= MAX_ITEMS, "{what}");
+                        // A segment fits one block's registers.
+                        assert!(
+                            ppr.div_ceil(s.segs) <= MAX_PACKS as u64 * threads as u64,
+                            "{what}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn small_batches_spread_a_row_over_as_many_blocks_as_the_plain_all_reduce() {
+        // 1 × 8192 bf16 (1024 packs), 512 threads: the plain one-shot uses 2 blocks.
+        assert_eq!(split(1, 1, 1024, 512, 16), Split { segs: 2, blocks: 2 });
+        // 1 × 4096: one block, as the plain all-reduce.
+        assert_eq!(split(1, 1, 512, 512, 16), Split { segs: 1, blocks: 1 });
+        // 128 × 8192 on 4 ranks (32 rows each): 64 blocks, 2 per row.
+        assert_eq!(
+            split(128, 32, 1024, 512, 64),
+            Split {
+                segs: 2,
+                blocks: 64
+            }
+        );
+        // 16 × 4096 one-shot: 16 blocks, one per row.
+        assert_eq!(
+            split(16, 16, 512, 512, 16),
+            Split {
+                segs: 1,
+                blocks: 16
+            }
+        );
+        // Too many rows for the slots: one block per row.
+        assert_eq!(split(MAX_ITEMS, 1, 1024, 512, 64).segs, 1);
+    }
+
+    #[test]
+    fn tags_are_never_zero_and_differ_between_consecutive_launches() {
+        for c in (0..10u32).chain(u32::MAX - 10..=u32::MAX) {
+            assert_ne!(tag(c), 0);
+            assert_ne!(tag(c), tag(c.wrapping_add(1)), "counter {c}");
+        }
+        let w = slot_word(tag(5), 1.5);
+        assert_eq!(slot_value(w, tag(5)), Some(1.5));
+        assert_eq!(slot_value(w, tag(6)), None);
+        assert_eq!(slot_value(0, tag(u32::MAX)), None);
+    }
+
+    #[test]
+    fn the_regions_of_the_fused_scratch_do_not_overlap() {
+        assert!(ll_slot_off(MAX_ITEMS) <= bar_slot_off(0));
+        assert!(bar_slot_off(MAX_ITEMS) <= H_BASE);
+        assert_eq!(H_BASE % 16, 0);
+        assert_eq!(h_off(3, 8), H_BASE + 48);
+    }
+}
