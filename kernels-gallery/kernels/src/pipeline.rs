@@ -151,6 +151,7 @@ impl Pipe {
         Ok(())
     }
 
+    // ANCHOR: pipe_signal
     /// Raises this rank's counter of kind `freed` to `value` in every peer, after every
     /// thread of the block is done with the step (see the module docs for the order).
     ///
@@ -174,6 +175,9 @@ impl Pipe {
         }
     }
 
+    // ANCHOR_END: pipe_signal
+
+    // ANCHOR: pipe_push
     /// The push half of step `i`.
     ///
     /// # Safety
@@ -206,6 +210,8 @@ impl Pipe {
         }
         Ok(())
     }
+
+    // ANCHOR_END: pipe_push
 
     /// The reduce half of step `i`: results to `out` (all-reduce: `dst` in every peer,
     /// reduce-scatter: this rank's `dst`).
@@ -395,6 +401,7 @@ unsafe fn pipeline_n<T: Element, O: ReduceOp, const N: usize>(
     let mut bar = unsafe { LsaBarrier::new(&cta, comm, block_idx().x) };
     let mut r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
     let steps = plan::pipe_steps(largest, pipe.g, pipe.chunk);
+    // ANCHOR: pipe_loop
     // SAFETY: the caller's contract.
     unsafe {
         if r.is_ok() && steps > 0 {
@@ -415,6 +422,7 @@ unsafe fn pipeline_n<T: Element, O: ReduceOp, const N: usize>(
     if r.is_ok() && kind == Kind::AllReduce {
         r = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
     }
+    // ANCHOR_END: pipe_loop
     bar.finish(&cta);
     if cta.is_leader() {
         // SAFETY: forwarded.
