@@ -32,7 +32,7 @@ use symcomm_device::arch::{block_idx, grid_dim};
 use symcomm_device::barrier::LsaBarrier;
 use symcomm_device::comm::DevComm;
 use symcomm_device::coop::{Coop, Cta};
-use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
+use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::{Spin, WaitError};
@@ -219,7 +219,7 @@ impl Pipe {
     /// # Safety
     /// The kernel's contract.
     #[inline(always)]
-    unsafe fn reduce_step<T: Element, O: ReduceOp, const N: usize>(
+    unsafe fn reduce_step<T: Element, O: ReduceOp>(
         &self,
         cta: &Cta,
         dst: SymPtr<u8>,
@@ -250,14 +250,11 @@ impl Pipe {
                         ld(self.local_slot(s, q) + o)
                     }
                 };
-                let v = if N == self.n as usize {
-                    let mut v = [U32x4::default(); N];
-                    let mut s = 0;
-                    while s < N {
-                        v[s] = at(s as i32);
-                        s += 1;
-                    }
-                    crate::common::reduce_packs::<T, O, N>(&v)
+                // 8 and 4 ranks: every load in flight before the first add.
+                let v = if self.n == 8 {
+                    crate::common::reduce_packs::<T, O, 8>(&core::array::from_fn(|s| at(s as i32)))
+                } else if self.n == 4 {
+                    crate::common::reduce_packs::<T, O, 4>(&core::array::from_fn(|s| at(s as i32)))
                 } else {
                     let mut acc = Acc::<T, O>::new(at(0));
                     for s in 1..self.n {
@@ -285,7 +282,6 @@ impl Pipe {
     }
 }
 
-// ANCHOR: pipeline
 /// A pipelined push all-reduce or reduce-scatter (see the module docs).
 ///
 /// # Safety
@@ -301,44 +297,6 @@ impl Pipe {
 ///   with the same shape and arguments; `status` is null or a valid `u32` of this device.
 #[inline(always)]
 pub unsafe fn push_pipeline<T: Element, O: ReduceOp>(
-    kind: Kind,
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    push: SymPtr<u8>,
-    slots: u64,
-    chunk: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    if comm.lsa_size == 8 {
-        // SAFETY: forwarded.
-        unsafe {
-            pipeline_n::<T, O, 8>(
-                kind, comm, src, dst, packs, push, slots, chunk, timeout_ns, status,
-            )
-        }
-    } else if comm.lsa_size == 4 {
-        // SAFETY: forwarded.
-        unsafe {
-            pipeline_n::<T, O, 4>(
-                kind, comm, src, dst, packs, push, slots, chunk, timeout_ns, status,
-            )
-        }
-    } else {
-        // SAFETY: forwarded (N = 0 never matches: the per-peer loops).
-        unsafe {
-            pipeline_n::<T, O, 0>(
-                kind, comm, src, dst, packs, push, slots, chunk, timeout_ns, status,
-            )
-        }
-    }
-}
-// ANCHOR_END: pipeline
-
-#[inline(always)]
-unsafe fn pipeline_n<T: Element, O: ReduceOp, const N: usize>(
     kind: Kind,
     comm: &DevComm,
     src: SymPtr<u8>,
@@ -415,7 +373,7 @@ unsafe fn pipeline_n<T: Element, O: ReduceOp, const N: usize>(
                     break;
                 }
             }
-            r = pipe.reduce_step::<T, O, N>(&cta, dst, steps, i);
+            r = pipe.reduce_step::<T, O>(&cta, dst, steps, i);
             i += 1;
         }
     }
