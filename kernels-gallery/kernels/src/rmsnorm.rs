@@ -62,6 +62,16 @@ const _: () = assert!(core::mem::size_of::<NormArgs>() == 56);
 /// Most packs of a row one thread holds (so `hidden ≤ 8 × MAX_PACKS × block size`).
 pub const MAX_PACKS: usize = 2;
 
+/// Calls `f(0)`, …, `f(MAX_PACKS - 1)` as straight-line code, so that arrays of a thread's
+/// packs indexed by `i` stay in registers (a loop the compiler does not unroll would keep
+/// them in local memory, on the critical path after the waits).
+#[inline(always)]
+fn each_pack(mut f: impl FnMut(usize)) {
+    f(0);
+    f(1);
+}
+const _: () = assert!(MAX_PACKS == 2, "each_pack spells out MAX_PACKS calls");
+
 // ANCHOR: rsqrt
 /// `1 / sqrt(x)` for `x > 0` to f32 precision (bit-level estimate + three Newton steps), the
 /// same on the GPU and the host.
@@ -150,23 +160,18 @@ fn scale(h: U32x4, w: U32x4, inv: f32) -> U32x4 {
 }
 
 // ANCHOR: finish_row
-/// Sum of squares of this thread's `have` packs of `h` (the thread's share of a row's).
+/// Sum of squares of this thread's packs of `h` (the thread's share of a row's; packs the
+/// thread does not hold are zero and add nothing).
 #[inline(always)]
-fn thread_sumsq(h: &[U32x4; MAX_PACKS], have: usize) -> f32 {
+fn thread_sumsq(h: &[U32x4; MAX_PACKS]) -> f32 {
     let mut ss = 0.0;
-    let mut i = 0;
-    while i < MAX_PACKS {
-        if i < have {
-            ss += sumsq(h[i]);
-        }
-        i += 1;
-    }
+    each_pack(|i| ss += sumsq(h[i]));
     ss
 }
 
-/// Writes this thread's `have` packs of a row (packs `k0 + i × stride` of the row at byte
-/// `row_off`): `residual_out = h` and `out = bf16(h · inv · w)`, with the weight packs `w`
-/// loaded early so that their latency overlapped the reduction.
+/// Writes this thread's packs of a row (packs `k0 + i × stride` below `end` of the row at
+/// byte `row_off`): `residual_out = h` and `out = bf16(h · inv · w)`, with the weight packs
+/// `w` loaded early so that their latency overlapped the reduction.
 ///
 /// # Safety
 /// Pointers valid for the row (see the kernels).
@@ -174,7 +179,7 @@ fn thread_sumsq(h: &[U32x4; MAX_PACKS], have: usize) -> f32 {
 unsafe fn write_row(
     h: &[U32x4; MAX_PACKS],
     w: &[U32x4; MAX_PACKS],
-    have: usize,
+    end: u64,
     k0: u64,
     stride: u64,
     inv: f32,
@@ -182,18 +187,17 @@ unsafe fn write_row(
     residual_out: u64,
     row_off: u64,
 ) {
-    let mut i = 0;
-    while i < MAX_PACKS {
-        if i < have {
-            let o = row_off + pack_off(k0 + i as u64 * stride);
+    each_pack(|i| {
+        let k = k0 + i as u64 * stride;
+        if k < end {
+            let o = row_off + pack_off(k);
             // SAFETY: the caller's row pointers.
             unsafe {
                 st(residual_out + o, h[i]);
                 st(out + o, scale(h[i], w[i], inv));
             }
         }
-        i += 1;
-    }
+    });
 }
 // ANCHOR_END: finish_row
 
@@ -279,9 +283,7 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
         let row_off = pack_off(row * ppr);
         let mut h = [U32x4::default(); MAX_PACKS];
         let mut w = [U32x4::default(); MAX_PACKS];
-        let mut have = 0;
-        let mut i = 0;
-        while i < MAX_PACKS {
+        each_pack(|i| {
             let k = k0 + i as u64 * stride;
             if k < ppr {
                 let o = row_off + pack_off(k);
@@ -290,13 +292,11 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
                     w[i] = ld(weight + pack_off(k));
                     h[i] = add_bf16(ld(s + o), ld(residual + o));
                 }
-                have = i + 1;
             }
-            i += 1;
-        }
-        let inv = inv_rms(block_sum(thread_sumsq(&h, have)), hidden, eps);
+        });
+        let inv = inv_rms(block_sum(thread_sumsq(&h)), hidden, eps);
         // SAFETY: forwarded.
-        unsafe { write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off) };
+        unsafe { write_row(&h, &w, ppr, k0, stride, inv, out, residual_out, row_off) };
         row += u64::from(grid_dim().x);
     }
 }
@@ -361,24 +361,20 @@ pub unsafe fn fused_one_shot(
             let mut own = [U32x4::default(); MAX_PACKS];
             let mut rsd = [U32x4::default(); MAX_PACKS];
             let mut w = [U32x4::default(); MAX_PACKS];
-            let mut have = 0;
-            let mut i = 0;
-            while i < MAX_PACKS {
+            each_pack(|i| {
                 let k = k0 + i as u64 * stride;
                 if k < hi {
                     own[i] = ld(inp + row_off + pack_off(k));
                     rsd[i] = ld(residual + row_off + pack_off(k));
                     w[i] = ld(weight + pack_off(k));
-                    have = i + 1;
                 }
-                i += 1;
-            }
+            });
             let mut h = [U32x4::default(); MAX_PACKS];
-            i = 0;
-            while i < MAX_PACKS {
-                if i < have {
+            each_pack(|i| {
+                let k = k0 + i as u64 * stride;
+                if k < hi {
                     // ANCHOR: fused_one_shot_pack
-                    let j = row * ppr + k0 + i as u64 * stride;
+                    let j = row * ppr + k;
                     let own = own[i];
                     // Rank order, as the one-shot all-reduce (the same bits on every rank).
                     let mut get = |s: i32| {
@@ -400,9 +396,8 @@ pub unsafe fn fused_one_shot(
                     h[i] = add_bf16(acc.finish(), rsd[i]);
                     // ANCHOR_END: fused_one_shot_pack
                 }
-                i += 1;
-            }
-            let ss = thread_sumsq(&h, have);
+            });
+            let ss = thread_sumsq(&h);
             let total = row_total(
                 ss,
                 item,
@@ -415,7 +410,7 @@ pub unsafe fn fused_one_shot(
                 &mut res,
             );
             let inv = inv_rms(total, hidden, eps);
-            write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off);
+            write_row(&h, &w, hi, k0, stride, inv, out, residual_out, row_off);
             item += u64::from(grid_dim().x);
         }
         ll.end(res, status);
@@ -480,8 +475,7 @@ pub unsafe fn fused_two_shot(
                 let k0 = k0 + u64::from(thread_idx().x);
                 let row_off = pack_off(row * ppr);
                 let mut ss = 0.0;
-                let mut i = 0;
-                while i < MAX_PACKS {
+                each_pack(|i| {
                     let k = k0 + i as u64 * stride;
                     if k < end {
                         let o = row_off + pack_off(k);
@@ -497,8 +491,7 @@ pub unsafe fn fused_two_shot(
                             st(base + h_off(row, hidden) + pack_off(k), h);
                         }
                     }
-                    i += 1;
-                }
+                });
                 // The segment's sum of squares goes with it (one word per peer).
                 let part = block_sum(ss);
                 if thread_idx().x == 0 {
@@ -525,17 +518,13 @@ pub unsafe fn fused_two_shot(
                 let row_off = pack_off(row * ppr);
                 let mut h = [U32x4::default(); MAX_PACKS];
                 let mut w = [U32x4::default(); MAX_PACKS];
-                let mut have = 0;
-                let mut i = 0;
-                while i < MAX_PACKS {
+                each_pack(|i| {
                     let k = k0 + i as u64 * stride;
                     if k < end {
                         h[i] = ld(local + h_off(row, hidden) + pack_off(k));
                         w[i] = ld(weight + pack_off(k));
-                        have = i + 1;
                     }
-                    i += 1;
-                }
+                });
                 let mut total = 0.0;
                 if res.is_ok() {
                     let slots = local + bar_slot_off(row * segs);
@@ -545,7 +534,7 @@ pub unsafe fn fused_two_shot(
                     }
                 }
                 let inv = inv_rms(total, hidden, eps);
-                write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off);
+                write_row(&h, &w, end, k0, stride, inv, out, residual_out, row_off);
                 it += g;
             }
         }
@@ -645,29 +634,24 @@ pub unsafe fn fused_two_shot_ll(
             let (olo, _) = plan::slice(tokens, n as u64, owner);
             let row_off = pack_off(row * ppr);
             let mut w = [U32x4::default(); MAX_PACKS];
-            let mut have = 0;
-            let mut i = 0;
-            while i < MAX_PACKS {
+            each_pack(|i| {
                 let k = k0 + i as u64 * kstride;
                 if k < end {
                     w[i] = ld(weight + pack_off(k));
-                    have = i + 1;
                 }
-                i += 1;
-            }
+            });
             let mut h = [U32x4::default(); MAX_PACKS];
-            i = 0;
-            while i < MAX_PACKS {
-                if i < have && res.is_ok() {
-                    let slot = chunk + (row - olo) * ppr + k0 + i as u64 * kstride;
+            each_pack(|i| {
+                let k = k0 + i as u64 * kstride;
+                if k < end && res.is_ok() {
+                    let slot = chunk + (row - olo) * ppr + k;
                     match recv_pack(&ll, owner as i32, slot, timeout_ns) {
                         Ok(v) => h[i] = v,
                         Err(e) => res = Err(e),
                     }
                 }
-                i += 1;
-            }
-            let ss = thread_sumsq(&h, have);
+            });
+            let ss = thread_sumsq(&h);
             let total = row_total(
                 ss,
                 item,
@@ -680,7 +664,7 @@ pub unsafe fn fused_two_shot_ll(
                 &mut res,
             );
             let inv = inv_rms(total, hidden, eps);
-            write_row(&h, &w, have, k0, kstride, inv, out, residual_out, row_off);
+            write_row(&h, &w, end, k0, kstride, inv, out, residual_out, row_off);
             item += u64::from(grid_dim().x);
         }
         ll.end(res, status);
