@@ -10,9 +10,10 @@
 //! - **one-shot (LL)**: every rank pushes its rows to every peer as LL lines, reduces every
 //!   row itself in rank order, normalises and writes locally. No barrier.
 //! - **two-shot**: rank `r` owns a contiguous slice of rows; it loads each owned row from
-//!   every peer, adds the residual and pushes the `h` row and its sum of squares into every
-//!   peer's scratch; after the exit barrier every rank normalises every row locally from the
-//!   `h` rows it received.
+//!   every peer, adds the residual, pushes the `h` row into every peer's scratch and, once
+//!   it has the row's sum of squares, the row's scale `rsqrt(mean(h²) + eps)` next to it;
+//!   after the exit barrier every rank streams `out = h · scale · w` and `residual_out = h`
+//!   from what it received (no reduction, no wait).
 //!
 //! Rows may be cut into segments, each one block's work item, so that a few rows still fill
 //! a grid as wide as the plain all-reduce's; the blocks of a row then combine their sums of
@@ -21,7 +22,7 @@
 use symcomm_device::arch::{self, FULL_MASK, block_dim, block_idx, grid_dim, thread_idx};
 use symcomm_device::comm::DevComm;
 use symcomm_device::coop::{Coop, Cta};
-use symcomm_device::mem::{Ordering, U32x4};
+use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, Element, Sum};
 use symcomm_device::shared_array;
@@ -32,7 +33,9 @@ use crate::common::{
 };
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
-use crate::rmsnorm_split::{self as split, bar_slot_off, gather, h_off, ll_slot_off, publish};
+use crate::rmsnorm_split::{
+    self as split, bar_slot_off, gather, h_off, inv_off, ll_slot_off, publish,
+};
 
 /// The row arguments of the RMSNorm kernels (one kernel parameter; `#[repr(C)]`, 56 bytes).
 #[repr(C)]
@@ -423,16 +426,33 @@ pub const fn fused_h_off(row: u64, hidden: u64) -> u64 {
     h_off(row, hidden)
 }
 
+/// Items a thread of the barrier two-shot's second phase normalises at once (all their loads
+/// issued before any use).
+const STREAM_ITEMS: usize = 4;
+
+/// Calls `f(0)`, …, `f(STREAM_ITEMS - 1)` as straight-line code (see [`each_pack`]).
+#[inline(always)]
+fn each_item(mut f: impl FnMut(usize)) {
+    f(0);
+    f(1);
+    f(2);
+    f(3);
+}
+const _: () = assert!(STREAM_ITEMS == 4, "each_item spells out STREAM_ITEMS calls");
+
 /// Fused two-shot: see the module docs. `fused` is byte 0 of the fused region of the scratch
-/// window (see [`crate::rmsnorm_split`]: a launch counter, slots for `tokens × segs` items
-/// and room for `tokens × hidden` bf16). Block `b` takes items `b, b + grid, …` of each
-/// rank's slice of `rows × segs`, both when it pushes them and when it normalises them.
+/// window (see [`crate::rmsnorm_split`]: a launch counter, slots and scales for
+/// `tokens × segs` items and room for `tokens × hidden` bf16). Work item `it` (of
+/// `tokens × segs`, row-major) belongs to block `it mod grid`: on the rank owning its row,
+/// that block reduces it before the exit barrier; after it, that block normalises it on every
+/// rank (so the exit barrier of block `b` orders everything block `b` reads).
 ///
 /// # Safety
 /// `x` is a window of `tokens × hidden` bf16 on every rank; `residual` holds the same values
 /// on every rank (a replicated residual stream); `comm` has `grid_dim().x` barriers; every
-/// block of the grid is resident; `tokens × segs ≤ MAX_ITEMS`; every LSA rank runs the same
-/// sequence of these launches; the rest as [`rmsnorm_residual`].
+/// block of the grid is resident; `tokens × segs ≤ MAX_ITEMS` and, with `segs > 1`, the grid
+/// is a multiple of `segs`; every LSA rank runs the same sequence of these launches; the rest
+/// as [`rmsnorm_residual`].
 #[inline(always)]
 pub unsafe fn fused_two_shot(
     comm: &DevComm,
@@ -458,6 +478,10 @@ pub unsafe fn fused_two_shot(
     let stride = u64::from(block_dim().x);
     let g = u64::from(grid_dim().x);
     let b = u64::from(block_idx().x);
+    // Every item of this block is segment `b mod segs` of its row (the grid is a multiple of
+    // `segs`): the same packs of the row, the same weight packs.
+    let (k0, end) = split::seg_range(ppr, segs, b % segs);
+    let k0 = k0 + u64::from(thread_idx().x);
     // SAFETY: forwarded (caller's contract).
     unsafe {
         // The fused region's header counts these launches: its tag marks this launch's
@@ -465,14 +489,15 @@ pub unsafe fn fused_two_shot(
         let launch = LlLaunch::begin(comm, fused, 0);
         let tag = split::tag(launch.counter());
         let local = local_addr(fused);
+        let mut res: Result<(), WaitError> = Ok(());
         // ANCHOR: fused_two_shot_owner
         bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
             let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
-            let mut it = b;
-            while it < (hi - lo) * segs {
-                let (row, seg) = (lo + it / segs, it % segs);
-                let (k0, end) = split::seg_range(ppr, segs, seg);
-                let k0 = k0 + u64::from(thread_idx().x);
+            // Our items `[lo × segs, hi × segs)` that are this block's (≡ b mod grid).
+            let first = lo * segs;
+            let mut it = first + (b + g - first % g) % g;
+            while it < hi * segs {
+                let row = it / segs;
                 let row_off = pack_off(row * ppr);
                 let mut ss = 0.0;
                 each_pack(|i| {
@@ -492,51 +517,70 @@ pub unsafe fn fused_two_shot(
                         }
                     }
                 });
-                // The segment's sum of squares goes with it (one word per peer).
+                // The row's scale, from the partials of its segments (this GPU's blocks,
+                // through tagged slots), goes with the item: one word per peer.
                 let part = block_sum(ss);
                 if thread_idx().x == 0 {
+                    let mut total = part;
+                    if segs > 1 {
+                        publish(local + bar_slot_off(it), tag, part);
+                        if res.is_ok() {
+                            let slots = local + bar_slot_off(row * segs);
+                            match gather(slots, segs, tag, comm.abort_flag_ptr(), timeout_ns) {
+                                Ok(t) => total = t,
+                                Err(e) => res = Err(e),
+                            }
+                        }
+                    }
+                    let inv = inv_rms(total, hidden, eps).to_bits();
                     for q in 0..n {
                         let base = peer_addr(fused, rotated(me, q, n));
-                        publish(base + bar_slot_off(row * segs + seg), tag, part);
+                        let p = (base + inv_off(it)) as *mut u32;
+                        mem::store(p, inv, StoreOrder::Weak, Scope::Sys);
                     }
                 }
                 it += g;
             }
         });
-        // After the exit barrier of block b, every rank's block b has pushed its items' h:
-        // this block normalises them from the local copy, with the row's partials (pushed by
-        // the owner's other blocks too: polled by tag). Every rank computes the same bits.
+        // After the exit barrier of block b, every rank's block b has pushed h and the scale
+        // of its items: a pure stream, STREAM_ITEMS items per step with every load issued
+        // before any use, no block reduction, no wait. Every rank writes the same bits.
         // ANCHOR_END: fused_two_shot_owner
-        let mut res: Result<(), WaitError> = Ok(());
-        for q in 0..n {
-            let (lo, hi) = plan::slice(tokens, n as u64, q as u64);
-            let mut it = b;
-            while it < (hi - lo) * segs {
-                let (row, seg) = (lo + it / segs, it % segs);
-                let (k0, end) = split::seg_range(ppr, segs, seg);
-                let k0 = k0 + u64::from(thread_idx().x);
-                let row_off = pack_off(row * ppr);
-                let mut h = [U32x4::default(); MAX_PACKS];
-                let mut w = [U32x4::default(); MAX_PACKS];
-                each_pack(|i| {
-                    let k = k0 + i as u64 * stride;
-                    if k < end {
-                        h[i] = ld(local + h_off(row, hidden) + pack_off(k));
-                        w[i] = ld(weight + pack_off(k));
-                    }
-                });
-                let mut total = 0.0;
-                if res.is_ok() {
-                    let slots = local + bar_slot_off(row * segs);
-                    match gather(slots, segs, tag, comm.abort_flag_ptr(), timeout_ns) {
-                        Ok(t) => total = t,
-                        Err(e) => res = Err(e),
-                    }
-                }
-                let inv = inv_rms(total, hidden, eps);
-                write_row(&h, &w, end, k0, stride, inv, out, residual_out, row_off);
-                it += g;
+        let mut w = [U32x4::default(); MAX_PACKS];
+        each_pack(|i| {
+            let k = k0 + i as u64 * stride;
+            if k < end {
+                w[i] = ld(weight + pack_off(k));
             }
+        });
+        let items = tokens * segs;
+        let mut it = b;
+        while it < items {
+            let mut h = [[U32x4::default(); MAX_PACKS]; STREAM_ITEMS];
+            let mut inv = [0u32; STREAM_ITEMS];
+            each_item(|u| {
+                let item = it + u as u64 * g;
+                if item < items {
+                    let p = (local + inv_off(item)) as *const u32;
+                    inv[u] = mem::load(p, LoadOrder::Weak, Scope::Gpu);
+                    let row = item / segs;
+                    each_pack(|i| {
+                        let k = k0 + i as u64 * stride;
+                        if k < end {
+                            h[u][i] = ld(local + h_off(row, hidden) + pack_off(k));
+                        }
+                    });
+                }
+            });
+            each_item(|u| {
+                let item = it + u as u64 * g;
+                if item < items {
+                    let row_off = pack_off(item / segs * ppr);
+                    let inv = f32::from_bits(inv[u]);
+                    write_row(&h[u], &w, end, k0, stride, inv, out, residual_out, row_off);
+                }
+            });
+            it += STREAM_ITEMS as u64 * g;
         }
         launch.end(res, status);
     }
