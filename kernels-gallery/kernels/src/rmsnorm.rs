@@ -92,40 +92,75 @@ pub fn rsqrt(x: f32) -> f32 {
 // ANCHOR_END: rsqrt
 
 // ANCHOR: block_sum
-/// Sum over the block of every thread's `v` (the same value on every thread). Every thread
-/// of the block calls it.
-#[inline(always)]
-fn block_sum(v: f32) -> f32 {
-    let parts: *mut f32 = shared_array!(GALLERY_RMSNORM_PARTS: [f32; 32]);
-    let threads = block_dim().x;
-    let mut s = v;
-    let mut m = 16;
-    while m > 0 {
-        // Uniform over the block: lanes beyond the block size do not exist.
-        if m < threads {
-            s += arch::shfl_xor(FULL_MASK, s, m);
+/// Most warps of a block (1024 threads).
+const MAX_WARPS: usize = 32;
+
+/// Block-wide sums with one `bar.sync` each: warp shuffles, then one value per warp through
+/// shared memory, which every warp adds up itself. The shared words alternate between two
+/// buffers, so a call need not wait for every warp to have read the previous call's words
+/// (a warp writing buffer `k` again, two calls later, has passed the barrier of the call in
+/// between, which every warp reached after reading buffer `k`).
+struct BlockSum {
+    buf: usize,
+}
+
+impl BlockSum {
+    #[inline(always)]
+    fn new() -> BlockSum {
+        BlockSum { buf: 0 }
+    }
+
+    /// Sum over the block of every thread's `v` (the same bits on every thread). Every
+    /// thread of the block calls it, as many times as the others.
+    #[inline(always)]
+    fn sum(&mut self, v: f32) -> f32 {
+        let parts: *mut f32 = shared_array!(GALLERY_RMSNORM_PARTS: [f32; 2 * MAX_WARPS]);
+        let threads = block_dim().x;
+        let mut s = v;
+        let mut m = 16;
+        while m > 0 {
+            // Uniform over the block: lanes beyond the block size do not exist.
+            if m < threads {
+                s += arch::shfl_xor(FULL_MASK, s, m);
+            }
+            m >>= 1;
         }
-        m >>= 1;
+        let warps = threads.div_ceil(32) as usize;
+        if warps == 1 {
+            return s;
+        }
+        // SAFETY: buffer `buf` of the two (blocks of at most MAX_WARPS warps).
+        let parts = unsafe { parts.add(self.buf * MAX_WARPS) };
+        self.buf ^= 1;
+        let lane = thread_idx().x % 32;
+        let warp = (thread_idx().x / 32) as usize;
+        if lane == 0 {
+            // SAFETY: warp < MAX_WARPS.
+            unsafe { parts.add(warp).write(s) };
+        }
+        Cta::new().sync();
+        // A fixed pairwise tree over MAX_WARPS words (missing warps add zeros): the same
+        // order on every thread, block and rank.
+        let mut t = [0.0f32; MAX_WARPS];
+        let mut w = 0;
+        while w < MAX_WARPS {
+            if w < warps {
+                // SAFETY: written above by warp w, before the barrier.
+                t[w] = unsafe { parts.add(w).read() };
+            }
+            w += 1;
+        }
+        let mut width = MAX_WARPS / 2;
+        while width > 0 {
+            let mut i = 0;
+            while i < width {
+                t[i] += t[i + width];
+                i += 1;
+            }
+            width /= 2;
+        }
+        t[0]
     }
-    let warps = threads.div_ceil(32);
-    if warps == 1 {
-        return s;
-    }
-    let lane = thread_idx().x % 32;
-    let warp = thread_idx().x / 32;
-    let cta = Cta::new();
-    if lane == 0 {
-        // SAFETY: warp < 32 (blocks of at most 1024 threads).
-        unsafe { parts.add(warp as usize).write(s) };
-    }
-    cta.sync();
-    let mut total = 0.0;
-    for w in 0..warps {
-        // SAFETY: written above by warp w.
-        total += unsafe { parts.add(w as usize).read() };
-    }
-    cta.sync();
-    total
 }
 // ANCHOR_END: block_sum
 
@@ -221,6 +256,7 @@ fn inv_rms(total: f32, hidden: u64, eps: f32) -> f32 {
 /// of them resident), with the same `tag`; `abort` is null or a valid global `u32`.
 #[inline(always)]
 unsafe fn row_total(
+    sums: &mut BlockSum,
     ss: f32,
     item: u64,
     seg: u64,
@@ -231,7 +267,7 @@ unsafe fn row_total(
     timeout_ns: u64,
     res: &mut Result<(), WaitError>,
 ) -> f32 {
-    let part = block_sum(ss);
+    let part = sums.sum(ss);
     if segs <= 1 {
         return part;
     }
@@ -281,6 +317,7 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
     } = a;
     let ppr = hidden / 8;
     let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+    let mut sums = BlockSum::new();
     let mut row = u64::from(block_idx().x);
     while row < tokens {
         let row_off = pack_off(row * ppr);
@@ -297,7 +334,7 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
                 }
             }
         });
-        let inv = inv_rms(block_sum(thread_sumsq(&h)), hidden, eps);
+        let inv = inv_rms(sums.sum(thread_sumsq(&h)), hidden, eps);
         // SAFETY: forwarded.
         unsafe { write_row(&h, &w, ppr, k0, stride, inv, out, residual_out, row_off) };
         row += u64::from(grid_dim().x);
@@ -354,6 +391,7 @@ pub unsafe fn fused_one_shot(
         }
         let mut res: Result<(), WaitError> = Ok(());
         let stride = u64::from(block_dim().x);
+        let mut sums = BlockSum::new();
         let mut item = u64::from(block_idx().x);
         while item < tokens * segs {
             let (row, seg) = (item / segs, item % segs);
@@ -402,6 +440,7 @@ pub unsafe fn fused_one_shot(
             });
             let ss = thread_sumsq(&h);
             let total = row_total(
+                &mut sums,
                 ss,
                 item,
                 seg,
@@ -492,6 +531,7 @@ pub unsafe fn fused_two_shot(
         let mut res: Result<(), WaitError> = Ok(());
         // ANCHOR: fused_two_shot_owner
         bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
+            let mut sums = BlockSum::new();
             let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
             // Our items `[lo × segs, hi × segs)` that are this block's (≡ b mod grid).
             let first = lo * segs;
@@ -519,7 +559,7 @@ pub unsafe fn fused_two_shot(
                 });
                 // The row's scale, from the partials of its segments (this GPU's blocks,
                 // through tagged slots), goes with the item: one word per peer.
-                let part = block_sum(ss);
+                let part = sums.sum(ss);
                 if thread_idx().x == 0 {
                     let mut total = part;
                     if segs > 1 {
@@ -669,6 +709,7 @@ pub unsafe fn fused_two_shot_ll(
         }
         // 3. Normalise every row from the h its owner sent.
         let kstride = u64::from(block_dim().x);
+        let mut sums = BlockSum::new();
         let mut item = u64::from(block_idx().x);
         while item < tokens * segs {
             let (row, seg) = (item / segs, item % segs);
@@ -697,6 +738,7 @@ pub unsafe fn fused_two_shot_ll(
             });
             let ss = thread_sumsq(&h);
             let total = row_total(
+                &mut sums,
                 ss,
                 item,
                 seg,
