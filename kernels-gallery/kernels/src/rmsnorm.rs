@@ -24,13 +24,11 @@ use symcomm_device::comm::DevComm;
 use symcomm_device::coop::{Coop, Cta};
 use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::reduce::{Bf16, Element, Sum};
+use symcomm_device::reduce::{Bf16, Element};
 use symcomm_device::shared_array;
 use symcomm_device::wait::WaitError;
 
-use crate::common::{
-    Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st,
-};
+use crate::common::{bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
 use crate::rmsnorm_split::{
@@ -164,12 +162,49 @@ impl BlockSum {
 }
 // ANCHOR_END: block_sum
 
+/// The 8 lanes of a bf16 pack as `f32` (exact).
+#[inline(always)]
+fn lanes(v: U32x4) -> [f32; 8] {
+    let mut a = [0.0f32; 8];
+    let mut i = 0;
+    while i < 8 {
+        a[i] = Bf16::get(&v, i);
+        i += 1;
+    }
+    a
+}
+
+/// Rounds 8 `f32` lanes to a bf16 pack (ties to even): on the GPU one `cvt.rn.bf16x2.f32`
+/// per pair of lanes, the same bits as the software rounding for every non-NaN value (see
+/// [`Bf16::pack2`]).
+#[inline(always)]
+fn round_pack(a: &[f32; 8]) -> U32x4 {
+    U32x4([
+        Bf16::pack2(a[0], a[1]),
+        Bf16::pack2(a[2], a[3]),
+        Bf16::pack2(a[4], a[5]),
+        Bf16::pack2(a[6], a[7]),
+    ])
+}
+
+/// A running lane-wise `f32` sum of bf16 packs in the order they are added, rounded once by
+/// [`round_pack`] (what `Acc<Bf16, Sum>` computes, with the hardware rounding).
+#[inline(always)]
+fn add_lanes(acc: &mut [f32; 8], v: U32x4) {
+    let v = lanes(v);
+    let mut i = 0;
+    while i < 8 {
+        acc[i] += v[i];
+        i += 1;
+    }
+}
+
 /// Lane-wise `bf16(a + b)` of two bf16 packs, computed in f32.
 #[inline(always)]
 fn add_bf16(a: U32x4, b: U32x4) -> U32x4 {
-    let mut acc = Acc::<Bf16, Sum>::new(a);
-    acc.add(b);
-    acc.finish()
+    let mut acc = lanes(a);
+    add_lanes(&mut acc, b);
+    round_pack(&acc)
 }
 
 /// Sum of squares of the lanes of a bf16 pack.
@@ -188,13 +223,14 @@ fn sumsq(h: U32x4) -> f32 {
 /// `bf16(h · inv · w)` lane-wise.
 #[inline(always)]
 fn scale(h: U32x4, w: U32x4, inv: f32) -> U32x4 {
-    let mut out = U32x4::default();
+    let (h, w) = (lanes(h), lanes(w));
+    let mut o = [0.0f32; 8];
     let mut i = 0;
     while i < 8 {
-        Bf16::put(&mut out, i, Bf16::get(&h, i) * inv * Bf16::get(&w, i));
+        o[i] = h[i] * inv * w[i];
         i += 1;
     }
-    out
+    round_pack(&o)
 }
 
 // ANCHOR: finish_row
@@ -430,11 +466,11 @@ pub unsafe fn fused_one_shot(
                             U32x4::default()
                         }
                     };
-                    let mut acc = Acc::<Bf16, Sum>::new(get(0));
+                    let mut acc = lanes(get(0));
                     for s in 1..n {
-                        acc.add(get(s));
+                        add_lanes(&mut acc, get(s));
                     }
-                    h[i] = add_bf16(acc.finish(), rsd[i]);
+                    h[i] = add_bf16(round_pack(&acc), rsd[i]);
                     // ANCHOR_END: fused_one_shot_pack
                 }
             });
@@ -545,11 +581,11 @@ pub unsafe fn fused_two_shot(
                     if k < end {
                         let o = row_off + pack_off(k);
                         let rsd = ld(residual + o);
-                        let mut acc = Acc::<Bf16, Sum>::new(ld(peer_addr(x, 0) + o));
+                        let mut acc = lanes(ld(peer_addr(x, 0) + o));
                         for p in 1..n {
-                            acc.add(ld(peer_addr(x, p) + o));
+                            add_lanes(&mut acc, ld(peer_addr(x, p) + o));
                         }
-                        let h = add_bf16(acc.finish(), rsd);
+                        let h = add_bf16(round_pack(&acc), rsd);
                         ss += sumsq(h);
                         for q in 0..n {
                             let base = peer_addr(fused, rotated(me, q, n));
@@ -697,11 +733,11 @@ pub unsafe fn fused_two_shot_ll(
                     U32x4::default()
                 }
             };
-            let mut acc = Acc::<Bf16, Sum>::new(get(0));
+            let mut acc = lanes(get(0));
             for s in 1..n {
-                acc.add(get(s));
+                add_lanes(&mut acc, get(s));
             }
-            let h = add_bf16(acc.finish(), rsd);
+            let h = add_bf16(round_pack(&acc), rsd);
             for k in 0..n {
                 send_pack(&ll, rotated(me, k, n), chunk + j, h);
             }
