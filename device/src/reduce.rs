@@ -100,6 +100,39 @@ impl Bf16 {
     pub const fn to_f32(self) -> f32 {
         f32::from_bits((self.0 as u32) << 16)
     }
+
+    /// Rounds `lo` and `hi` to bfloat16 (ties to even) and packs them into one word, `lo` in
+    /// bits 0–15 (lane order of a pack): `from_f32(lo).0 | from_f32(hi).0 << 16` for every
+    /// input that is not a NaN.
+    ///
+    /// On the GPU it is one `cvt.rn.bf16x2.f32` (sm_80 and later) instead of the integer
+    /// rounding of [`from_f32`](Self::from_f32): round-to-nearest-even of an `f32` to the 8-bit
+    /// significand of bfloat16, keeping subnormals and rounding overflow to infinity, which is
+    /// what `from_f32` computes for every non-NaN input. A NaN becomes the canonical quiet NaN
+    /// `0x7fff` there, where `from_f32` keeps the sign and payload. On the host (the
+    /// emulator) it is `from_f32`.
+    #[inline(always)]
+    pub fn pack2(lo: f32, hi: f32) -> u32 {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let d: u32;
+            // SAFETY: a register-only conversion (`hi` goes to the upper half of `d`).
+            unsafe {
+                core::arch::asm!(
+                    "cvt.rn.bf16x2.f32 {d}, {hi}, {lo};",
+                    d = out(reg32) d,
+                    hi = in(reg32) hi,
+                    lo = in(reg32) lo,
+                    options(pure, nomem, nostack),
+                )
+            };
+            d
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            u32::from(Bf16::from_f32(lo).0) | u32::from(Bf16::from_f32(hi).0) << 16
+        }
+    }
 }
 
 /// Arithmetic of an accumulation type (wrapping for integers, IEEE for floats).
@@ -388,6 +421,39 @@ mod tests {
     }
     fn bf16_table() -> Vec<(f64, u16)> {
         table(0x7f7f, |b| Bf16(b).to_f32())
+    }
+
+    #[test]
+    fn bf16_pairs_pack_as_two_roundings_in_lane_order() {
+        // Ties both ways, subnormals, overflow to infinity, signed zeros, infinities.
+        let xs = [
+            0.0f32,
+            -0.0,
+            1.0,
+            -2.5,
+            f32::from_bits(0x3f80_8000), // tie, rounds to even (down)
+            f32::from_bits(0x3f81_8000), // tie, rounds to even (up)
+            f32::from_bits(0x3f80_8001),
+            f32::from_bits(0x0000_8001), // f32 subnormal
+            f32::from_bits(0x007f_ffff),
+            f32::MAX,
+            -f32::MAX,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            1e-40,
+            3.0e38,
+        ];
+        for &lo in &xs {
+            for &hi in &xs {
+                let w = Bf16::pack2(lo, hi);
+                assert_eq!(w as u16, Bf16::from_f32(lo).0, "{lo} {hi}");
+                assert_eq!((w >> 16) as u16, Bf16::from_f32(hi).0, "{lo} {hi}");
+                let mut v = U32x4::default();
+                Bf16::put(&mut v, 0, lo);
+                Bf16::put(&mut v, 1, hi);
+                assert_eq!(v.0[0], w, "lane order of a pack");
+            }
+        }
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //! - **one-shot (LL)**: every rank pushes its rows to every peer as LL lines, reduces every
 //!   row itself in rank order, normalises and writes locally. No barrier.
 //! - **two-shot**: rank `r` owns a contiguous slice of rows; it loads each owned row from
-//!   every peer, adds the residual and pushes the `h` row and its sum of squares into every
-//!   peer's scratch; after the exit barrier every rank normalises every row locally from the
-//!   `h` rows it received.
+//!   every peer, adds the residual, pushes the `h` row into every peer's scratch and, once
+//!   it has the row's sum of squares, the row's scale `rsqrt(mean(h²) + eps)` next to it;
+//!   after the exit barrier every rank streams `out = h · scale · w` and `residual_out = h`
+//!   from what it received (no reduction, no wait).
 //!
 //! Rows may be cut into segments, each one block's work item, so that a few rows still fill
 //! a grid as wide as the plain all-reduce's; the blocks of a row then combine their sums of
@@ -21,18 +22,18 @@
 use symcomm_device::arch::{self, FULL_MASK, block_dim, block_idx, grid_dim, thread_idx};
 use symcomm_device::comm::DevComm;
 use symcomm_device::coop::{Coop, Cta};
-use symcomm_device::mem::{Ordering, U32x4};
+use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::reduce::{Bf16, Element, Sum};
+use symcomm_device::reduce::{Bf16, Element};
 use symcomm_device::shared_array;
 use symcomm_device::wait::WaitError;
 
-use crate::common::{
-    Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st,
-};
+use crate::common::{bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
-use crate::rmsnorm_split::{self as split, bar_slot_off, gather, h_off, ll_slot_off, publish};
+use crate::rmsnorm_split::{
+    self as split, bar_slot_off, gather, h_off, inv_off, ll_slot_off, publish,
+};
 
 /// The row arguments of the RMSNorm kernels (one kernel parameter; `#[repr(C)]`, 56 bytes).
 #[repr(C)]
@@ -62,6 +63,16 @@ const _: () = assert!(core::mem::size_of::<NormArgs>() == 56);
 /// Most packs of a row one thread holds (so `hidden ≤ 8 × MAX_PACKS × block size`).
 pub const MAX_PACKS: usize = 2;
 
+/// Calls `f(0)`, …, `f(MAX_PACKS - 1)` as straight-line code, so that arrays of a thread's
+/// packs indexed by `i` stay in registers (a loop the compiler does not unroll would keep
+/// them in local memory, on the critical path after the waits).
+#[inline(always)]
+fn each_pack(mut f: impl FnMut(usize)) {
+    f(0);
+    f(1);
+}
+const _: () = assert!(MAX_PACKS == 2, "each_pack spells out MAX_PACKS calls");
+
 // ANCHOR: rsqrt
 /// `1 / sqrt(x)` for `x > 0` to f32 precision (bit-level estimate + three Newton steps), the
 /// same on the GPU and the host.
@@ -79,49 +90,121 @@ pub fn rsqrt(x: f32) -> f32 {
 // ANCHOR_END: rsqrt
 
 // ANCHOR: block_sum
-/// Sum over the block of every thread's `v` (the same value on every thread). Every thread
-/// of the block calls it.
-#[inline(always)]
-fn block_sum(v: f32) -> f32 {
-    let parts: *mut f32 = shared_array!(GALLERY_RMSNORM_PARTS: [f32; 32]);
-    let threads = block_dim().x;
-    let mut s = v;
-    let mut m = 16;
-    while m > 0 {
-        // Uniform over the block: lanes beyond the block size do not exist.
-        if m < threads {
-            s += arch::shfl_xor(FULL_MASK, s, m);
+/// Most warps of a block (1024 threads).
+const MAX_WARPS: usize = 32;
+
+/// Block-wide sums with one `bar.sync` each: warp shuffles, then one value per warp through
+/// shared memory, which every warp adds up itself. The shared words alternate between two
+/// buffers, so a call need not wait for every warp to have read the previous call's words
+/// (a warp writing buffer `k` again, two calls later, has passed the barrier of the call in
+/// between, which every warp reached after reading buffer `k`).
+struct BlockSum {
+    buf: usize,
+}
+
+impl BlockSum {
+    #[inline(always)]
+    fn new() -> BlockSum {
+        BlockSum { buf: 0 }
+    }
+
+    /// Sum over the block of every thread's `v` (the same bits on every thread). Every
+    /// thread of the block calls it, as many times as the others.
+    #[inline(always)]
+    fn sum(&mut self, v: f32) -> f32 {
+        let parts: *mut f32 = shared_array!(GALLERY_RMSNORM_PARTS: [f32; 2 * MAX_WARPS]);
+        let threads = block_dim().x;
+        let mut s = v;
+        let mut m = 16;
+        while m > 0 {
+            // Uniform over the block: lanes beyond the block size do not exist.
+            if m < threads {
+                s += arch::shfl_xor(FULL_MASK, s, m);
+            }
+            m >>= 1;
         }
-        m >>= 1;
+        let warps = threads.div_ceil(32) as usize;
+        if warps == 1 {
+            return s;
+        }
+        // SAFETY: buffer `buf` of the two (blocks of at most MAX_WARPS warps).
+        let parts = unsafe { parts.add(self.buf * MAX_WARPS) };
+        self.buf ^= 1;
+        let lane = thread_idx().x % 32;
+        let warp = (thread_idx().x / 32) as usize;
+        if lane == 0 {
+            // SAFETY: warp < MAX_WARPS.
+            unsafe { parts.add(warp).write(s) };
+        }
+        Cta::new().sync();
+        // A fixed pairwise tree over MAX_WARPS words (missing warps add zeros): the same
+        // order on every thread, block and rank.
+        let mut t = [0.0f32; MAX_WARPS];
+        let mut w = 0;
+        while w < MAX_WARPS {
+            if w < warps {
+                // SAFETY: written above by warp w, before the barrier.
+                t[w] = unsafe { parts.add(w).read() };
+            }
+            w += 1;
+        }
+        let mut width = MAX_WARPS / 2;
+        while width > 0 {
+            let mut i = 0;
+            while i < width {
+                t[i] += t[i + width];
+                i += 1;
+            }
+            width /= 2;
+        }
+        t[0]
     }
-    let warps = threads.div_ceil(32);
-    if warps == 1 {
-        return s;
-    }
-    let lane = thread_idx().x % 32;
-    let warp = thread_idx().x / 32;
-    let cta = Cta::new();
-    if lane == 0 {
-        // SAFETY: warp < 32 (blocks of at most 1024 threads).
-        unsafe { parts.add(warp as usize).write(s) };
-    }
-    cta.sync();
-    let mut total = 0.0;
-    for w in 0..warps {
-        // SAFETY: written above by warp w.
-        total += unsafe { parts.add(w as usize).read() };
-    }
-    cta.sync();
-    total
 }
 // ANCHOR_END: block_sum
+
+/// The 8 lanes of a bf16 pack as `f32` (exact).
+#[inline(always)]
+fn lanes(v: U32x4) -> [f32; 8] {
+    let mut a = [0.0f32; 8];
+    let mut i = 0;
+    while i < 8 {
+        a[i] = Bf16::get(&v, i);
+        i += 1;
+    }
+    a
+}
+
+/// Rounds 8 `f32` lanes to a bf16 pack (ties to even): on the GPU one `cvt.rn.bf16x2.f32`
+/// per pair of lanes, the same bits as the software rounding for every non-NaN value (see
+/// [`Bf16::pack2`]).
+#[inline(always)]
+fn round_pack(a: &[f32; 8]) -> U32x4 {
+    U32x4([
+        Bf16::pack2(a[0], a[1]),
+        Bf16::pack2(a[2], a[3]),
+        Bf16::pack2(a[4], a[5]),
+        Bf16::pack2(a[6], a[7]),
+    ])
+}
+
+/// A running lane-wise `f32` sum of bf16 packs in the order they are added, rounded once by
+/// [`round_pack`] (what `Acc<Bf16, Sum>` computes, with the hardware rounding).
+#[inline(always)]
+fn add_lanes(acc: &mut [f32; 8], v: U32x4) {
+    let v = lanes(v);
+    let mut i = 0;
+    while i < 8 {
+        acc[i] += v[i];
+        i += 1;
+    }
+}
 
 /// Lane-wise `bf16(a + b)` of two bf16 packs, computed in f32.
 #[inline(always)]
 fn add_bf16(a: U32x4, b: U32x4) -> U32x4 {
-    let mut acc = Acc::<Bf16, Sum>::new(a);
-    acc.add(b);
-    acc.finish()
+    let mut acc = lanes(a);
+    add_lanes(&mut acc, b);
+    round_pack(&acc)
 }
 
 /// Sum of squares of the lanes of a bf16 pack.
@@ -140,33 +223,29 @@ fn sumsq(h: U32x4) -> f32 {
 /// `bf16(h · inv · w)` lane-wise.
 #[inline(always)]
 fn scale(h: U32x4, w: U32x4, inv: f32) -> U32x4 {
-    let mut out = U32x4::default();
+    let (h, w) = (lanes(h), lanes(w));
+    let mut o = [0.0f32; 8];
     let mut i = 0;
     while i < 8 {
-        Bf16::put(&mut out, i, Bf16::get(&h, i) * inv * Bf16::get(&w, i));
+        o[i] = h[i] * inv * w[i];
         i += 1;
     }
-    out
+    round_pack(&o)
 }
 
 // ANCHOR: finish_row
-/// Sum of squares of this thread's `have` packs of `h` (the thread's share of a row's).
+/// Sum of squares of this thread's packs of `h` (the thread's share of a row's; packs the
+/// thread does not hold are zero and add nothing).
 #[inline(always)]
-fn thread_sumsq(h: &[U32x4; MAX_PACKS], have: usize) -> f32 {
+fn thread_sumsq(h: &[U32x4; MAX_PACKS]) -> f32 {
     let mut ss = 0.0;
-    let mut i = 0;
-    while i < MAX_PACKS {
-        if i < have {
-            ss += sumsq(h[i]);
-        }
-        i += 1;
-    }
+    each_pack(|i| ss += sumsq(h[i]));
     ss
 }
 
-/// Writes this thread's `have` packs of a row (packs `k0 + i × stride` of the row at byte
-/// `row_off`): `residual_out = h` and `out = bf16(h · inv · w)`, with the weight packs `w`
-/// loaded early so that their latency overlapped the reduction.
+/// Writes this thread's packs of a row (packs `k0 + i × stride` below `end` of the row at
+/// byte `row_off`): `residual_out = h` and `out = bf16(h · inv · w)`, with the weight packs
+/// `w` loaded early so that their latency overlapped the reduction.
 ///
 /// # Safety
 /// Pointers valid for the row (see the kernels).
@@ -174,7 +253,7 @@ fn thread_sumsq(h: &[U32x4; MAX_PACKS], have: usize) -> f32 {
 unsafe fn write_row(
     h: &[U32x4; MAX_PACKS],
     w: &[U32x4; MAX_PACKS],
-    have: usize,
+    end: u64,
     k0: u64,
     stride: u64,
     inv: f32,
@@ -182,18 +261,17 @@ unsafe fn write_row(
     residual_out: u64,
     row_off: u64,
 ) {
-    let mut i = 0;
-    while i < MAX_PACKS {
-        if i < have {
-            let o = row_off + pack_off(k0 + i as u64 * stride);
+    each_pack(|i| {
+        let k = k0 + i as u64 * stride;
+        if k < end {
+            let o = row_off + pack_off(k);
             // SAFETY: the caller's row pointers.
             unsafe {
                 st(residual_out + o, h[i]);
                 st(out + o, scale(h[i], w[i], inv));
             }
         }
-        i += 1;
-    }
+    });
 }
 // ANCHOR_END: finish_row
 
@@ -214,6 +292,7 @@ fn inv_rms(total: f32, hidden: u64, eps: f32) -> f32 {
 /// of them resident), with the same `tag`; `abort` is null or a valid global `u32`.
 #[inline(always)]
 unsafe fn row_total(
+    sums: &mut BlockSum,
     ss: f32,
     item: u64,
     seg: u64,
@@ -224,7 +303,7 @@ unsafe fn row_total(
     timeout_ns: u64,
     res: &mut Result<(), WaitError>,
 ) -> f32 {
-    let part = block_sum(ss);
+    let part = sums.sum(ss);
     if segs <= 1 {
         return part;
     }
@@ -274,14 +353,13 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
     } = a;
     let ppr = hidden / 8;
     let (k0, stride) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+    let mut sums = BlockSum::new();
     let mut row = u64::from(block_idx().x);
     while row < tokens {
         let row_off = pack_off(row * ppr);
         let mut h = [U32x4::default(); MAX_PACKS];
         let mut w = [U32x4::default(); MAX_PACKS];
-        let mut have = 0;
-        let mut i = 0;
-        while i < MAX_PACKS {
+        each_pack(|i| {
             let k = k0 + i as u64 * stride;
             if k < ppr {
                 let o = row_off + pack_off(k);
@@ -290,13 +368,11 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
                     w[i] = ld(weight + pack_off(k));
                     h[i] = add_bf16(ld(s + o), ld(residual + o));
                 }
-                have = i + 1;
             }
-            i += 1;
-        }
-        let inv = inv_rms(block_sum(thread_sumsq(&h, have)), hidden, eps);
+        });
+        let inv = inv_rms(sums.sum(thread_sumsq(&h)), hidden, eps);
         // SAFETY: forwarded.
-        unsafe { write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off) };
+        unsafe { write_row(&h, &w, ppr, k0, stride, inv, out, residual_out, row_off) };
         row += u64::from(grid_dim().x);
     }
 }
@@ -351,6 +427,7 @@ pub unsafe fn fused_one_shot(
         }
         let mut res: Result<(), WaitError> = Ok(());
         let stride = u64::from(block_dim().x);
+        let mut sums = BlockSum::new();
         let mut item = u64::from(block_idx().x);
         while item < tokens * segs {
             let (row, seg) = (item / segs, item % segs);
@@ -361,24 +438,20 @@ pub unsafe fn fused_one_shot(
             let mut own = [U32x4::default(); MAX_PACKS];
             let mut rsd = [U32x4::default(); MAX_PACKS];
             let mut w = [U32x4::default(); MAX_PACKS];
-            let mut have = 0;
-            let mut i = 0;
-            while i < MAX_PACKS {
+            each_pack(|i| {
                 let k = k0 + i as u64 * stride;
                 if k < hi {
                     own[i] = ld(inp + row_off + pack_off(k));
                     rsd[i] = ld(residual + row_off + pack_off(k));
                     w[i] = ld(weight + pack_off(k));
-                    have = i + 1;
                 }
-                i += 1;
-            }
+            });
             let mut h = [U32x4::default(); MAX_PACKS];
-            i = 0;
-            while i < MAX_PACKS {
-                if i < have {
+            each_pack(|i| {
+                let k = k0 + i as u64 * stride;
+                if k < hi {
                     // ANCHOR: fused_one_shot_pack
-                    let j = row * ppr + k0 + i as u64 * stride;
+                    let j = row * ppr + k;
                     let own = own[i];
                     // Rank order, as the one-shot all-reduce (the same bits on every rank).
                     let mut get = |s: i32| {
@@ -393,17 +466,17 @@ pub unsafe fn fused_one_shot(
                             U32x4::default()
                         }
                     };
-                    let mut acc = Acc::<Bf16, Sum>::new(get(0));
+                    let mut acc = lanes(get(0));
                     for s in 1..n {
-                        acc.add(get(s));
+                        add_lanes(&mut acc, get(s));
                     }
-                    h[i] = add_bf16(acc.finish(), rsd[i]);
+                    h[i] = add_bf16(round_pack(&acc), rsd[i]);
                     // ANCHOR_END: fused_one_shot_pack
                 }
-                i += 1;
-            }
-            let ss = thread_sumsq(&h, have);
+            });
+            let ss = thread_sumsq(&h);
             let total = row_total(
+                &mut sums,
                 ss,
                 item,
                 seg,
@@ -415,7 +488,7 @@ pub unsafe fn fused_one_shot(
                 &mut res,
             );
             let inv = inv_rms(total, hidden, eps);
-            write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off);
+            write_row(&h, &w, hi, k0, stride, inv, out, residual_out, row_off);
             item += u64::from(grid_dim().x);
         }
         ll.end(res, status);
@@ -428,16 +501,33 @@ pub const fn fused_h_off(row: u64, hidden: u64) -> u64 {
     h_off(row, hidden)
 }
 
+/// Items a thread of the barrier two-shot's second phase normalises at once (all their loads
+/// issued before any use).
+const STREAM_ITEMS: usize = 4;
+
+/// Calls `f(0)`, …, `f(STREAM_ITEMS - 1)` as straight-line code (see [`each_pack`]).
+#[inline(always)]
+fn each_item(mut f: impl FnMut(usize)) {
+    f(0);
+    f(1);
+    f(2);
+    f(3);
+}
+const _: () = assert!(STREAM_ITEMS == 4, "each_item spells out STREAM_ITEMS calls");
+
 /// Fused two-shot: see the module docs. `fused` is byte 0 of the fused region of the scratch
-/// window (see [`crate::rmsnorm_split`]: a launch counter, slots for `tokens × segs` items
-/// and room for `tokens × hidden` bf16). Block `b` takes items `b, b + grid, …` of each
-/// rank's slice of `rows × segs`, both when it pushes them and when it normalises them.
+/// window (see [`crate::rmsnorm_split`]: a launch counter, slots and scales for
+/// `tokens × segs` items and room for `tokens × hidden` bf16). Work item `it` (of
+/// `tokens × segs`, row-major) belongs to block `it mod grid`: on the rank owning its row,
+/// that block reduces it before the exit barrier; after it, that block normalises it on every
+/// rank (so the exit barrier of block `b` orders everything block `b` reads).
 ///
 /// # Safety
 /// `x` is a window of `tokens × hidden` bf16 on every rank; `residual` holds the same values
 /// on every rank (a replicated residual stream); `comm` has `grid_dim().x` barriers; every
-/// block of the grid is resident; `tokens × segs ≤ MAX_ITEMS`; every LSA rank runs the same
-/// sequence of these launches; the rest as [`rmsnorm_residual`].
+/// block of the grid is resident; `tokens × segs ≤ MAX_ITEMS` and, with `segs > 1`, the grid
+/// is a multiple of `segs`; every LSA rank runs the same sequence of these launches; the rest
+/// as [`rmsnorm_residual`].
 #[inline(always)]
 pub unsafe fn fused_two_shot(
     comm: &DevComm,
@@ -463,6 +553,10 @@ pub unsafe fn fused_two_shot(
     let stride = u64::from(block_dim().x);
     let g = u64::from(grid_dim().x);
     let b = u64::from(block_idx().x);
+    // Every item of this block is segment `b mod segs` of its row (the grid is a multiple of
+    // `segs`): the same packs of the row, the same weight packs.
+    let (k0, end) = split::seg_range(ppr, segs, b % segs);
+    let k0 = k0 + u64::from(thread_idx().x);
     // SAFETY: forwarded (caller's contract).
     unsafe {
         // The fused region's header counts these launches: its tag marks this launch's
@@ -470,84 +564,99 @@ pub unsafe fn fused_two_shot(
         let launch = LlLaunch::begin(comm, fused, 0);
         let tag = split::tag(launch.counter());
         let local = local_addr(fused);
+        let mut res: Result<(), WaitError> = Ok(());
         // ANCHOR: fused_two_shot_owner
         bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
+            let mut sums = BlockSum::new();
             let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
-            let mut it = b;
-            while it < (hi - lo) * segs {
-                let (row, seg) = (lo + it / segs, it % segs);
-                let (k0, end) = split::seg_range(ppr, segs, seg);
-                let k0 = k0 + u64::from(thread_idx().x);
+            // Our items `[lo × segs, hi × segs)` that are this block's (≡ b mod grid).
+            let first = lo * segs;
+            let mut it = first + (b + g - first % g) % g;
+            while it < hi * segs {
+                let row = it / segs;
                 let row_off = pack_off(row * ppr);
                 let mut ss = 0.0;
-                let mut i = 0;
-                while i < MAX_PACKS {
+                each_pack(|i| {
                     let k = k0 + i as u64 * stride;
                     if k < end {
                         let o = row_off + pack_off(k);
                         let rsd = ld(residual + o);
-                        let mut acc = Acc::<Bf16, Sum>::new(ld(peer_addr(x, 0) + o));
+                        let mut acc = lanes(ld(peer_addr(x, 0) + o));
                         for p in 1..n {
-                            acc.add(ld(peer_addr(x, p) + o));
+                            add_lanes(&mut acc, ld(peer_addr(x, p) + o));
                         }
-                        let h = add_bf16(acc.finish(), rsd);
+                        let h = add_bf16(round_pack(&acc), rsd);
                         ss += sumsq(h);
                         for q in 0..n {
                             let base = peer_addr(fused, rotated(me, q, n));
                             st(base + h_off(row, hidden) + pack_off(k), h);
                         }
                     }
-                    i += 1;
-                }
-                // The segment's sum of squares goes with it (one word per peer).
-                let part = block_sum(ss);
+                });
+                // The row's scale, from the partials of its segments (this GPU's blocks,
+                // through tagged slots), goes with the item: one word per peer.
+                let part = sums.sum(ss);
                 if thread_idx().x == 0 {
+                    let mut total = part;
+                    if segs > 1 {
+                        publish(local + bar_slot_off(it), tag, part);
+                        if res.is_ok() {
+                            let slots = local + bar_slot_off(row * segs);
+                            match gather(slots, segs, tag, comm.abort_flag_ptr(), timeout_ns) {
+                                Ok(t) => total = t,
+                                Err(e) => res = Err(e),
+                            }
+                        }
+                    }
+                    let inv = inv_rms(total, hidden, eps).to_bits();
                     for q in 0..n {
                         let base = peer_addr(fused, rotated(me, q, n));
-                        publish(base + bar_slot_off(row * segs + seg), tag, part);
+                        let p = (base + inv_off(it)) as *mut u32;
+                        mem::store(p, inv, StoreOrder::Weak, Scope::Sys);
                     }
                 }
                 it += g;
             }
         });
-        // After the exit barrier of block b, every rank's block b has pushed its items' h:
-        // this block normalises them from the local copy, with the row's partials (pushed by
-        // the owner's other blocks too: polled by tag). Every rank computes the same bits.
+        // After the exit barrier of block b, every rank's block b has pushed h and the scale
+        // of its items: a pure stream, STREAM_ITEMS items per step with every load issued
+        // before any use, no block reduction, no wait. Every rank writes the same bits.
         // ANCHOR_END: fused_two_shot_owner
-        let mut res: Result<(), WaitError> = Ok(());
-        for q in 0..n {
-            let (lo, hi) = plan::slice(tokens, n as u64, q as u64);
-            let mut it = b;
-            while it < (hi - lo) * segs {
-                let (row, seg) = (lo + it / segs, it % segs);
-                let (k0, end) = split::seg_range(ppr, segs, seg);
-                let k0 = k0 + u64::from(thread_idx().x);
-                let row_off = pack_off(row * ppr);
-                let mut h = [U32x4::default(); MAX_PACKS];
-                let mut w = [U32x4::default(); MAX_PACKS];
-                let mut have = 0;
-                let mut i = 0;
-                while i < MAX_PACKS {
-                    let k = k0 + i as u64 * stride;
-                    if k < end {
-                        h[i] = ld(local + h_off(row, hidden) + pack_off(k));
-                        w[i] = ld(weight + pack_off(k));
-                        have = i + 1;
-                    }
-                    i += 1;
-                }
-                let mut total = 0.0;
-                if res.is_ok() {
-                    let slots = local + bar_slot_off(row * segs);
-                    match gather(slots, segs, tag, comm.abort_flag_ptr(), timeout_ns) {
-                        Ok(t) => total = t,
-                        Err(e) => res = Err(e),
-                    }
-                }
-                let inv = inv_rms(total, hidden, eps);
-                write_row(&h, &w, have, k0, stride, inv, out, residual_out, row_off);
-                it += g;
+        let mut w = [U32x4::default(); MAX_PACKS];
+        each_pack(|i| {
+            let k = k0 + i as u64 * stride;
+            if k < end {
+                w[i] = ld(weight + pack_off(k));
             }
+        });
+        let items = tokens * segs;
+        let mut it = b;
+        while it < items {
+            let mut h = [[U32x4::default(); MAX_PACKS]; STREAM_ITEMS];
+            let mut inv = [0u32; STREAM_ITEMS];
+            each_item(|u| {
+                let item = it + u as u64 * g;
+                if item < items {
+                    let p = (local + inv_off(item)) as *const u32;
+                    inv[u] = mem::load(p, LoadOrder::Weak, Scope::Gpu);
+                    let row = item / segs;
+                    each_pack(|i| {
+                        let k = k0 + i as u64 * stride;
+                        if k < end {
+                            h[u][i] = ld(local + h_off(row, hidden) + pack_off(k));
+                        }
+                    });
+                }
+            });
+            each_item(|u| {
+                let item = it + u as u64 * g;
+                if item < items {
+                    let row_off = pack_off(item / segs * ppr);
+                    let inv = f32::from_bits(inv[u]);
+                    write_row(&h[u], &w, end, k0, stride, inv, out, residual_out, row_off);
+                }
+            });
+            it += STREAM_ITEMS as u64 * g;
         }
         launch.end(res, status);
     }
@@ -624,11 +733,11 @@ pub unsafe fn fused_two_shot_ll(
                     U32x4::default()
                 }
             };
-            let mut acc = Acc::<Bf16, Sum>::new(get(0));
+            let mut acc = lanes(get(0));
             for s in 1..n {
-                acc.add(get(s));
+                add_lanes(&mut acc, get(s));
             }
-            let h = add_bf16(acc.finish(), rsd);
+            let h = add_bf16(round_pack(&acc), rsd);
             for k in 0..n {
                 send_pack(&ll, rotated(me, k, n), chunk + j, h);
             }
@@ -636,6 +745,7 @@ pub unsafe fn fused_two_shot_ll(
         }
         // 3. Normalise every row from the h its owner sent.
         let kstride = u64::from(block_dim().x);
+        let mut sums = BlockSum::new();
         let mut item = u64::from(block_idx().x);
         while item < tokens * segs {
             let (row, seg) = (item / segs, item % segs);
@@ -645,30 +755,26 @@ pub unsafe fn fused_two_shot_ll(
             let (olo, _) = plan::slice(tokens, n as u64, owner);
             let row_off = pack_off(row * ppr);
             let mut w = [U32x4::default(); MAX_PACKS];
-            let mut have = 0;
-            let mut i = 0;
-            while i < MAX_PACKS {
+            each_pack(|i| {
                 let k = k0 + i as u64 * kstride;
                 if k < end {
                     w[i] = ld(weight + pack_off(k));
-                    have = i + 1;
                 }
-                i += 1;
-            }
+            });
             let mut h = [U32x4::default(); MAX_PACKS];
-            i = 0;
-            while i < MAX_PACKS {
-                if i < have && res.is_ok() {
-                    let slot = chunk + (row - olo) * ppr + k0 + i as u64 * kstride;
+            each_pack(|i| {
+                let k = k0 + i as u64 * kstride;
+                if k < end && res.is_ok() {
+                    let slot = chunk + (row - olo) * ppr + k;
                     match recv_pack(&ll, owner as i32, slot, timeout_ns) {
                         Ok(v) => h[i] = v,
                         Err(e) => res = Err(e),
                     }
                 }
-                i += 1;
-            }
-            let ss = thread_sumsq(&h, have);
+            });
+            let ss = thread_sumsq(&h);
             let total = row_total(
+                &mut sums,
                 ss,
                 item,
                 seg,
@@ -680,7 +786,7 @@ pub unsafe fn fused_two_shot_ll(
                 &mut res,
             );
             let inv = inv_rms(total, hidden, eps);
-            write_row(&h, &w, have, k0, kstride, inv, out, residual_out, row_off);
+            write_row(&h, &w, end, k0, kstride, inv, out, residual_out, row_off);
             item += u64::from(grid_dim().x);
         }
         ll.end(res, status);

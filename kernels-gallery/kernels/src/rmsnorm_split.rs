@@ -20,7 +20,8 @@
 //! |---|---|
 //! | `[0, HEADER)` | launch counter and ticket of the barrier two-shot (the LL header layout) |
 //! | [`ll_slot_off`] | partials of the LL kernels (written and read on this GPU) |
-//! | [`bar_slot_off`] | partials of the barrier two-shot (written by the row's owner rank) |
+//! | [`bar_slot_off`] | partials of the barrier two-shot (written and read on the row's owner) |
+//! | [`inv_off`] | the scales `rsqrt(mean(h²) + eps)` of the barrier two-shot's items (f32 each, pushed by the row's owner) |
 //! | [`h_off`] | the `h` rows of the barrier two-shot |
 
 use symcomm_device::mem::{self, LoadOrder, Scope, StoreOrder};
@@ -58,10 +59,17 @@ pub const fn bar_slot_off(item: u64) -> u64 {
     HEADER + (MAX_ITEMS + item) * SLOT
 }
 
+/// Byte offset in the fused region of the scale (f32 bits) of item `item` of the barrier
+/// two-shot.
+#[inline(always)]
+pub const fn inv_off(item: u64) -> u64 {
+    HEADER + 2 * MAX_ITEMS * SLOT + item * 4
+}
+
 /// Byte offset in the fused region of row `row`'s `h` copy (barrier two-shot).
 #[inline(always)]
 pub const fn h_off(row: u64, hidden: u64) -> u64 {
-    HEADER + 2 * MAX_ITEMS * SLOT + row * hidden * 2
+    HEADER + 2 * MAX_ITEMS * SLOT + MAX_ITEMS * 4 + row * hidden * 2
 }
 
 /// Bytes of the fused region before the `h` rows.
@@ -309,7 +317,8 @@ mod tests {
     #[test]
     fn the_regions_of_the_fused_scratch_do_not_overlap() {
         assert!(ll_slot_off(MAX_ITEMS) <= bar_slot_off(0));
-        assert!(bar_slot_off(MAX_ITEMS) <= H_BASE);
+        assert!(bar_slot_off(MAX_ITEMS) <= inv_off(0));
+        assert!(inv_off(MAX_ITEMS) <= H_BASE);
         assert_eq!(H_BASE % 16, 0);
         assert_eq!(h_off(3, 8), H_BASE + 48);
     }
