@@ -242,8 +242,13 @@ fn two_shot_all_reduce_sums_every_rank_for_8_and_3_ranks_in_and_out_of_place() {
 }
 
 #[test]
-fn push_two_shot_all_reduce_is_right_over_several_rounds_in_and_out_of_place() {
-    for (n, inplace, round) in [(8u32, false, 37u64), (3, true, 50), (8, true, 1000)] {
+fn push_two_shot_all_reduce_is_right_over_several_steps_in_and_out_of_place() {
+    // (ranks, in place, slots, packs per slot): many steps with slots reused, and one step.
+    for (n, inplace, slots, chunk) in [
+        (8u32, false, 2u64, 37u64),
+        (3, true, 3, 50),
+        (8, true, 2, 1000),
+    ] {
         let flat = Flat::new(n);
         let count = 4 * 1003; // f32: 1003 packs, several rounds, ragged slices
         for launch in 0..2u32 {
@@ -254,7 +259,8 @@ fn push_two_shot_all_reduce_is_right_over_several_rounds_in_and_out_of_place() {
             let st = on_ranks(n, |r, status| {
                 let (wa, wb, wp) = (flat.window(r, A), flat.window(r, B), flat.window(r, PUSH));
                 let dst = if inplace { sym(&wa, 0) } else { sym(&wb, 0) };
-                // SAFETY: windows of `count` f32 and a push scratch of n × round packs.
+                // SAFETY: windows of `count` f32; the push region (8 MiB) holds the counters
+                // and n × slots slots of `chunk` packs of one block.
                 unsafe {
                     k::all_reduce_two_shot_push_f32_sum(
                         flat.comm(r, 1),
@@ -262,7 +268,8 @@ fn push_two_shot_all_reduce_is_right_over_several_rounds_in_and_out_of_place() {
                         dst,
                         (count / 4) as u64,
                         sym(&wp, 0),
-                        round,
+                        slots,
+                        chunk,
                         TIMEOUT,
                         status,
                     )
@@ -275,7 +282,7 @@ fn push_two_shot_all_reduce_is_right_over_several_rounds_in_and_out_of_place() {
                     let want = pattern::sum(launch + 40, n, i as u64) as f32;
                     assert_eq!(
                         *g, want,
-                        "n {n} round {round} launch {launch} rank {r} elem {i}"
+                        "n {n} chunk {chunk} launch {launch} rank {r} elem {i}"
                     );
                 }
             }
@@ -322,8 +329,8 @@ fn two_shot_ll_all_reduce_is_right_for_ragged_slices_launch_after_launch() {
 }
 
 #[test]
-fn push_reduce_scatter_is_right_over_several_rounds_in_and_out_of_place() {
-    for (n, inplace, round) in [(8u32, false, 7u64), (3, true, 100)] {
+fn push_reduce_scatter_is_right_over_several_steps_in_and_out_of_place() {
+    for (n, inplace, slots, chunk) in [(8u32, false, 2u64, 7u64), (3, true, 2, 100)] {
         let flat = Flat::new(n);
         let per = 4 * 25; // f32 per block: 25 packs
         let total = per * n as usize;
@@ -339,7 +346,8 @@ fn push_reduce_scatter_is_right_over_several_rounds_in_and_out_of_place() {
                 } else {
                     sym(&wb, 0)
                 };
-                // SAFETY: A holds n × per f32, B per; push scratch of n × round packs.
+                // SAFETY: A holds n × per f32, B per; the push region holds the counters and
+                // n × slots slots of `chunk` packs of one block.
                 unsafe {
                     k::reduce_scatter_push_f32_min(
                         flat.comm(r, 1),
@@ -347,7 +355,8 @@ fn push_reduce_scatter_is_right_over_several_rounds_in_and_out_of_place() {
                         dst,
                         (per / 4) as u64,
                         sym(&wp, 0),
-                        round,
+                        slots,
+                        chunk,
                         TIMEOUT,
                         status,
                     )
@@ -364,7 +373,7 @@ fn push_reduce_scatter_is_right_over_several_rounds_in_and_out_of_place() {
                     let want = pattern::min(launch + 90, n, (r as usize * per + i) as u64) as f32;
                     assert_eq!(
                         *g, want,
-                        "n {n} round {round} launch {launch} rank {r} elem {i}"
+                        "n {n} chunk {chunk} launch {launch} rank {r} elem {i}"
                     );
                 }
             }
