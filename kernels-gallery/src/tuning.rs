@@ -10,7 +10,7 @@
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 64 KiB |
 //! | `SYMCOMM_FUSED_ONE_SHOT_MAX` / `SYMCOMM_FUSED_TWO_SHOT_LL_MAX` | the same limits for the fused all-reduce + RMSNorm | 128 KiB / 256 KiB |
 //! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel (never above the one-shot limit by default) | 64 KiB |
-//! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 1 MiB |
+//! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 256 KiB |
 //! | `SYMCOMM_PUSH_SCRATCH` | bytes of slots of the pipelined push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size (plus a few KiB of counters); 0 = off | 32 MiB |
 //! | `SYMCOMM_PUSH_SLOTS` | slots per block and peer of the pipelined push kernels (2–16; steps in flight) | 2 |
 //! | `SYMCOMM_PUSH_MIN` | smallest all-reduce (bytes) that uses the pipelined push when it is on | 16 MiB |
@@ -111,7 +111,9 @@ impl Default for Tuning {
             two_shot_ll_max: 64 << 10,
             fused_one_shot_max: 128 << 10,
             fused_two_shot_ll_max: 256 << 10,
-            ll_max: 1 << 20,
+            // 4×H200, bf16: LL all-gather / reduce-scatter at 512 KiB–1 MiB took 10–16 µs, the
+            // barrier kernels 11–13 µs already at 2 MiB (reduce-scatter at 1 MiB: 1.40× NCCL).
+            ll_max: 256 << 10,
             max_blocks: 128,
             ll_blocks: 16,
             timeout_ns: 10_000_000_000,
@@ -426,8 +428,8 @@ mod tests {
     #[test]
     fn small_data_movement_uses_ll_within_the_scratch() {
         let t = Tuning::default();
-        assert!(t.ll_for(1 << 20, 128 << 10, 8));
-        assert!(!t.ll_for((1 << 20) + 128, 128 << 10, 8));
+        assert!(t.ll_for(256 << 10, 32 << 10, 8));
+        assert!(!t.ll_for((256 << 10) + 128, 32 << 10, 8));
         let t = Tuning::from_lookup(lookup(&[
             ("SYMCOMM_LL_MAX", "0"),
             ("SYMCOMM_ONE_SHOT_MAX", "0"),
