@@ -8,7 +8,7 @@
 //! |---|---|---|
 //! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot_ll`, `two_shot` or `two_shot_push` | by size |
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 64 KiB |
-//! | `SYMCOMM_FUSED_ONE_SHOT_MAX` / `SYMCOMM_FUSED_TWO_SHOT_LL_MAX` | the same limits for the fused all-reduce + RMSNorm | 128 KiB / 256 KiB |
+//! | `SYMCOMM_FUSED_ONE_SHOT_MAX` / `SYMCOMM_FUSED_TWO_SHOT_LL_MAX` | the same limits for the fused all-reduce + RMSNorm | 64 KiB / 256 KiB |
 //! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel (never above the one-shot limit by default) | 64 KiB |
 //! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 256 KiB |
 //! | `SYMCOMM_PUSH_SCRATCH` | bytes of slots of the pipelined push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size (plus a few KiB of counters); 0 = off | 32 MiB |
@@ -109,7 +109,7 @@ impl Default for Tuning {
             // use it).
             one_shot_max: 64 << 10,
             two_shot_ll_max: 64 << 10,
-            fused_one_shot_max: 128 << 10,
+            fused_one_shot_max: 64 << 10,
             fused_two_shot_ll_max: 256 << 10,
             // 4×H200, bf16: LL all-gather / reduce-scatter at 512 KiB–1 MiB took 10–16 µs, the
             // barrier kernels 11–13 µs already at 2 MiB (reduce-scatter at 1 MiB: 1.40× NCCL).
@@ -203,10 +203,10 @@ impl Tuning {
 
     /// The protocol of the fused all-reduce + residual + RMSNorm for `bytes` of rows. Its LL
     /// variants stay ahead of its barrier two-shot up to larger sizes than the plain
-    /// all-reduce's (4×H200, bf16: 16 × 8192 rows 13.4 µs on LL lines against 22.5 µs with
-    /// barriers; 128 × 4096 rows 20.3 µs with barriers against 34.8 µs on LL lines), so it has
-    /// its own limits ([`Tuning::fused_one_shot_max`], [`Tuning::fused_two_shot_ll_max`];
-    /// 128 and 256 KiB by default). A forced `SYMCOMM_ALGO` applies as for the plain
+    /// all-reduce's (4×H200, bf16: 16 × 8192 rows 12.2 µs on LL lines against 14.0 µs with
+    /// barriers; 16 × 4096 rows 10.6 µs two-shot on LL lines against 11.0 µs one-shot), so it
+    /// has its own limits ([`Tuning::fused_one_shot_max`], [`Tuning::fused_two_shot_ll_max`];
+    /// 64 and 256 KiB by default). A forced `SYMCOMM_ALGO` applies as for the plain
     /// all-reduce.
     pub fn fused_algo(&self, bytes: usize) -> Algo {
         if self.algo.is_some() {
@@ -292,12 +292,17 @@ impl Tuning {
     pub fn ll_cap_packs(&self, n: usize) -> u64 {
         let n = n.max(1);
         // The two-shot LL kernel sends two slices of `ceil(packs / n)` per sender.
-        let two_shot_ll = 2
-            * (self.two_shot_ll_max as u64)
-                .div_ceil(plan::PACK)
-                .div_ceil(n as u64);
-        let bytes = self.one_shot_max.max(self.ll_max.div_ceil(n));
-        (bytes as u64).div_ceil(plan::PACK).max(two_shot_ll).max(1)
+        // So do the fused kernel's (whole rows per owner: at least that much).
+        let two_shot_ll = |max: usize| 2 * (max as u64).div_ceil(plan::PACK).div_ceil(n as u64);
+        let bytes = self
+            .one_shot_max
+            .max(self.fused_one_shot_max)
+            .max(self.ll_max.div_ceil(n));
+        (bytes as u64)
+            .div_ceil(plan::PACK)
+            .max(two_shot_ll(self.two_shot_ll_max))
+            .max(two_shot_ll(self.fused_two_shot_ll_max))
+            .max(1)
     }
 }
 
@@ -333,8 +338,11 @@ mod tests {
     fn the_fused_kernel_keeps_its_ll_protocols_longer_than_the_plain_all_reduce() {
         let t = Tuning::default();
         assert_eq!(t.fused_algo(8 << 10), Algo::OneShot);
-        assert_eq!(t.fused_algo(128 << 10), Algo::OneShot);
+        assert_eq!(t.fused_algo(64 << 10), Algo::OneShot);
+        assert_eq!(t.fused_algo(128 << 10), Algo::TwoShotLl);
         assert_eq!(t.fused_algo(256 << 10), Algo::TwoShotLl);
+        // The LL scratch holds what the fused LL protocols send, not only the plain ones.
+        assert!(t.ll_cap_packs(4) >= 2 * (256 << 10) / 16 / 4);
         assert_eq!(t.fused_algo((256 << 10) + 16), Algo::TwoShot);
         let forced = Tuning::from_lookup(lookup(&[("SYMCOMM_ALGO", "two_shot")])).unwrap();
         assert_eq!(forced.fused_algo(8 << 10), Algo::TwoShot);
@@ -434,6 +442,8 @@ mod tests {
             ("SYMCOMM_LL_MAX", "0"),
             ("SYMCOMM_ONE_SHOT_MAX", "0"),
             ("SYMCOMM_TWO_SHOT_LL_MAX", "0"),
+            ("SYMCOMM_FUSED_ONE_SHOT_MAX", "0"),
+            ("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", "0"),
         ]))
         .unwrap();
         assert!(!t.ll_for(4096, 512, 8));
