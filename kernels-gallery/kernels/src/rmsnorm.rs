@@ -581,9 +581,12 @@ pub unsafe fn fused_two_shot(
                     if k < end {
                         let o = row_off + pack_off(k);
                         let rsd = ld(residual + o);
-                        let mut acc = lanes(ld(peer_addr(x, 0) + o));
+                        // Our copy first, then the peers in rotated order, as the plain
+                        // two-shot all-reduce (the same rounding; and ranks reading the
+                        // same peer at once would crowd its links: ~2 µs at 2 MiB).
+                        let mut acc = lanes(ld(peer_addr(x, me) + o));
                         for p in 1..n {
-                            add_lanes(&mut acc, ld(peer_addr(x, p) + o));
+                            add_lanes(&mut acc, ld(peer_addr(x, rotated(me, p, n)) + o));
                         }
                         let h = add_bf16(round_pack(&acc), rsd);
                         ss += sumsq(h);

@@ -174,12 +174,29 @@ pub unsafe fn publish(slot: u64, tag: u32, partial: f32) {
     };
 }
 
+/// Calls `f(0)`, …, `f(MAX_SEGS - 1)` as straight-line code, so that arrays indexed by the
+/// segment stay in registers.
+#[inline(always)]
+fn each_seg(mut f: impl FnMut(usize)) {
+    f(0);
+    f(1);
+    f(2);
+    f(3);
+    f(4);
+    f(5);
+    f(6);
+    f(7);
+}
+const _: () = assert!(MAX_SEGS == 8, "each_seg spells out MAX_SEGS calls");
+
 /// The sum, in segment order, of the `segs` partials of a row tagged `tag` at
 /// `slots[0..segs]` (this GPU's memory), each polled until it carries `tag` (bounded wait).
+/// The first load of every slot is issued before any is looked at, so partials that are
+/// already there cost one memory round trip, not one per segment.
 ///
 /// # Safety
-/// `slots` is an 8-byte aligned global address valid for `segs` slots, each of which some
-/// block publishes in this launch; `abort` is null or a valid global `u32`.
+/// `slots` is an 8-byte aligned global address valid for `segs ≤ MAX_SEGS` slots, each of
+/// which some block publishes in this launch; `abort` is null or a valid global `u32`.
 ///
 /// # Ordering
 /// Relaxed at system scope (the partials carry their tags).
@@ -194,32 +211,45 @@ pub unsafe fn gather(
     abort: *const u32,
     timeout_ns: u64,
 ) -> Result<f32, WaitError> {
+    // SAFETY: slot `s < segs` lies inside the caller's slots.
+    let load = |s: usize| unsafe {
+        mem::load(
+            (slots + s as u64 * SLOT) as *const u64,
+            LoadOrder::Relaxed,
+            Scope::Sys,
+        )
+    };
+    let mut words = [0u64; MAX_SEGS as usize];
+    each_seg(|s| {
+        if (s as u64) < segs {
+            words[s] = load(s);
+        }
+    });
     let mut total = 0.0f32;
-    let mut s = 0;
-    while s < segs {
-        let p = (slots + s * SLOT) as *const u64;
-        // SAFETY: inside the caller's slots.
-        let load = || unsafe { mem::load(p, LoadOrder::Relaxed, Scope::Sys) };
-        let v = match slot_value(load(), tag) {
+    let mut res = Ok(());
+    each_seg(|s| {
+        if (s as u64) >= segs || res.is_err() {
+            return;
+        }
+        let v = match slot_value(words[s], tag) {
             Some(v) => v,
             None => {
                 // SAFETY: the caller's abort flag.
                 let mut spin = unsafe { Spin::new(abort, timeout_ns) };
                 let mut got = 0.0;
-                spin.until(|| match slot_value(load(), tag) {
+                res = spin.until(|| match slot_value(load(s), tag) {
                     Some(v) => {
                         got = v;
                         true
                     }
                     None => false,
-                })?;
+                });
                 got
             }
         };
         total += v;
-        s += 1;
-    }
-    Ok(total)
+    });
+    res.map(|()| total)
 }
 
 #[cfg(test)]
