@@ -21,6 +21,16 @@ use crate::kernels;
 use crate::tuning::{Algo, Tuning};
 use crate::types::{DataType, RedOp, reducing_kernel};
 
+/// The argument tuple of a gallery kernel launched by `$this` (a [`Collectives`]):
+/// `(comm, $mid…, timeout_ns, status)`, the first and last parameters that every entry
+/// point taking a communicator shares.
+macro_rules! launch_args {
+    ($this:expr; $($mid:expr),* $(,)?) => {
+        ($this.dev_raw(), $($mid,)* $this.tuning().timeout_ns, $this.status_ptr())
+    };
+}
+pub(crate) use launch_args;
+
 /// The gallery collectives of one rank (see the module docs).
 #[derive(Debug)]
 pub struct Collectives {
@@ -195,23 +205,7 @@ impl Collectives {
         match algo {
             Algo::OneShot => {
                 let name = reducing_kernel("all_reduce_one_shot", t, op);
-                let args = (
-                    self.dev.raw(),
-                    src.sym(0),
-                    dst.sym(0),
-                    packs,
-                    self.scratch_sym(0),
-                    self.ll_cap,
-                    self.tuning.timeout_ns,
-                    self.status_ptr(),
-                );
-                self.launch(
-                    &name,
-                    self.tuning.ll_blocks_for(packs),
-                    plan::LL_THREADS,
-                    stream,
-                    args,
-                )?;
+                self.launch_ll(&name, src, dst, packs, stream, packs)?;
             }
             Algo::TwoShotLl => {
                 let name = reducing_kernel("all_reduce_two_shot_ll", t, op);
@@ -339,15 +333,7 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
-        let args = (
-            self.dev.raw(),
-            src.sym(0),
-            dst.sym(0),
-            packs,
-            root as i32,
-            self.tuning.timeout_ns,
-            self.status_ptr(),
-        );
+        let args = launch_args!(self; src.sym(0), dst.sym(0), packs, root as i32);
         let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
         self.launch("broadcast", blocks, plan::THREADS, stream, args)
     }
@@ -385,14 +371,7 @@ impl Collectives {
         work: u64,
         stream: CUstream,
     ) -> Result<()> {
-        let args = (
-            self.dev.raw(),
-            src.sym(0),
-            dst.sym(0),
-            packs,
-            self.tuning.timeout_ns,
-            self.status_ptr(),
-        );
+        let args = launch_args!(self; src.sym(0), dst.sym(0), packs);
         self.launch(name, self.tuning.blocks(work), plan::THREADS, stream, args)
     }
 
@@ -407,16 +386,8 @@ impl Collectives {
         stream: CUstream,
         packs: u64,
     ) -> Result<()> {
-        let args = (
-            self.dev.raw(),
-            src.sym(0),
-            dst.sym(0),
-            packs,
-            self.scratch_sym(0),
-            self.ll_cap,
-            self.tuning.timeout_ns,
-            self.status_ptr(),
-        );
+        let args =
+            launch_args!(self; src.sym(0), dst.sym(0), packs, self.scratch_sym(0), self.ll_cap);
         let blocks = self.tuning.ll_blocks_for(work);
         self.launch(name, blocks, plan::LL_THREADS, stream, args)
     }
@@ -446,17 +417,9 @@ impl Collectives {
                 self.tuning.push_scratch, self.n, self.tuning.push_slots
             )));
         }
-        let args = (
-            self.dev.raw(),
-            src.sym(0),
-            dst.sym(0),
-            packs,
-            SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0),
-            u64::from(self.tuning.push_slots),
-            chunk,
-            self.tuning.timeout_ns,
-            self.status_ptr(),
-        );
+        let push = SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0);
+        let slots = u64::from(self.tuning.push_slots);
+        let args = launch_args!(self; src.sym(0), dst.sym(0), packs, push, slots, chunk);
         self.launch(name, blocks, plan::THREADS, stream, args)
     }
 

@@ -17,7 +17,7 @@ use symcomm_gallery_kernels::rmsnorm::{MAX_PACKS, NormArgs, rsqrt};
 use symcomm_gallery_kernels::rmsnorm_split::{self as split, Split};
 
 use crate::buffer::Buf;
-use crate::collectives::Collectives;
+use crate::collectives::{Collectives, launch_args};
 use crate::tuning::Algo;
 
 /// Most bytes of rows (`tokens × hidden` bf16: 128 × 8192 and beyond) the two-shot fused
@@ -97,22 +97,11 @@ impl Collectives {
         eps: f32,
         stream: CUstream,
     ) -> Result<Algo> {
-        check_shape(tokens, hidden)?;
-        self.check_hidden(hidden)?;
+        let mut args = self.norm_args(bufs, tokens, hidden, eps)?;
         let bytes = tokens
             .checked_mul(hidden * 2)
             .ok_or_else(|| Error::InvalidArgument("all_reduce_rmsnorm: size overflows".into()))?;
         x.check("all_reduce_rmsnorm input", bytes)?;
-        let mut args = NormArgs {
-            residual: bufs.residual,
-            weight: bufs.weight,
-            out: bufs.out,
-            residual_out: bufs.residual_out,
-            tokens: tokens as u64,
-            hidden: hidden as u64,
-            eps,
-            segs: 1,
-        };
         let packs = bytes as u64 / plan::PACK;
         let n = self.size() as u64;
         let ppr = hidden as u64 / 8;
@@ -143,15 +132,13 @@ impl Collectives {
                     self.tuning().ll_blocks,
                 );
                 args.segs = s.segs as u32;
-                let a = (
-                    self.dev_raw(),
+                let a = launch_args!(
+                    self;
                     x.sym(0),
                     NormArg(args),
                     self.scratch_sym(0),
                     self.ll_cap(),
                     fused,
-                    self.tuning().timeout_ns,
-                    self.status_ptr(),
                 );
                 let name = if algo == Algo::OneShot {
                     "all_reduce_rmsnorm_one_shot_bf16"
@@ -172,14 +159,7 @@ impl Collectives {
                 let rows = plan::slice_len(tokens as u64, n);
                 let s = fused_split(tokens as u64, rows, ppr, threads, self.tuning().max_blocks);
                 args.segs = s.segs as u32;
-                let a = (
-                    self.dev_raw(),
-                    x.sym(0),
-                    NormArg(args),
-                    fused,
-                    self.tuning().timeout_ns,
-                    self.status_ptr(),
-                );
+                let a = launch_args!(self; x.sym(0), NormArg(args), fused);
                 self.launch(
                     "all_reduce_rmsnorm_two_shot_bf16",
                     s.blocks,
@@ -203,18 +183,7 @@ impl Collectives {
         eps: f32,
         stream: CUstream,
     ) -> Result<()> {
-        check_shape(tokens, hidden)?;
-        self.check_hidden(hidden)?;
-        let args = NormArg(NormArgs {
-            residual: bufs.residual,
-            weight: bufs.weight,
-            out: bufs.out,
-            residual_out: bufs.residual_out,
-            tokens: tokens as u64,
-            hidden: hidden as u64,
-            eps,
-            segs: 1,
-        });
+        let args = NormArg(self.norm_args(bufs, tokens, hidden, eps)?);
         let blocks = (tokens as u32).min(1024);
         self.launch(
             "rmsnorm_residual_bf16",
@@ -231,6 +200,29 @@ impl Collectives {
     /// (`8 × MAX_PACKS × threads`: [`MAX_HIDDEN`] on GPUs, less under emulation).
     pub fn max_hidden(&self) -> usize {
         8 * MAX_PACKS * self.block_threads() as usize
+    }
+
+    /// The kernels' arguments for a call on `tokens × hidden` rows (one segment per row),
+    /// once the shape is one the kernels take ([`check_shape`], [`Self::check_hidden`]).
+    fn norm_args(
+        &self,
+        bufs: NormBuffers,
+        tokens: usize,
+        hidden: usize,
+        eps: f32,
+    ) -> Result<NormArgs> {
+        check_shape(tokens, hidden)?;
+        self.check_hidden(hidden)?;
+        Ok(NormArgs {
+            residual: bufs.residual,
+            weight: bufs.weight,
+            out: bufs.out,
+            residual_out: bufs.residual_out,
+            tokens: tokens as u64,
+            hidden: hidden as u64,
+            eps,
+            segs: 1,
+        })
     }
 
     fn check_hidden(&self, hidden: usize) -> Result<()> {

@@ -36,193 +36,154 @@ use symcomm_device::prelude::DevComm;
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16, Max, Min, Sum};
 
+/// Defines a `#[kernel]` entry point (documented by the attributes given) that forwards its
+/// parameters, the communicator by reference, to `$body` (a body in this crate). One arm per
+/// parameter list that several entry points share:
+/// - `barriered`: `(comm, src, dst, packs, timeout_ns, status)`, the barrier-bracketed kernels;
+/// - `ll`: `(comm, src, dst, packs, scratch, cap, timeout_ns, status)`, the LL kernels;
+/// - `push`: `(comm, src, dst, packs, push, slots, chunk, timeout_ns, status)`, the pipelined
+///   push kernels, whose body also takes `$kind` first.
+macro_rules! entry {
+    ($(#[$attr:meta])* barriered $name:ident => $body:expr) => {
+        $(#[$attr])*
+        #[kernel]
+        pub unsafe fn $name(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { $body(&comm, src, dst, packs, timeout_ns, status) }
+        }
+    };
+    ($(#[$attr:meta])* ll $name:ident => $body:expr) => {
+        $(#[$attr])*
+        #[kernel]
+        pub unsafe fn $name(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            scratch: SymPtr<u8>,
+            cap: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { $body(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
+        }
+    };
+    ($(#[$attr:meta])* push $name:ident => $body:expr, $kind:expr) => {
+        $(#[$attr])*
+        #[kernel]
+        pub unsafe fn $name(
+            comm: DevComm,
+            src: SymPtr<u8>,
+            dst: SymPtr<u8>,
+            packs: u64,
+            push: SymPtr<u8>,
+            slots: u64,
+            chunk: u64,
+            timeout_ns: u64,
+            status: *mut u32,
+        ) {
+            // SAFETY: the contract above.
+            unsafe { $body($kind, &comm, src, dst, packs, push, slots, chunk, timeout_ns, status) }
+        }
+    };
+}
+
 macro_rules! reducing {
     ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident, $twoll:ident, $rspush:ident;)*) => {$(
-        #[doc = concat!("Reduce-scatter by stores only, pipelined (", stringify!($t), ", ",
-            stringify!($op), "): see `pipeline`.")]
-        ///
-        /// # Safety
-        /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
-        ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
-        /// - `push` is the gallery push scratch with room for the counters and
-        ///   `grid × lsa_size × slots` slots of `chunk` packs (`plan::pipe_chunk`), used by
-        ///   no other kernel; `slots ≥ 2`, `chunk ≥ 1`;
-        /// - barriers, launch shape and `status` as for the two-shot all-reduce.
-        #[kernel]
-        pub unsafe fn $rspush(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            push: SymPtr<u8>,
-            slots: u64,
-            chunk: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe {
-                pipeline::push_pipeline::<$t, $op>(
-                    pipeline::Kind::ReduceScatter,
-                    &comm, src, dst, packs, push, slots, chunk, timeout_ns, status,
-                )
-            }
+        entry! {
+            #[doc = concat!("Reduce-scatter by stores only, pipelined (", stringify!($t), ", ",
+                stringify!($op), "): see `pipeline`.")]
+            ///
+            /// # Safety
+            /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
+            ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
+            /// - `push` is the gallery push scratch with room for the counters and
+            ///   `grid × lsa_size × slots` slots of `chunk` packs (`plan::pipe_chunk`), used by
+            ///   no other kernel; `slots ≥ 2`, `chunk ≥ 1`;
+            /// - barriers, launch shape and `status` as for the two-shot all-reduce.
+            push $rspush => pipeline::push_pipeline::<$t, $op>, pipeline::Kind::ReduceScatter
         }
 
-        #[doc = concat!("Two-shot all-reduce on LL lines (", stringify!($t), ", ",
-            stringify!($op), "): reduce-scatter and all-gather without a barrier.")]
-        ///
-        /// # Safety
-        /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
-        ///   bytes on this rank;
-        /// - `scratch`, the LL launch order and `status` as for the one-shot all-reduce, with
-        ///   `cap ≥ 2 × ceil(packs / lsa_size)`.
-        #[kernel]
-        pub unsafe fn $twoll(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            scratch: SymPtr<u8>,
-            cap: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe {
-                reduce_ops::two_shot_ll::<$t, $op>(
-                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
-                )
-            }
+        entry! {
+            #[doc = concat!("Two-shot all-reduce on LL lines (", stringify!($t), ", ",
+                stringify!($op), "): reduce-scatter and all-gather without a barrier.")]
+            ///
+            /// # Safety
+            /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
+            ///   bytes on this rank;
+            /// - `scratch`, the LL launch order and `status` as for the one-shot all-reduce, with
+            ///   `cap ≥ 2 × ceil(packs / lsa_size)`.
+            ll $twoll => reduce_ops::two_shot_ll::<$t, $op>
         }
 
-        #[doc = concat!("LL reduce-scatter (", stringify!($t), ", ", stringify!($op),
-            "): `dst` (`packs` packs) = reduction in rank order of block `rank` of every \
-            rank's `src`, no barrier.")]
-        ///
-        /// # Safety
-        /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
-        ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
-        /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-        ///   all-reduce.
-        #[kernel]
-        pub unsafe fn $rsll(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            scratch: SymPtr<u8>,
-            cap: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe {
-                ll_collectives::reduce_scatter::<$t, $op>(
-                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
-                )
-            }
+        entry! {
+            #[doc = concat!("LL reduce-scatter (", stringify!($t), ", ", stringify!($op),
+                "): `dst` (`packs` packs) = reduction in rank order of block `rank` of every \
+                rank's `src`, no barrier.")]
+            ///
+            /// # Safety
+            /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
+            ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
+            /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+            ///   all-reduce.
+            ll $rsll => ll_collectives::reduce_scatter::<$t, $op>
         }
 
-        #[doc = concat!("Two-shot all-reduce by stores only, pipelined (", stringify!($t),
-            ", ", stringify!($op), "): see `pipeline`.")]
-        ///
-        /// # Safety
-        /// - as the two-shot all-reduce (`src` may be a local pointer here);
-        /// - `push` as for the pipelined reduce-scatter.
-        #[kernel]
-        pub unsafe fn $push(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            push: SymPtr<u8>,
-            slots: u64,
-            chunk: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe {
-                pipeline::push_pipeline::<$t, $op>(
-                    pipeline::Kind::AllReduce,
-                    &comm, src, dst, packs, push, slots, chunk, timeout_ns, status,
-                )
-            }
+        entry! {
+            #[doc = concat!("Two-shot all-reduce by stores only, pipelined (", stringify!($t),
+                ", ", stringify!($op), "): see `pipeline`.")]
+            ///
+            /// # Safety
+            /// - as the two-shot all-reduce (`src` may be a local pointer here);
+            /// - `push` as for the pipelined reduce-scatter.
+            push $push => pipeline::push_pipeline::<$t, $op>, pipeline::Kind::AllReduce
         }
 
-        #[doc = concat!("Two-shot all-reduce (", stringify!($t), ", ", stringify!($op),
-            "): `dst` = reduction of every rank's `src`, `packs` 16-byte packs.")]
-        ///
-        /// # Safety
-        /// - `src` and `dst` are windows (may be the same range) holding `packs × 16` bytes
-        ///   from their offsets on every LSA rank;
-        /// - `comm` has at least `grid_dim().x` LSA barriers, and every LSA rank launches
-        ///   this kernel with the same shape and `packs`;
-        /// - `status` is null or a valid `u32` of this device.
-        #[kernel]
-        pub unsafe fn $two(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe { reduce_ops::two_shot::<$t, $op>(&comm, src, dst, packs, timeout_ns, status) }
+        entry! {
+            #[doc = concat!("Two-shot all-reduce (", stringify!($t), ", ", stringify!($op),
+                "): `dst` = reduction of every rank's `src`, `packs` 16-byte packs.")]
+            ///
+            /// # Safety
+            /// - `src` and `dst` are windows (may be the same range) holding `packs × 16` bytes
+            ///   from their offsets on every LSA rank;
+            /// - `comm` has at least `grid_dim().x` LSA barriers, and every LSA rank launches
+            ///   this kernel with the same shape and `packs`;
+            /// - `status` is null or a valid `u32` of this device.
+            barriered $two => reduce_ops::two_shot::<$t, $op>
         }
 
-        #[doc = concat!("One-shot LL all-reduce (", stringify!($t), ", ", stringify!($op),
-            "): `dst` = reduction of every rank's `src` in rank order, no barrier.")]
-        ///
-        /// # Safety
-        /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
-        ///   bytes on this rank;
-        /// - `scratch` is the gallery scratch window (LL region for `cap ≥ packs` packs per
-        ///   sender, header zeroed at creation), used only by gallery LL launches, which every
-        ///   LSA rank issues in the same order with the same `packs`;
-        /// - `status` is null or a valid `u32` of this device.
-        #[kernel]
-        pub unsafe fn $one(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            scratch: SymPtr<u8>,
-            cap: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe {
-                reduce_ops::one_shot_ll::<$t, $op>(
-                    &comm, src, dst, packs, scratch, cap, timeout_ns, status,
-                )
-            }
+        entry! {
+            #[doc = concat!("One-shot LL all-reduce (", stringify!($t), ", ", stringify!($op),
+                "): `dst` = reduction of every rank's `src` in rank order, no barrier.")]
+            ///
+            /// # Safety
+            /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
+            ///   bytes on this rank;
+            /// - `scratch` is the gallery scratch window (LL region for `cap ≥ packs` packs per
+            ///   sender, header zeroed at creation), used only by gallery LL launches, which every
+            ///   LSA rank issues in the same order with the same `packs`;
+            /// - `status` is null or a valid `u32` of this device.
+            ll $one => reduce_ops::one_shot_ll::<$t, $op>
         }
 
-        #[doc = concat!("Reduce-scatter (", stringify!($t), ", ", stringify!($op),
-            "): `dst` (`packs` packs) = reduction of slice `rank` of every rank's `src`.")]
-        ///
-        /// # Safety
-        /// - `src` is a window of `lsa_size × packs × 16` bytes on every LSA rank; `dst`
-        ///   (window or local pointer) holds `packs × 16` bytes and does not overlap slices
-        ///   of `src` other than this rank's;
-        /// - barriers and launch shape as for the two-shot all-reduce; `status` as there.
-        #[kernel]
-        pub unsafe fn $rs(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe {
-                reduce_ops::reduce_scatter::<$t, $op>(&comm, src, dst, packs, timeout_ns, status)
-            }
+        entry! {
+            #[doc = concat!("Reduce-scatter (", stringify!($t), ", ", stringify!($op),
+                "): `dst` (`packs` packs) = reduction of slice `rank` of every rank's `src`.")]
+            ///
+            /// # Safety
+            /// - `src` is a window of `lsa_size × packs × 16` bytes on every LSA rank; `dst`
+            ///   (window or local pointer) holds `packs × 16` bytes and does not overlap slices
+            ///   of `src` other than this rank's;
+            /// - barriers and launch shape as for the two-shot all-reduce; `status` as there.
+            barriered $rs => reduce_ops::reduce_scatter::<$t, $op>
         }
     )*};
 }
@@ -242,44 +203,26 @@ reducing! {
     i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max, reduce_scatter_ll_i32_max, all_reduce_two_shot_ll_i32_max, reduce_scatter_push_i32_max;
 }
 
-/// All-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's `dst`.
-///
-/// # Safety
-/// - `src` (window or local pointer) holds `packs × 16` bytes; `dst` is a window of
-///   `lsa_size × packs × 16` bytes on every LSA rank (`src` may be this rank's block of it);
-/// - `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
-///   the same shape and `packs`; `status` is null or a valid `u32` of this device.
-#[kernel]
-pub unsafe fn all_gather(
-    comm: DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    // SAFETY: the contract above.
-    unsafe { collectives::all_gather(&comm, src, dst, packs, timeout_ns, status) }
+entry! {
+    /// All-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's `dst`.
+    ///
+    /// # Safety
+    /// - `src` (window or local pointer) holds `packs × 16` bytes; `dst` is a window of
+    ///   `lsa_size × packs × 16` bytes on every LSA rank (`src` may be this rank's block of it);
+    /// - `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
+    ///   the same shape and `packs`; `status` is null or a valid `u32` of this device.
+    barriered all_gather => collectives::all_gather
 }
 
-/// All-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of peer
-/// `p`'s `dst`.
-///
-/// # Safety
-/// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes; `dst` is a window of
-///   that size on every LSA rank, not overlapping `src`;
-/// - barriers, launch shape and `status` as for [`all_gather`].
-#[kernel]
-pub unsafe fn all_to_all(
-    comm: DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    // SAFETY: the contract above.
-    unsafe { collectives::all_to_all(&comm, src, dst, packs, timeout_ns, status) }
+entry! {
+    /// All-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of peer
+    /// `p`'s `dst`.
+    ///
+    /// # Safety
+    /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes; `dst` is a window of
+    ///   that size on every LSA rank, not overlapping `src`;
+    /// - barriers, launch shape and `status` as for [`all_gather`].
+    barriered all_to_all => collectives::all_to_all
 }
 
 /// Broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`.
@@ -390,43 +333,25 @@ pub unsafe fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) {
 
 macro_rules! multimem_entries {
     ($($p:ty => $one:ident, $two:ident, $t:literal;)*) => {$(
-        #[doc = concat!("Multimem one-shot all-reduce, sum of ", $t,
-            " (compiled and loaded only; see [`multimem_ops`]).")]
-        ///
-        /// # Safety
-        /// - `src` is a window bound to the LSA multicast object of `comm` (present), holding
-        ///   `packs × 16` bytes on every rank; `dst` (window or local pointer) as many here;
-        /// - `comm` has `grid_dim().x` LSA barriers; every rank launches the same shape;
-        ///   `status` is null or a valid `u32`; sm_90 with NVLink SHARP.
-        #[kernel]
-        pub unsafe fn $one(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe { multimem_ops::one_shot::<$p>(&comm, src, dst, packs, timeout_ns, status) }
+        entry! {
+            #[doc = concat!("Multimem one-shot all-reduce, sum of ", $t,
+                " (compiled and loaded only; see [`multimem_ops`]).")]
+            ///
+            /// # Safety
+            /// - `src` is a window bound to the LSA multicast object of `comm` (present), holding
+            ///   `packs × 16` bytes on every rank; `dst` (window or local pointer) as many here;
+            /// - `comm` has `grid_dim().x` LSA barriers; every rank launches the same shape;
+            ///   `status` is null or a valid `u32`; sm_90 with NVLink SHARP.
+            barriered $one => multimem_ops::one_shot::<$p>
         }
 
-        #[doc = concat!("Multimem two-shot all-reduce, sum of ", $t,
-            " (compiled and loaded only; see [`multimem_ops`]).")]
-        ///
-        /// # Safety
-        /// As the one-shot kernel, with `dst` also a window bound to the multicast object.
-        #[kernel]
-        pub unsafe fn $two(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            // SAFETY: the contract above.
-            unsafe { multimem_ops::two_shot::<$p>(&comm, src, dst, packs, timeout_ns, status) }
+        entry! {
+            #[doc = concat!("Multimem two-shot all-reduce, sum of ", $t,
+                " (compiled and loaded only; see [`multimem_ops`]).")]
+            ///
+            /// # Safety
+            /// As the one-shot kernel, with `dst` also a window bound to the multicast object.
+            barriered $two => multimem_ops::two_shot::<$p>
         }
     )*};
 }
@@ -438,49 +363,27 @@ multimem_entries! {
         all_reduce_multimem_two_shot_bf16_sum, "bf16";
 }
 
-/// LL all-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's
-/// `dst`, no barrier.
-///
-/// # Safety
-/// - `src` holds `packs × 16` bytes and `dst` `lsa_size × packs × 16` bytes on this rank
-///   (windows or local pointers; `src` may be this rank's block of `dst`);
-/// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-///   all-reduce.
-#[kernel]
-pub unsafe fn all_gather_ll(
-    comm: DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    // SAFETY: the contract above.
-    unsafe { ll_collectives::all_gather(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
+entry! {
+    /// LL all-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's
+    /// `dst`, no barrier.
+    ///
+    /// # Safety
+    /// - `src` holds `packs × 16` bytes and `dst` `lsa_size × packs × 16` bytes on this rank
+    ///   (windows or local pointers; `src` may be this rank's block of `dst`);
+    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+    ///   all-reduce.
+    ll all_gather_ll => ll_collectives::all_gather
 }
 
-/// LL all-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of
-/// peer `p`'s `dst`, no barrier.
-///
-/// # Safety
-/// - `src` and `dst` hold `lsa_size × packs × 16` bytes on this rank and do not overlap;
-/// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-///   all-reduce.
-#[kernel]
-pub unsafe fn all_to_all_ll(
-    comm: DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    // SAFETY: the contract above.
-    unsafe { ll_collectives::all_to_all(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
+entry! {
+    /// LL all-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of
+    /// peer `p`'s `dst`, no barrier.
+    ///
+    /// # Safety
+    /// - `src` and `dst` hold `lsa_size × packs × 16` bytes on this rank and do not overlap;
+    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+    ///   all-reduce.
+    ll all_to_all_ll => ll_collectives::all_to_all
 }
 
 /// Fused all-reduce + residual add + RMSNorm, two-shot on LL lines (bf16): see [`rmsnorm`].

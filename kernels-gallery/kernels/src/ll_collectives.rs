@@ -9,8 +9,9 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
-use crate::common::{Acc, grid_stride, ld, local_addr, pack_off, rotated, st};
+use crate::common::{grid_stride, ld, local_addr, pack_off, rotated, st};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
+use crate::reduce_ops::recv_reduce;
 
 /// LL all-gather: block `rank` of every rank's `dst` receives this rank's `src`.
 ///
@@ -43,21 +44,7 @@ pub unsafe fn all_gather(
             st(out + pack_off(me as u64 * packs + j), v);
             j += stride;
         }
-        let mut res: Result<(), WaitError> = Ok(());
-        j = first;
-        'packs: while j < packs {
-            for k in 1..n {
-                let s = rotated(me, k, n);
-                match recv_pack(&ll, s, j, timeout_ns) {
-                    Ok(v) => st(out + pack_off(s as u64 * packs + j), v),
-                    Err(e) => {
-                        res = Err(e);
-                        break 'packs;
-                    }
-                }
-            }
-            j += stride;
-        }
+        let res = recv_blocks(&ll, me, n, out, packs, first, stride, timeout_ns);
         ll.end(res, status);
     }
 }
@@ -94,21 +81,7 @@ pub unsafe fn all_to_all(
             st(out + pack_off(mine + j), ld(inp + pack_off(mine + j)));
             j += stride;
         }
-        let mut res: Result<(), WaitError> = Ok(());
-        j = first;
-        'packs: while j < packs {
-            for k in 1..n {
-                let s = rotated(me, k, n);
-                match recv_pack(&ll, s, j, timeout_ns) {
-                    Ok(v) => st(out + pack_off(s as u64 * packs + j), v),
-                    Err(e) => {
-                        res = Err(e);
-                        break 'packs;
-                    }
-                }
-            }
-            j += stride;
-        }
+        let res = recv_blocks(&ll, me, n, out, packs, first, stride, timeout_ns);
         ll.end(res, status);
     }
 }
@@ -145,26 +118,11 @@ pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
             j += stride;
         }
         let mine = me as u64 * packs;
-        let mut res: Result<(), WaitError> = Ok(());
+        let mut res = Ok(());
         j = first;
         while j < packs && res.is_ok() {
             let own = ld(inp + pack_off(mine + j));
-            let mut get = |s: i32| {
-                if s == me {
-                    own
-                } else if res.is_ok() {
-                    recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
-                        res = Err(e);
-                        own
-                    })
-                } else {
-                    own
-                }
-            };
-            let mut acc = Acc::<T, O>::new(get(0));
-            for s in 1..n {
-                acc.add(get(s));
-            }
+            let acc = recv_reduce::<T, O>(&ll, me, n, j, own, timeout_ns, &mut res);
             if res.is_ok() {
                 st(out + pack_off(j), acc.finish());
             }
@@ -172,4 +130,44 @@ pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
         }
         ll.end(res, status);
     }
+}
+
+/// Receives, for each of this thread's packs `j` (grid-stride from `first`), pack `j` of every
+/// peer `s` (visited rotated) into block `s` (`packs` packs) of `out`; stops at the first wait
+/// that fails and returns its error.
+///
+/// # Safety
+/// `out` holds `lsa_size × packs` packs on this rank; every peer sends packs `0..packs` in
+/// this launch of `ll`.
+#[inline(always)]
+unsafe fn recv_blocks(
+    ll: &LlLaunch,
+    me: i32,
+    n: i32,
+    out: u64,
+    packs: u64,
+    first: u64,
+    stride: u64,
+    timeout_ns: u64,
+) -> Result<(), WaitError> {
+    let mut res = Ok(());
+    let mut j = first;
+    'packs: while j < packs {
+        for k in 1..n {
+            let s = rotated(me, k, n);
+            // SAFETY: j < packs ≤ cap, sent by peer `s`; block `s` of `out` holds pack `j`
+            // (caller's contract).
+            unsafe {
+                match recv_pack(ll, s, j, timeout_ns) {
+                    Ok(v) => st(out + pack_off(s as u64 * packs + j), v),
+                    Err(e) => {
+                        res = Err(e);
+                        break 'packs;
+                    }
+                }
+            }
+        }
+        j += stride;
+    }
+    res
 }

@@ -15,6 +15,7 @@ use symcomm_device::comm::DevComm;
 use symcomm_device::mem::{Ordering, U32x4};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
+use symcomm_device::wait::WaitError;
 
 use crate::common::{
     Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, reduce_packs, rotated, st,
@@ -293,22 +294,7 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
         let mut j = first;
         while j < hi - lo && res.is_ok() {
             let own = ld(inp + pack_off(lo + j));
-            let mut get = |s: i32| {
-                if s == me {
-                    own
-                } else if res.is_ok() {
-                    recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
-                        res = Err(e);
-                        own
-                    })
-                } else {
-                    own
-                }
-            };
-            let mut acc = Acc::<T, O>::new(get(0));
-            for s in 1..n {
-                acc.add(get(s));
-            }
+            let acc = recv_reduce::<T, O>(&ll, me, n, j, own, timeout_ns, &mut res);
             // ANCHOR: two_shot_ll_forward
             let v = acc.finish();
             for k in 1..n {
@@ -336,4 +322,41 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
         }
         ll.end(res, status);
     }
+}
+
+/// The reduction, in rank order, of pack `j` of every rank: this rank's is `own`, the others'
+/// arrive as LL lines in slot `j`. After a wait fails (its error lands in `res`, which must be
+/// `Ok` on entry for any wait to happen) the remaining ranks contribute `own`: the result is
+/// then not to be stored.
+///
+/// # Safety
+/// `j < cap`; every peer sends pack `j` in this launch of `ll`.
+#[inline(always)]
+pub(crate) unsafe fn recv_reduce<T: Element, O: ReduceOp>(
+    ll: &LlLaunch,
+    me: i32,
+    n: i32,
+    j: u64,
+    own: U32x4,
+    timeout_ns: u64,
+    res: &mut Result<(), WaitError>,
+) -> Acc<T, O> {
+    let mut get = |s: i32| {
+        if s == me {
+            own
+        } else if res.is_ok() {
+            // SAFETY: forwarded (caller's contract).
+            unsafe { recv_pack(ll, s, j, timeout_ns) }.unwrap_or_else(|e| {
+                *res = Err(e);
+                own
+            })
+        } else {
+            own
+        }
+    };
+    let mut acc = Acc::<T, O>::new(get(0));
+    for s in 1..n {
+        acc.add(get(s));
+    }
+    acc
 }

@@ -463,26 +463,15 @@ impl Rank<'_> {
                     nccl::group_start().map_err(e("ncclGroupStart"))?;
                     for p in 0..self.n() {
                         let off = (p * per) as u64;
-                        nccl_sys::ncclSend(
-                            (src.device_ptr() + off) as *const std::ffi::c_void,
-                            per / t.size(),
-                            dt,
-                            p as i32,
-                            nc.comm,
-                            st,
-                        )
-                        .result()
-                        .map_err(e("ncclSend"))?;
-                        nccl_sys::ncclRecv(
-                            (dst.device_ptr() + off) as *mut std::ffi::c_void,
-                            per / t.size(),
-                            dt,
-                            p as i32,
-                            nc.comm,
-                            st,
-                        )
-                        .result()
-                        .map_err(e("ncclRecv"))?;
+                        let send = (src.device_ptr() + off) as *const std::ffi::c_void;
+                        let recv = (dst.device_ptr() + off) as *mut std::ffi::c_void;
+                        let (count, peer) = (per / t.size(), p as i32);
+                        nccl_sys::ncclSend(send, count, dt, peer, nc.comm, st)
+                            .result()
+                            .map_err(e("ncclSend"))?;
+                        nccl_sys::ncclRecv(recv, count, dt, peer, nc.comm, st)
+                            .result()
+                            .map_err(e("ncclRecv"))?;
                     }
                     nccl::group_end().map_err(e("ncclGroupEnd"))?;
                 }
