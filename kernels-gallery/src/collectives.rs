@@ -334,8 +334,8 @@ impl Collectives {
         }
         let packs = bytes as u64 / plan::PACK;
         let args = launch_args!(self; src.sym(0), dst.sym(0), packs, root as i32);
-        let blocks = self.tuning.blocks(plan::slice_len(packs, self.n as u64));
-        self.launch("broadcast", blocks, plan::THREADS, stream, args)
+        let (blocks, threads) = self.tuning.shape(plan::slice_len(packs, self.n as u64));
+        self.launch("broadcast", blocks, threads, stream, args)
     }
 
     /// Runs a data-movement collective with `bytes` per peer block (`total` bytes counted as
@@ -372,7 +372,8 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<()> {
         let args = launch_args!(self; src.sym(0), dst.sym(0), packs);
-        self.launch(name, self.tuning.blocks(work), plan::THREADS, stream, args)
+        let (blocks, threads) = self.tuning.shape(work);
+        self.launch(name, blocks, threads, stream, args)
     }
 
     /// Launches an LL kernel whose grid covers `work` packs per thread pass, passing
@@ -388,8 +389,8 @@ impl Collectives {
     ) -> Result<()> {
         let args =
             launch_args!(self; src.sym(0), dst.sym(0), packs, self.scratch_sym(0), self.ll_cap);
-        let blocks = self.tuning.ll_blocks_for(work);
-        self.launch(name, blocks, plan::LL_THREADS, stream, args)
+        let (blocks, threads) = self.tuning.ll_shape(work);
+        self.launch(name, blocks, threads, stream, args)
     }
 
     /// Launches a pipelined push kernel (`pipeline.rs` in the kernels) whose largest slice

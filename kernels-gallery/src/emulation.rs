@@ -100,7 +100,10 @@ mod tests {
         assert_eq!((t.max_blocks, t.ll_blocks), (2, 2));
         let mut t = Tuning::default();
         emulated_caps(&mut t, |k| k == "SYMCOMM_LL_BLOCKS");
-        assert_eq!((t.max_blocks, t.ll_blocks), (2, 16));
+        assert_eq!(
+            (t.max_blocks, t.ll_blocks),
+            (2, Tuning::default().ll_blocks)
+        );
         assert_eq!(t.push_scratch, EMULATED_PUSH_SCRATCH);
     }
 }

@@ -119,18 +119,21 @@ impl Collectives {
             Algo::OneShot | Algo::TwoShotLl if 2 * chunk <= self.ll_cap() => Algo::TwoShotLl,
             _ => Algo::TwoShot,
         };
-        let threads = self.block_threads();
         let fused = self.scratch_sym(self.fused_off());
         match algo {
             Algo::OneShot | Algo::TwoShotLl => {
-                // Every rank normalises every row.
-                let s = fused_split(
-                    tokens as u64,
-                    tokens as u64,
-                    ppr,
-                    threads,
-                    self.tuning().ll_blocks,
-                );
+                // Every rank normalises every row. The one-shot keeps full blocks: cutting
+                // its one or few rows into more segments costs more in joining the blocks of
+                // a row than the narrower blocks gain (2×H200, 1 × 4096: 4.7 µs with one
+                // 512-thread block, 4.9 with four of 128 threads).
+                let t = self.tuning();
+                let min_threads = if algo == Algo::OneShot {
+                    self.block_threads()
+                } else {
+                    t.ll_min_threads
+                };
+                let (s, threads) =
+                    self.fused_shape(tokens as u64, tokens as u64, ppr, min_threads, t.ll_blocks);
                 args.segs = s.segs as u32;
                 let a = launch_args!(
                     self;
@@ -145,7 +148,7 @@ impl Collectives {
                 } else {
                     "all_reduce_rmsnorm_two_shot_ll_bf16"
                 };
-                self.launch(name, s.blocks, plan::LL_THREADS, stream, a)?;
+                self.launch(name, s.blocks, threads, stream, a)?;
             }
             Algo::TwoShot | Algo::TwoShotPush => {
                 if bytes as u64 > FUSED_ROW_BYTES || tokens as u64 > split::MAX_ITEMS {
@@ -157,13 +160,15 @@ impl Collectives {
                 }
                 // Each rank pushes its slice of the rows.
                 let rows = plan::slice_len(tokens as u64, n);
-                let s = fused_split(tokens as u64, rows, ppr, threads, self.tuning().max_blocks);
+                let t = self.tuning();
+                let (s, threads) =
+                    self.fused_shape(tokens as u64, rows, ppr, t.min_threads, t.max_blocks);
                 args.segs = s.segs as u32;
                 let a = launch_args!(self; x.sym(0), NormArg(args), fused);
                 self.launch(
                     "all_reduce_rmsnorm_two_shot_bf16",
                     s.blocks,
-                    plan::THREADS,
+                    threads,
                     stream,
                     a,
                 )?;
@@ -196,6 +201,28 @@ impl Collectives {
 }
 
 impl Collectives {
+    /// The split and threads per block of a fused launch over `rows` rows of `ppr` packs
+    /// (`tokens` in all): blocks as narrow as `min_threads` where the work spreads over
+    /// enough of them ([`plan::spread`]) and the row's segments still fit such a block, else
+    /// this backend's full blocks.
+    fn fused_shape(
+        &self,
+        tokens: u64,
+        rows: u64,
+        ppr: u64,
+        min_threads: u32,
+        max_blocks: u32,
+    ) -> (Split, u32) {
+        let full = self.block_threads();
+        let (_, threads) = plan::spread(rows * ppr, min_threads.min(full), full, max_blocks);
+        let s = fused_split(tokens, rows, ppr, threads, max_blocks);
+        if split::fits(s, ppr, threads) {
+            (s, threads)
+        } else {
+            (fused_split(tokens, rows, ppr, full, max_blocks), full)
+        }
+    }
+
     /// The largest `hidden` the fused kernels take with this backend's blocks
     /// (`8 × MAX_PACKS × threads`: [`MAX_HIDDEN`] on GPUs, less under emulation).
     pub fn max_hidden(&self) -> usize {

@@ -16,7 +16,9 @@
 //! | `SYMCOMM_PUSH_MIN` | smallest all-reduce (bytes) that uses the pipelined push when it is on | 16 MiB |
 //! | `SYMCOMM_RS_PUSH_MIN` | smallest reduce-scatter (bytes, nccl-tests size) that uses it | never (the pulling reduce-scatter is faster on 4×H200) |
 //! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 128 |
-//! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 16 |
+//! | `SYMCOMM_MIN_THREADS` | fewest threads per block of a barrier-based kernel (32–512, a multiple of 32): grids take up to `SYMCOMM_MAX_BLOCKS` blocks this narrow before blocks grow (see `plan::spread`) | 128 |
+//! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 64 |
+//! | `SYMCOMM_LL_MIN_THREADS` | the same as `SYMCOMM_MIN_THREADS` for the LL kernels (not the fused one-shot, which keeps whole rows in full blocks) | 64 |
 //! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
 
 use symcomm::{Error, Result};
@@ -83,8 +85,14 @@ pub struct Tuning {
     /// Most blocks of a barrier-based kernel (the device communicator gets this many
     /// barriers).
     pub max_blocks: u32,
+    /// Fewest threads per block of a barrier-based kernel (a multiple of 32, at most
+    /// [`plan::THREADS`]; see [`plan::spread`]).
+    pub min_threads: u32,
     /// Most blocks of an LL kernel.
     pub ll_blocks: u32,
+    /// Fewest threads per block of an LL kernel (a multiple of 32, at most
+    /// [`plan::LL_THREADS`]).
+    pub ll_min_threads: u32,
     /// Bound of every device-side wait, in nanoseconds.
     pub timeout_ns: u64,
     /// Bytes of slots of the pipelined push kernels, i.e. the size of their scratch window
@@ -115,7 +123,16 @@ impl Default for Tuning {
             // barrier kernels 11–13 µs already at 2 MiB (reduce-scatter at 1 MiB: 1.40× NCCL).
             ll_max: 256 << 10,
             max_blocks: 128,
-            ll_blocks: 16,
+            // 2×H200, bf16, 128-thread blocks against 512-thread ones (the same threads in
+            // all, on four times the SMs): two-shot all-reduce 128 KiB–1 MiB 6.2–8.7 µs
+            // against 7.5–9.7; all-gather, reduce-scatter and all-to-all at 512 KiB–1 MiB
+            // 1.2 µs faster; no change from 2 MiB (the blocks are full-width there).
+            min_threads: 128,
+            // The same for the LL kernels, with more blocks: one-shot all-reduce 64 KiB
+            // 3.95 µs (64 blocks of 64 threads) against 4.51 (8 of 512); LL all-gather,
+            // reduce-scatter and all-to-all 10–15% faster at 16–256 KiB.
+            ll_blocks: 64,
+            ll_min_threads: 64,
             timeout_ns: 10_000_000_000,
             push_scratch: 32 << 20,
             push_slots: 2,
@@ -172,6 +189,21 @@ impl Tuning {
         }
         if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, 128)? {
             t.max_blocks = n as u32;
+        }
+        let warps = |var: &str, max: u32| -> Result<Option<u32>> {
+            match num(var, 32, u64::from(max))? {
+                Some(n) if n % 32 != 0 => Err(Error::Env {
+                    var: var.into(),
+                    reason: format!("{n} is not a multiple of 32"),
+                }),
+                n => Ok(n.map(|n| n as u32)),
+            }
+        };
+        if let Some(n) = warps("SYMCOMM_MIN_THREADS", plan::THREADS)? {
+            t.min_threads = n;
+        }
+        if let Some(n) = warps("SYMCOMM_LL_MIN_THREADS", plan::LL_THREADS)? {
+            t.ll_min_threads = n;
         }
         if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, 64)? {
             t.ll_blocks = n as u32;
@@ -259,7 +291,7 @@ impl Tuning {
     /// the scratch holds for that grid, no more than one block's part of the slice, rounded
     /// down to whole passes of the block's threads when it is larger than one pass.
     pub fn push_shape(&self, n: usize, slice: u64, threads: u32) -> (u32, u64) {
-        let g = self.blocks(slice);
+        let g = plan::blocks_for(slice, threads, self.max_blocks);
         let room = plan::pipe_chunk(
             self.push_window_bytes(n),
             u64::from(g),
@@ -275,15 +307,15 @@ impl Tuning {
         (g, chunk)
     }
 
-    /// Blocks of a barrier-based kernel where each thread handles `work` packs in total
-    /// (spread over the grid).
-    pub fn blocks(&self, work: u64) -> u32 {
-        plan::blocks_for(work, plan::THREADS, self.max_blocks)
+    /// `(blocks, threads)` of a barrier-based kernel for `work` packs, one per thread per
+    /// pass (spread over the grid: [`plan::spread`]).
+    pub fn shape(&self, work: u64) -> (u32, u32) {
+        plan::spread(work, self.min_threads, plan::THREADS, self.max_blocks)
     }
 
-    /// Blocks of an LL kernel for `packs` packs.
-    pub fn ll_blocks_for(&self, packs: u64) -> u32 {
-        plan::blocks_for(packs, plan::LL_THREADS, self.ll_blocks)
+    /// `(blocks, threads)` of an LL kernel for `packs` packs.
+    pub fn ll_shape(&self, packs: u64) -> (u32, u32) {
+        plan::spread(packs, self.ll_min_threads, plan::LL_THREADS, self.ll_blocks)
     }
 
     /// LL capacity in packs per sender for `n` ranks: a one-shot all-reduce sends its whole
@@ -453,9 +485,14 @@ mod tests {
     #[test]
     fn block_counts_follow_the_work_and_the_cap() {
         let t = Tuning::default();
-        assert_eq!(t.blocks(1), 1);
-        assert_eq!(t.blocks(512 * 3), 3);
-        assert_eq!(t.blocks(1 << 30), 128);
-        assert_eq!(t.ll_blocks_for(1 << 20), 16);
+        // Narrow blocks first, as many as allowed, then wider ones.
+        assert_eq!(t.shape(1), (1, 128));
+        assert_eq!(t.shape(128 * 3), (3, 128));
+        assert_eq!(t.shape(128 * 128), (128, 128));
+        // One pack more: blocks a warp wider, so fewer of them cover the work.
+        assert_eq!(t.shape(128 * 128 + 1), (103, 160));
+        assert_eq!(t.shape(1 << 30), (128, 512));
+        assert_eq!(t.ll_shape(256), (4, 64));
+        assert_eq!(t.ll_shape(1 << 20), (64, 512));
     }
 }

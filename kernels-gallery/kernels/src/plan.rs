@@ -53,6 +53,27 @@ pub const fn blocks_for(work: u64, threads: u32, max_blocks: u32) -> u32 {
     }
 }
 
+/// Blocks and threads per block for `work` packs, one pack per thread per pass: the work
+/// spread over as many blocks (at most `max_blocks`) of `min_threads` threads as it fills,
+/// blocks growing (by warps, up to `max_threads`) only once there are `max_blocks` of them.
+/// More, narrower blocks reach more SMs, so more loads and stores are in flight at once
+/// (4×H200, bf16 two-shot all-reduce at 256 KiB: 7.9 µs with 128-thread blocks against
+/// 9.1 µs with 512-thread ones, the same number of threads). Returns `(blocks, threads)`;
+/// `min_threads ≤ max_threads`, both multiples of 32.
+#[inline(always)]
+pub const fn spread(work: u64, min_threads: u32, max_threads: u32, max_blocks: u32) -> (u32, u32) {
+    let max_blocks = if max_blocks == 0 { 1 } else { max_blocks };
+    let per_block = work.div_ceil(max_blocks as u64).div_ceil(32) * 32;
+    let threads = if per_block < min_threads as u64 {
+        min_threads
+    } else if per_block > max_threads as u64 {
+        max_threads
+    } else {
+        per_block as u32
+    };
+    (blocks_for(work, threads, max_blocks), threads)
+}
+
 // ANCHOR: ll_layout
 /// The LL bank (0 or 1) and epoch (never 0) of LL launch number `counter`.
 ///
@@ -133,6 +154,36 @@ const fn min(a: u64, b: u64) -> u64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn spread_grids_cover_the_work_with_the_narrowest_blocks_that_fit_the_cap() {
+        for (min, max) in [
+            (32u32, 512u32),
+            (64, 512),
+            (128, 512),
+            (512, 512),
+            (96, 256),
+        ] {
+            for cap in [1u32, 2, 7, 16, 64, 128] {
+                for work in [0u64, 1, 31, 32, 33, 255, 4096, 16_385, 1 << 20, 1 << 26] {
+                    let (b, t) = spread(work, min, max, cap);
+                    let what = std::format!("work {work} min {min} max {max} cap {cap}");
+                    assert!(b >= 1 && b <= cap, "{what}: {b} blocks");
+                    assert!(t >= min && t <= max && t % 32 == 0, "{what}: {t} threads");
+                    if work <= u64::from(cap) * u64::from(max) {
+                        // One pass covers the work.
+                        assert!(u64::from(b) * u64::from(t) >= work, "{what}: {b} × {t}");
+                    } else {
+                        assert_eq!((b, t), (cap, max), "{what}");
+                    }
+                    if t > min {
+                        // Narrower blocks would not have covered it with `cap` of them.
+                        assert!(u64::from(cap) * u64::from(t - 32) < work, "{what}: {t}");
+                    }
+                }
+            }
+        }
+    }
 
     #[test]
     fn slices_cover_every_pack_exactly_once() {

@@ -28,6 +28,7 @@ use symcomm_device::mem::{self, LoadOrder, Scope, StoreOrder};
 use symcomm_device::wait::{Spin, WaitError};
 
 use crate::plan;
+use crate::rmsnorm::MAX_PACKS;
 
 /// Most segments of a row.
 pub const MAX_SEGS: u64 = 8;
@@ -36,9 +37,10 @@ pub const MAX_SEGS: u64 = 8;
 /// the LL kernels then keep one block per row (no slots needed).
 pub const MAX_ITEMS: u64 = 1 << 16;
 
-/// Most blocks of a fused launch: every block of a row must be resident at once (512-thread
-/// blocks; far below what an H100/H200 holds).
-pub const MAX_GRID: u32 = 64;
+/// Most threads of a fused launch, all blocks together: every block of a row must be
+/// resident at once (64 blocks of 512 threads, 128 of 256: far below what an H100/H200
+/// holds).
+pub const MAX_GRID_THREADS: u32 = 64 * 512;
 
 /// Bytes of one slot.
 pub const SLOT: u64 = 8;
@@ -117,33 +119,45 @@ pub struct Split {
 /// The split of a launch whose blocks process `rows` rows of `ppr` packs (`tokens` rows in
 /// all), `threads`-thread blocks, at most `max_blocks` blocks: a grid as wide as the plain
 /// all-reduce would use for those packs (one pack per thread per pass, at most `max_blocks`
-/// and [`MAX_GRID`]), with rows cut into as many segments as that grid has room for (at most
-/// [`MAX_SEGS`] and `ppr`; 1 if `tokens × segs` exceeds [`MAX_ITEMS`]).
+/// blocks and [`MAX_GRID_THREADS`] threads), with rows cut into as many segments as that
+/// grid has room for (at most [`MAX_SEGS`] and `ppr`; 1 if `tokens × segs` exceeds
+/// [`MAX_ITEMS`]), and into at least as many as a block needs to hold a segment
+/// (`MAX_PACKS × threads` packs) where that is possible.
 ///
-/// `ppr ≤ MAX_PACKS × threads` (a row fits one block) is the caller's precondition; segments
-/// are shorter than the row, so they fit too.
+/// A segment fits one block (`ppr.div_ceil(segs) ≤ MAX_PACKS × threads`) whenever a row
+/// does, and otherwise only if the row could be cut that finely within those limits: the
+/// caller checks it on the result.
 #[inline(always)]
 pub const fn split(tokens: u64, rows: u64, ppr: u64, threads: u32, max_blocks: u32) -> Split {
+    let most = MAX_GRID_THREADS / if threads == 0 { 1 } else { threads };
     let cap = if max_blocks == 0 {
         1
-    } else if max_blocks > MAX_GRID {
-        MAX_GRID
+    } else if max_blocks > most {
+        most
     } else {
         max_blocks
     };
+    let cap = if cap == 0 { 1 } else { cap };
     let rows = if rows == 0 { 1 } else { rows };
     let want = plan::blocks_for(rows * ppr, threads, cap) as u64;
     let mut segs = want / rows;
+    let fit = ppr.div_ceil(MAX_PACKS as u64 * threads as u64);
+    if segs < fit {
+        segs = fit;
+    }
     if segs > MAX_SEGS {
         segs = MAX_SEGS;
     }
     if segs > ppr {
         segs = ppr;
     }
+    if segs > cap as u64 {
+        segs = cap as u64;
+    }
     if segs == 0 || tokens.saturating_mul(segs) > MAX_ITEMS {
         segs = 1;
     }
-    // `segs ≤ want ≤ cap`, so at least one row's segments fit the grid.
+    // `segs ≤ cap`, so at least one row's segments fit the grid.
     let per_pass = (cap as u64 / segs) * segs;
     let items = rows * segs;
     let blocks = if items < per_pass { items } else { per_pass };
@@ -151,6 +165,13 @@ pub const fn split(tokens: u64, rows: u64, ppr: u64, threads: u32, max_blocks: u
         segs,
         blocks: blocks as u32,
     }
+}
+
+/// True when a segment of `split` holds at most `MAX_PACKS × threads` packs of a `ppr`-pack
+/// row (one block can hold it).
+#[inline(always)]
+pub const fn fits(s: Split, ppr: u64, threads: u32) -> bool {
+    ppr.div_ceil(s.segs) <= MAX_PACKS as u64 * threads as u64
 }
 
 /// Publishes `partial` in the slot at `slot` for the launch tagged `tag`. One thread calls it.
@@ -255,7 +276,6 @@ pub unsafe fn gather(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::rmsnorm::MAX_PACKS;
     use std::format;
 
     #[test]
@@ -277,33 +297,66 @@ mod tests {
 
     #[test]
     fn a_split_keeps_a_rows_segments_in_one_pass_of_a_coresident_grid() {
-        for threads in [32u32, 64, 512] {
+        for threads in [32u32, 64, 128, 256, 512] {
             for max_blocks in [1u32, 2, 3, 16, 64, 128] {
                 for tokens in [1u64, 2, 3, 7, 16, 33, 128, 70_000] {
                     for ppr in [1u64, 2, 7, 64, 128, 512, 1024] {
-                        if ppr > MAX_PACKS as u64 * threads as u64 {
+                        let most = MAX_GRID_THREADS / threads;
+                        let fit = ppr.div_ceil(MAX_PACKS as u64 * threads as u64);
+                        if fit > MAX_SEGS.min(max_blocks.min(most) as u64)
+                            || (fit > 1 && tokens * fit > MAX_ITEMS)
+                        {
+                            // No split fits: the caller sees it and takes wider blocks.
+                            let s = split(tokens, rows_of(tokens), ppr, threads, max_blocks);
+                            assert!(!fits(s, ppr, threads));
                             continue;
                         }
-                        let rows = tokens.div_ceil(1 + tokens % 3);
+                        let rows = rows_of(tokens);
                         let s = split(tokens, rows, ppr, threads, max_blocks);
                         let what = format!(
                             "tokens {tokens} rows {rows} ppr {ppr} threads {threads} max {max_blocks}: {s:?}"
                         );
                         assert!(s.segs >= 1 && s.segs <= MAX_SEGS && s.segs <= ppr, "{what}");
                         assert!(s.blocks >= 1, "{what}");
-                        assert!(s.blocks <= max_blocks.clamp(1, MAX_GRID), "{what}");
+                        assert!(s.blocks <= max_blocks.clamp(1, most), "{what}");
                         assert_eq!(s.blocks as u64 % s.segs, 0, "{what}");
                         assert!(s.blocks as u64 <= rows * s.segs, "{what}");
                         assert!(s.segs == 1 || tokens * s.segs <= MAX_ITEMS, "{what}");
                         // A segment fits one block's registers.
-                        assert!(
-                            ppr.div_ceil(s.segs) <= MAX_PACKS as u64 * threads as u64,
-                            "{what}"
-                        );
+                        assert!(fits(s, ppr, threads), "{what}");
                     }
                 }
             }
         }
+    }
+
+    /// Rows per launch of a test case: all of them, or a rank's share.
+    fn rows_of(tokens: u64) -> u64 {
+        tokens.div_ceil(1 + tokens % 3)
+    }
+
+    #[test]
+    fn narrow_blocks_cut_rows_into_segments_that_fit_them() {
+        // 128 × 8192 on 4 ranks with 128-thread blocks: a block holds 256 packs of 1024.
+        let s = split(128, 32, 1024, 128, 128);
+        assert_eq!(
+            s,
+            Split {
+                segs: 4,
+                blocks: 128
+            }
+        );
+        assert!(fits(s, 1024, 128));
+        // 128 × 4096 on 4 ranks: 128 blocks of 128 threads instead of 32 of 512.
+        assert_eq!(
+            split(128, 32, 512, 128, 128),
+            Split {
+                segs: 4,
+                blocks: 128
+            }
+        );
+        // A grid too small to cut the row finely enough: the caller falls back.
+        assert!(!fits(split(128, 32, 1024, 128, 2), 1024, 128));
     }
 
     #[test]
