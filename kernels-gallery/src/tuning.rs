@@ -25,6 +25,10 @@ use symcomm::{Error, Result};
 
 use symcomm_gallery_kernels::plan;
 
+// Every LL launch and every fused two-shot launch (at most `SYMCOMM_LL_BLOCKS` and
+// `SYMCOMM_MAX_BLOCKS` blocks) finds one launch counter per block in the LL header.
+const _: () = assert!(64 <= plan::LL_COUNTERS && 128 <= plan::LL_COUNTERS);
+
 /// An all-reduce algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Algo {

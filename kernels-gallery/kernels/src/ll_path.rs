@@ -1,23 +1,27 @@
 //! The LL data path of the one-shot kernels: a launch reads its bank and epoch from the
 //! scratch window's header, pushes packs into peers' scratch as LL lines, polls its own
-//! scratch for theirs, and at the end the last block to finish advances the launch counter.
+//! scratch for theirs, and at the end every block advances its share of the launch counters.
 //!
-//! Why one counter per rank is enough: every LSA rank runs the same sequence of LL launches,
-//! so the counters agree; a launch cannot start before the previous one on its stream has
-//! finished, so every block of a launch reads the same counter value (the last block of the
-//! previous launch wrote it). Double buffering: rank `r` can only be in launch `k + 2` (bank
+//! The counter: one word per block index (`plan::LL_COUNTERS` of them), all holding the number
+//! of LL launches so far. Block `b` of a `g`-block launch reads word `b` first and, once done
+//! with it, stores the next value into words `b, b + g, b + 2g, …`: every word advances by
+//! exactly one per launch whatever the grid, with plain stores (no atomic, no round trip at
+//! the end of the kernel), and no block reads a word another block of the same launch writes.
+//! Every LSA rank runs the same sequence of LL launches, so the counters agree across ranks; a
+//! launch cannot start before the previous one on its stream has finished, so it reads what
+//! the previous one wrote. Double buffering: rank `r` can only be in launch `k + 2` (bank
 //! of `k` again) after finishing `k + 1`, which needed every peer's `k + 1` lines, sent after
 //! that peer had finished reading `k`.
 //!
 //! Kernels whose later phases wait for lines that other blocks of the same GPU send in an
 //! earlier phase (the two-shot LL kernels) need all their blocks resident at once; the host
-//! launches LL kernels with at most 64 blocks (16 by default), far below the SM count.
+//! launches LL kernels with at most 64 blocks, far below the SM count.
 
-use symcomm_device::arch::grid_dim;
+use symcomm_device::arch::{block_dim, block_idx, grid_dim, thread_idx};
 use symcomm_device::comm::DevComm;
 use symcomm_device::coop::{Coop, Cta};
 use symcomm_device::ll;
-use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
+use symcomm_device::mem::{self, LoadOrder, Scope, StoreOrder, U32x4};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::wait::WaitError;
 
@@ -39,16 +43,19 @@ pub struct LlLaunch {
 
 impl LlLaunch {
     // ANCHOR: ll_begin
-    /// Reads the launch counter. Every thread of every block calls it first.
+    /// Reads this block's launch counter. Every thread of every block calls it first.
     ///
     /// # Safety
-    /// `scratch` is the gallery scratch window (header + LL region for `cap` packs).
+    /// `scratch` is the gallery scratch window (header + LL region for `cap` packs); the grid
+    /// has at most [`plan::LL_COUNTERS`] blocks.
     #[inline(always)]
     pub unsafe fn begin(comm: &DevComm, scratch: SymPtr<u8>, cap: u64) -> LlLaunch {
         // SAFETY: the header is in this rank's scratch copy.
         let local = unsafe { local_addr(scratch) };
-        // SAFETY: as above; written by the previous launch, which has finished.
-        let counter = unsafe { mem::load(local as *const u32, LoadOrder::Relaxed, Scope::Gpu) };
+        let word = (local + 4 * u64::from(block_idx().x)) as *const u32;
+        // SAFETY: as above (block index < LL_COUNTERS); written by an earlier launch, which
+        // has finished.
+        let counter = unsafe { mem::load(word, LoadOrder::Relaxed, Scope::Gpu) };
         let (bank, epoch) = plan::ll_bank_epoch(counter);
         LlLaunch {
             scratch,
@@ -71,8 +78,8 @@ impl LlLaunch {
     }
 
     // ANCHOR: ll_end
-    /// Finishes the launch: reports `res` (any failing thread), then the last block to get
-    /// here advances the counter. Every thread of every block calls it last.
+    /// Finishes the launch: reports `res` (any failing thread), then advances this block's
+    /// share of the launch counters. Every thread of every block calls it last.
     ///
     /// # Safety
     /// As [`begin`](Self::begin); `status` is null or a valid global `u32`.
@@ -80,30 +87,29 @@ impl LlLaunch {
     pub unsafe fn end(self, res: Result<(), WaitError>, status: *mut u32) {
         // SAFETY: forwarded.
         unsafe { report(status, res) };
-        let cta = Cta::new();
-        cta.sync();
-        if cta.is_leader() {
-            let ticket = (self.local + 4) as *mut u32;
-            // SAFETY: header words of this rank's scratch.
-            // Ordering: relaxed. The hazard is a block of this launch reading the counter
-            // after the last block advanced it; but every thread of this block consumed the
-            // counter it loaded (the epoch of every line it sent or polled) before the
-            // `cta.sync` above, so its load has returned before the ticket is taken, and the
-            // new counter is stored only after every block's ticket. The next launch reads it
-            // after this kernel has finished (stream order). A release here costs a fence:
-            // ~0.3 µs on every LL launch (4×H200).
+        Cta::new().sync();
+        // Ordering: relaxed. Word `b` is read in this launch only by block `b`, whose threads
+        // all consumed the value they loaded (the epoch of every line they sent or polled)
+        // before the `sync` above; the other words this block writes are not read in this
+        // launch at all. The next launch reads them after this kernel has finished (stream
+        // order). No atomic, so the end of the kernel waits for no round trip (a ticket
+        // taken with an atomic add cost ~0.4 µs per LL launch), and the block's threads
+        // share the stores (one thread storing all 128 words of a one-block launch cost
+        // ~1 µs).
+        let next = self.counter.wrapping_add(1);
+        let g = u64::from(grid_dim().x);
+        let mut k = u64::from(block_idx().x) + u64::from(thread_idx().x) * g;
+        while k < plan::LL_COUNTERS {
+            // SAFETY: header word k < LL_COUNTERS of this rank's scratch.
             unsafe {
-                let done = mem::atomic_add(ticket, 1, Ordering::Relaxed, Scope::Gpu);
-                if done + 1 == grid_dim().x {
-                    mem::store(ticket, 0, StoreOrder::Relaxed, Scope::Gpu);
-                    mem::store(
-                        self.local as *mut u32,
-                        self.counter.wrapping_add(1),
-                        StoreOrder::Relaxed,
-                        Scope::Gpu,
-                    );
-                }
-            }
+                mem::store(
+                    (self.local + 4 * k) as *mut u32,
+                    next,
+                    StoreOrder::Relaxed,
+                    Scope::Gpu,
+                )
+            };
+            k += g * u64::from(block_dim().x);
         }
     }
     // ANCHOR_END: ll_end

@@ -13,9 +13,15 @@ pub const THREADS: u32 = 512;
 /// Threads per block of the LL (one-shot) kernels.
 pub const LL_THREADS: u32 = 512;
 
-/// Bytes of the LL header at offset 0 of the scratch window: word 0 = launch counter,
-/// word 1 = end-of-launch ticket (blocks done).
+/// Bytes of the LL header at offset 0 of the scratch window: the launch counters, one `u32`
+/// per block index below [`LL_COUNTERS`] (all equal between launches; see `ll_path`).
 pub const LL_HEADER: u64 = 4096;
+
+/// Launch counters in the LL header: the most blocks an LL launch (or a fused two-shot launch,
+/// which keeps its counters in the same layout) may have.
+pub const LL_COUNTERS: u64 = 128;
+
+const _: () = assert!(LL_COUNTERS * 4 <= LL_HEADER);
 
 /// Bytes one 16-byte pack occupies in LL form (two `{lo, epoch, hi, epoch}` lines).
 pub const LL_PACK: u64 = 32;

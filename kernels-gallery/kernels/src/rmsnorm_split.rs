@@ -18,7 +18,7 @@
 //!
 //! | bytes | what |
 //! |---|---|
-//! | `[0, HEADER)` | launch counter and ticket of the barrier two-shot (the LL header layout) |
+//! | `[0, HEADER)` | launch counters of the barrier two-shot (the LL header layout) |
 //! | [`ll_slot_off`] | partials of the LL kernels (written and read on this GPU) |
 //! | [`bar_slot_off`] | partials of the barrier two-shot (written and read on the row's owner) |
 //! | [`inv_off`] | the scales `rsqrt(mean(h²) + eps)` of the barrier two-shot's items (f32 each, pushed by the row's owner) |
@@ -45,8 +45,8 @@ pub const MAX_GRID_THREADS: u32 = 64 * 512;
 /// Bytes of one slot.
 pub const SLOT: u64 = 8;
 
-/// Bytes of the header at the start of the fused region (the LL header layout: word 0 =
-/// launch counter, word 1 = ticket).
+/// Bytes of the header at the start of the fused region (the LL header layout: one launch
+/// counter per block index).
 pub const HEADER: u64 = plan::LL_HEADER;
 
 /// Byte offset in the fused region of the LL kernels' slot of item `item`.
