@@ -6,7 +6,6 @@
 #![warn(missing_docs)]
 
 pub mod emulated;
-pub mod ranks;
 
 // ANCHOR: embed
 /// The example kernels as PTX, with their entry points.

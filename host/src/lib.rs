@@ -21,6 +21,7 @@ pub mod ipc;
 pub mod launch;
 pub mod launcher;
 mod logging;
+pub mod ranks;
 pub mod space;
 pub mod symmem;
 pub mod window;

@@ -47,7 +47,6 @@ pub mod buffer;
 pub mod check;
 pub mod collectives;
 pub mod emulation;
-pub mod ranks;
 pub mod rmsnorm;
 pub mod tuning;
 pub mod types;

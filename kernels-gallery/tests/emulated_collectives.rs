@@ -422,7 +422,7 @@ impl Rank {
 /// Runs `f` on `n` thread ranks; panics with every rank's error.
 fn on_ranks<T: Send>(n: usize, f: impl Fn(Rank) -> Result<T> + Sync) -> Vec<T> {
     use_backend(Backend::Emulated).unwrap();
-    let results = symcomm_gallery::ranks::run_ranks(Some(n), |comm| f(Rank::new(comm)?));
+    let results = symcomm::ranks::run_ranks(Some(n), |comm| f(Rank::new(comm)?));
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for (rank, r) in results {

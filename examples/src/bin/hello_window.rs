@@ -13,10 +13,10 @@ use std::process::ExitCode;
 
 use symcomm::cuda::{self, VmmBuffer};
 use symcomm::launch::{LaunchConfig, Module, synchronize};
+use symcomm::ranks::{run_ranks, take_threads_flag};
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
 use symcomm_device::window::Window as DeviceWindow;
 use symcomm_example_kernels::hello_pattern;
-use symcomm_examples::ranks::{run_ranks, take_threads_flag};
 use symcomm_examples::{emulated, kernels};
 
 const BLOCKS: u32 = 8;

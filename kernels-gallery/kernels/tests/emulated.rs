@@ -193,6 +193,49 @@ fn run_barrier(flat: &Flat, n: u32, kernel: BarrierKernel, packs: u64) -> Vec<u3
     })
 }
 
+/// Host form of a pipelined push kernel:
+/// `(comm, src, dst, packs, push, slots, chunk, timeout, status)`.
+type PushKernel =
+    unsafe fn(DevComm, SymPtr<u8>, SymPtr<u8>, u64, SymPtr<u8>, u64, u64, u64, *mut u32);
+
+/// Runs a push kernel on every rank (source in region `A`, destination at byte `off` of
+/// region `region` where `dst(rank)` is `(region, off)`, the push region in `PUSH` with
+/// `slots` slots of `chunk` packs per sender) and returns the status words.
+fn run_push(
+    flat: &Flat,
+    n: u32,
+    kernel: PushKernel,
+    dst: impl Fn(u32) -> (u64, u64) + Sync,
+    packs: u64,
+    slots: u64,
+    chunk: u64,
+) -> Vec<u32> {
+    on_ranks(n, |r, status| {
+        let (region, off) = dst(r);
+        let (wa, wd, wp) = (
+            flat.window(r, A),
+            flat.window(r, region),
+            flat.window(r, PUSH),
+        );
+        // SAFETY: every caller sizes A and the destination of every rank for `packs` packs of
+        // this kernel (see each test); the push region (8 MiB) holds the counters and
+        // n × slots slots of `chunk` packs of one block; every rank runs the same launch.
+        unsafe {
+            kernel(
+                flat.comm(r, 1),
+                sym(&wa, 0),
+                sym(&wd, off),
+                packs,
+                sym(&wp, 0),
+                slots,
+                chunk,
+                TIMEOUT,
+                status,
+            )
+        };
+    })
+}
+
 fn sym(w: &Window, off: u64) -> SymPtr<u8> {
     SymPtr::new(w as *const Window, off as usize)
 }
@@ -201,6 +244,34 @@ fn f32_pattern(seed: u32, rank: u32, count: usize, first: u64) -> Vec<f32> {
     (0..count)
         .map(|i| pattern::value(seed, rank, first + i as u64) as f32)
         .collect()
+}
+
+/// Writes `src_count` values of pattern `seed` to region `A` of every rank (its own values)
+/// and poisons region `B` of every rank with `b_count` NaNs.
+fn fill_a_and_poison_b(flat: &Flat, n: u32, seed: u32, src_count: usize, b_count: usize) {
+    for r in 0..n {
+        flat.write(r, A, &f32_pattern(seed, r, src_count, 0));
+        flat.write(r, B, &vec![f32::NAN; b_count]);
+    }
+}
+
+/// Asserts that the `count` f32 of every rank `r` at `at(r)` (a region and a byte offset in
+/// it) are `want(r, i)`; a failure names `what`, the rank and the element.
+fn check_f32(
+    flat: &Flat,
+    n: u32,
+    at: impl Fn(u32) -> (u64, u64),
+    count: usize,
+    want: impl Fn(u32, usize) -> f32,
+    what: &str,
+) {
+    for r in 0..n {
+        let (region, off) = at(r);
+        let got: Vec<f32> = flat.read(r, region + off, count);
+        for (i, g) in got.iter().enumerate() {
+            assert_eq!(*g, want(r, i), "{what} rank {r} elem {i}");
+        }
+    }
 }
 
 #[test]
@@ -251,41 +322,29 @@ fn push_two_shot_all_reduce_is_right_over_several_steps_in_and_out_of_place() {
     ] {
         let flat = Flat::new(n);
         let count = 4 * 1003; // f32: 1003 packs, several rounds, ragged slices
+        let dst = |_| (if inplace { A } else { B }, 0);
         for launch in 0..2u32 {
-            for r in 0..n {
-                flat.write(r, A, &f32_pattern(launch + 40, r, count, 0));
-                flat.write(r, B, &vec![f32::NAN; count]);
-            }
-            let st = on_ranks(n, |r, status| {
-                let (wa, wb, wp) = (flat.window(r, A), flat.window(r, B), flat.window(r, PUSH));
-                let dst = if inplace { sym(&wa, 0) } else { sym(&wb, 0) };
-                // SAFETY: windows of `count` f32; the push region (8 MiB) holds the counters
-                // and n × slots slots of `chunk` packs of one block.
-                unsafe {
-                    k::all_reduce_two_shot_push_f32_sum(
-                        flat.comm(r, 1),
-                        sym(&wa, 0),
-                        dst,
-                        (count / 4) as u64,
-                        sym(&wp, 0),
-                        slots,
-                        chunk,
-                        TIMEOUT,
-                        status,
-                    )
-                };
-            });
+            let seed = launch + 40;
+            fill_a_and_poison_b(&flat, n, seed, count, count);
+            let packs = (count / 4) as u64;
+            let st = run_push(
+                &flat,
+                n,
+                k::all_reduce_two_shot_push_f32_sum,
+                dst,
+                packs,
+                slots,
+                chunk,
+            );
             assert!(st.iter().all(|&s| s == 0), "{st:?}");
-            for r in 0..n {
-                let got: Vec<f32> = flat.read(r, if inplace { A } else { B }, count);
-                for (i, g) in got.iter().enumerate() {
-                    let want = pattern::sum(launch + 40, n, i as u64) as f32;
-                    assert_eq!(
-                        *g, want,
-                        "n {n} chunk {chunk} launch {launch} rank {r} elem {i}"
-                    );
-                }
-            }
+            check_f32(
+                &flat,
+                n,
+                dst,
+                count,
+                |_, i| pattern::sum(seed, n, i as u64) as f32,
+                &format!("n {n} chunk {chunk} launch {launch}"),
+            );
         }
     }
 }
@@ -334,49 +393,38 @@ fn push_reduce_scatter_is_right_over_several_steps_in_and_out_of_place() {
         let flat = Flat::new(n);
         let per = 4 * 25; // f32 per block: 25 packs
         let total = per * n as usize;
+        // In place, rank r's block of A is its destination.
+        let dst = |r: u32| {
+            if inplace {
+                (A, (r as usize * per * 4) as u64)
+            } else {
+                (B, 0)
+            }
+        };
         for launch in 0..2u32 {
-            for r in 0..n {
-                flat.write(r, A, &f32_pattern(launch + 90, r, total, 0));
-                flat.write(r, B, &vec![f32::NAN; per]);
-            }
-            let st = on_ranks(n, |r, status| {
-                let (wa, wb, wp) = (flat.window(r, A), flat.window(r, B), flat.window(r, PUSH));
-                let dst = if inplace {
-                    sym(&wa, (r as usize * per * 4) as u64)
-                } else {
-                    sym(&wb, 0)
-                };
-                // SAFETY: A holds n × per f32, B per; the push region holds the counters and
-                // n × slots slots of `chunk` packs of one block.
-                unsafe {
-                    k::reduce_scatter_push_f32_min(
-                        flat.comm(r, 1),
-                        sym(&wa, 0),
-                        dst,
-                        (per / 4) as u64,
-                        sym(&wp, 0),
-                        slots,
-                        chunk,
-                        TIMEOUT,
-                        status,
-                    )
-                };
-            });
+            let seed = launch + 90;
+            fill_a_and_poison_b(&flat, n, seed, total, per);
+            let packs = (per / 4) as u64;
+            let st = run_push(
+                &flat,
+                n,
+                k::reduce_scatter_push_f32_min,
+                dst,
+                packs,
+                slots,
+                chunk,
+            );
             assert!(st.iter().all(|&s| s == 0), "{st:?}");
-            for r in 0..n {
-                let got: Vec<f32> = if inplace {
-                    flat.read(r, A + (r as usize * per * 4) as u64, per)
-                } else {
-                    flat.read(r, B, per)
-                };
-                for (i, g) in got.iter().enumerate() {
-                    let want = pattern::min(launch + 90, n, (r as usize * per + i) as u64) as f32;
-                    assert_eq!(
-                        *g, want,
-                        "n {n} chunk {chunk} launch {launch} rank {r} elem {i}"
-                    );
-                }
-            }
+            let want =
+                |r: u32, i: usize| pattern::min(seed, n, (r as usize * per + i) as u64) as f32;
+            check_f32(
+                &flat,
+                n,
+                dst,
+                per,
+                want,
+                &format!("n {n} chunk {chunk} launch {launch}"),
+            );
         }
     }
 }

@@ -1121,9 +1121,7 @@ fn main() -> ExitCode {
         }
     }
     let mut ok = true;
-    for (rank, result) in
-        symcomm_gallery::ranks::run_ranks(opts.threads, |comm| run_rank(comm, &opts))
-    {
+    for (rank, result) in symcomm::ranks::run_ranks(opts.threads, |comm| run_rank(comm, &opts)) {
         match result {
             Ok((lines, wrong)) => {
                 if rank == 0 {

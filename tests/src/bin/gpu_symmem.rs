@@ -25,9 +25,9 @@ use std::time::{Duration, Instant};
 use cudarc::driver::{CudaContext, sys};
 use symcomm::cuda::{self, VmmBuffer, memory::DeviceBox};
 use symcomm::launch::{LaunchConfig, Module, synchronize};
+use symcomm::ranks::{run_ranks, take_threads_flag};
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
 use symcomm_device::window::Window as DeviceWindow;
-use symcomm_examples::ranks::{run_ranks, take_threads_flag};
 use symcomm_tests::kernels;
 
 const BLOCKS: u32 = 8;

@@ -1,0 +1,132 @@
+//! Running one function per rank, in either launch mode symcomm supports:
+//!
+//! - one process per GPU: start the program with `symcomm-run -n N` (or torchrun / mpirun);
+//!   each process is one rank, found from the environment ([`Communicator::from_env`]);
+//! - one process driving several GPUs: pass `--threads N`; rank `r` runs on a thread of this
+//!   process and uses GPU `r` ([`Communicator::init_threads`]).
+//!
+//! Either way the same per-rank function runs against a [`Communicator`], so a program
+//! written once supports both modes:
+//!
+//! ```no_run
+//! use symcomm::ranks::{run_ranks, take_threads_flag};
+//!
+//! let mut args: Vec<String> = std::env::args().skip(1).collect();
+//! let threads = take_threads_flag(&mut args).unwrap_or_else(|e| panic!("{e}"));
+//! for (rank, result) in run_ranks(threads, |comm| Ok(comm.size())) {
+//!     println!("rank {rank}: {result:?}");
+//! }
+//! ```
+//!
+//! The examples, the GPU test programs and `symcomm-bench` start their ranks this way.
+
+use crate::{Communicator, Error, Result};
+
+/// Removes `--threads N` from `args` and returns `N` if it was there (`None` if not).
+///
+/// The error is a one-line message for the command line: `--threads` without a value, with a
+/// value that is not a number, or with `0`; `args` is left unchanged then.
+pub fn take_threads_flag(args: &mut Vec<String>) -> std::result::Result<Option<usize>, String> {
+    let Some(i) = args.iter().position(|a| a == "--threads") else {
+        return Ok(None);
+    };
+    let value = args
+        .get(i + 1)
+        .ok_or("--threads needs a number")?
+        .parse::<usize>()
+        .map_err(|_| "--threads: not a number".to_string())?;
+    if value == 0 {
+        return Err("--threads must be at least 1".into());
+    }
+    args.drain(i..i + 2);
+    Ok(Some(value))
+}
+
+/// Runs `f` once per rank of this process and returns each rank's result, in rank order.
+///
+/// With `threads` `None` this process is one rank, found from the environment, and every
+/// process of the job must call this; with `Some(n)` this process is the whole job: ranks
+/// `0..n`, one thread each, on GPUs `0..n` (see [`Communicator::init_threads`]). If the
+/// communicators cannot be created, the result is that one error, reported as rank 0's. A
+/// rank whose thread panics reports [`Error::InvalidArgument`] naming the rank; the other
+/// ranks' results are still returned.
+pub fn run_ranks<T, F>(threads: Option<usize>, f: F) -> Vec<(usize, Result<T>)>
+where
+    T: Send,
+    F: Fn(Communicator) -> Result<T> + Sync,
+{
+    match threads {
+        None => match Communicator::from_env() {
+            Ok(comm) => {
+                let rank = comm.rank();
+                vec![(rank, f(comm))]
+            }
+            Err(e) => vec![(0, Err(e))],
+        },
+        Some(n) => match Communicator::init_threads(n) {
+            Ok(comms) => std::thread::scope(|s| {
+                let handles: Vec<_> = comms
+                    .into_iter()
+                    .map(|comm| {
+                        let rank = comm.rank();
+                        let f = &f;
+                        (rank, s.spawn(move || f(comm)))
+                    })
+                    .collect();
+                handles
+                    .into_iter()
+                    .map(|(rank, h)| {
+                        let result = h.join().unwrap_or_else(|_| {
+                            Err(Error::InvalidArgument(format!(
+                                "rank {rank}'s thread panicked"
+                            )))
+                        });
+                        (rank, result)
+                    })
+                    .collect()
+            }),
+            Err(e) => vec![(0, Err(e))],
+        },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::take_threads_flag;
+
+    fn args(list: &[&str]) -> Vec<String> {
+        list.iter().map(|a| a.to_string()).collect()
+    }
+
+    #[test]
+    fn take_threads_flag_removes_the_flag_and_its_value() {
+        let mut a = args(&["--n", "4", "--threads", "8", "stress"]);
+        assert_eq!(take_threads_flag(&mut a), Ok(Some(8)));
+        assert_eq!(a, args(&["--n", "4", "stress"]));
+    }
+
+    #[test]
+    fn take_threads_flag_without_the_flag_leaves_args_alone() {
+        let mut a = args(&["--n", "4"]);
+        assert_eq!(take_threads_flag(&mut a), Ok(None));
+        assert_eq!(a, args(&["--n", "4"]));
+    }
+
+    #[test]
+    fn take_threads_flag_rejects_zero_missing_and_non_numbers() {
+        for (list, message) in [
+            (&["--threads", "0"][..], "--threads must be at least 1"),
+            (&["--threads"][..], "--threads needs a number"),
+            (&["--threads", "eight"][..], "--threads: not a number"),
+            (&["--threads", "-1"][..], "--threads: not a number"),
+        ] {
+            let mut a = args(list);
+            assert_eq!(
+                take_threads_flag(&mut a),
+                Err(message.to_string()),
+                "{list:?}"
+            );
+            assert_eq!(a, args(list), "{list:?}: args must be left unchanged");
+        }
+    }
+}
