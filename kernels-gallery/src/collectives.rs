@@ -106,10 +106,10 @@ impl Collectives {
         })
     }
 
-    /// [`Collectives::new`] with [`Tuning::from_env`] (under emulation:
-    /// [`crate::emulation::tuning_from_env`]).
+    /// [`Collectives::new`] with [`Tuning::from_env_for`] the communicator's rank count (under
+    /// emulation: [`crate::emulation::tuning_from_env`]).
     pub fn from_env(comm: &Communicator) -> Result<Collectives> {
-        Collectives::new(comm, crate::emulation::tuning_from_env()?)
+        Collectives::new(comm, crate::emulation::tuning_from_env(comm.lsa_size())?)
     }
 
     /// The tuning in use.

@@ -58,10 +58,10 @@ fn threads_from(v: Option<&str>) -> Result<u32> {
     }
 }
 
-/// [`Tuning::from_env`], with the grid caps at [`DEFAULT_BLOCKS`] under emulation where the
-/// environment does not set them.
-pub fn tuning_from_env() -> Result<Tuning> {
-    let mut t = Tuning::from_env()?;
+/// [`Tuning::from_env_for`] `n` ranks, with the grid caps at [`DEFAULT_BLOCKS`] under
+/// emulation where the environment does not set them.
+pub fn tuning_from_env(n: usize) -> Result<Tuning> {
+    let mut t = Tuning::from_env_for(n)?;
     if is_emulated()? {
         emulated_caps(&mut t, |k| std::env::var_os(k).is_some());
     }

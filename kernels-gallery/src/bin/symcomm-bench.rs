@@ -928,7 +928,7 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
         let stream = ctx.new_stream().map_err(cu("cuStreamCreate"))?;
         (Some(ctx), Some(stream))
     };
-    let mut tuning = symcomm_gallery::emulation::tuning_from_env()?;
+    let mut tuning = symcomm_gallery::emulation::tuning_from_env(comm.lsa_size())?;
     if opts.algos.contains(&Some(Algo::TwoShotPush)) && tuning.push_scratch == 0 {
         tuning.push_scratch = 32 << 20;
     }
@@ -1106,7 +1106,8 @@ fn main() -> ExitCode {
             eprintln!(
                 "usage: symcomm-bench [--threads N] [--coll LIST|all] [--types f32,bf16,f16,i32] \
                  [--ops sum,min,max] [--min 4K] [--max 1G] [--iters 20] [--replays 20] \
-                 [--warmup 5] [--inplace] [--no-nccl]"
+                 [--warmup 5] [--inplace] [--no-nccl] \
+                 [--algos auto,one_shot,two_shot_ll,two_shot,two_shot_push]"
             );
             return ExitCode::from(2);
         }
