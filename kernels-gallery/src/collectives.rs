@@ -205,7 +205,7 @@ impl Collectives {
         match algo {
             Algo::OneShot => {
                 let name = reducing_kernel("all_reduce_one_shot", t, op);
-                self.launch_ll(&name, src, dst, packs, stream, packs)?;
+                self.launch_ll(&name, src, dst, packs, packs, stream)?;
             }
             Algo::TwoShotLl => {
                 let name = reducing_kernel("all_reduce_two_shot_ll", t, op);
@@ -215,7 +215,7 @@ impl Collectives {
                         "all_reduce: {bytes} bytes exceed the two-shot LL scratch"
                     )));
                 }
-                self.launch_ll(&name, src, dst, slice, stream, packs)?;
+                self.launch_ll(&name, src, dst, packs, slice, stream)?;
             }
             Algo::TwoShot => {
                 let name = reducing_kernel("all_reduce_two_shot", t, op);
@@ -256,7 +256,7 @@ impl Collectives {
         let packs = bytes as u64 / plan::PACK;
         if self.tuning.ll_for(total, bytes, self.n) {
             let name = reducing_kernel("reduce_scatter_ll", t, op);
-            return self.launch_ll(&name, src, dst, packs, stream, packs);
+            return self.launch_ll(&name, src, dst, packs, packs, stream);
         }
         if self.push.is_some() && total >= self.tuning.rs_push_min {
             let name = reducing_kernel("reduce_scatter_push", t, op);
@@ -355,7 +355,7 @@ impl Collectives {
         }
         let packs = bytes as u64 / plan::PACK;
         if self.tuning.ll_for(total, bytes, self.n) {
-            return self.launch_ll(&format!("{name}_ll"), src, dst, packs, stream, packs);
+            return self.launch_ll(&format!("{name}_ll"), src, dst, packs, packs, stream);
         }
         self.launch_barriered(name, src, dst, packs, packs, stream)
     }
@@ -376,16 +376,16 @@ impl Collectives {
         self.launch(name, blocks, threads, stream, args)
     }
 
-    /// Launches an LL kernel whose grid covers `work` packs per thread pass, passing
-    /// `packs` as its size argument.
+    /// Launches an LL kernel taking `(comm, src, dst, packs, scratch, cap, timeout, status)`
+    /// with a grid that covers `work` packs per thread pass (as [`Self::launch_barriered`]).
     fn launch_ll(
         &self,
         name: &str,
         src: Buf<'_>,
         dst: Buf<'_>,
+        packs: u64,
         work: u64,
         stream: CUstream,
-        packs: u64,
     ) -> Result<()> {
         let args =
             launch_args!(self; src.sym(0), dst.sym(0), packs, self.scratch_sym(0), self.ll_cap);
