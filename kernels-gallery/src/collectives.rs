@@ -65,6 +65,7 @@ impl Collectives {
                 hint: "run every rank on one NVLink domain (one node)".into(),
             });
         }
+        tuning.validate()?;
         let n = comm.lsa_size();
         let ll_cap = tuning.ll_cap_packs(n);
         let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
@@ -117,8 +118,9 @@ impl Collectives {
         &self.tuning
     }
 
-    /// Threads per block of every launch: [`plan::THREADS`] on GPUs, fewer under emulation
-    /// (see [`crate::emulation::threads`]).
+    /// The most threads per block of a launch: [`plan::THREADS`] on GPUs, what
+    /// [`crate::emulation::threads`] says under emulation. Launches take fewer where the
+    /// work spreads over more blocks ([`Tuning::shape`]).
     pub fn block_threads(&self) -> u32 {
         self.threads
     }
@@ -437,7 +439,9 @@ impl Collectives {
         let threads = threads.min(self.threads);
         // SAFETY: every gallery entry point's arguments are built by the methods above from
         // checked buffers (inside their windows, 16-byte multiples), the communicator has
-        // `max_blocks ≥ blocks` barriers, and every rank computes the same launch.
+        // `max_blocks ≥ blocks` barriers, grids have at most `plan::LL_COUNTERS` blocks (the
+        // launch counters of the LL and fused kernels; `Tuning::validate`), and every rank
+        // computes the same launch.
         unsafe { f.launch_with(LaunchConfig::linear(blocks, threads), stream, args) }
     }
 

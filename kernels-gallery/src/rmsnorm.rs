@@ -24,7 +24,7 @@ use crate::tuning::Algo;
 /// kernel with barriers takes.
 pub const FUSED_ROW_BYTES: u64 = 8 << 20;
 
-/// Bytes of the scratch window reserved for the fused kernels: the launch counter and
+/// Bytes of the scratch window reserved for the fused kernels: the launch counters and
 /// partial-sum slots of [`split`], then [`FUSED_ROW_BYTES`] of `h` rows.
 pub const FUSED_SCRATCH_BYTES: u64 = split::H_BASE + FUSED_ROW_BYTES;
 

@@ -25,9 +25,16 @@ use symcomm::{Error, Result};
 
 use symcomm_gallery_kernels::plan;
 
-// Every LL launch and every fused two-shot launch (at most `SYMCOMM_LL_BLOCKS` and
-// `SYMCOMM_MAX_BLOCKS` blocks) finds one launch counter per block in the LL header.
-const _: () = assert!(64 <= plan::LL_COUNTERS && 128 <= plan::LL_COUNTERS);
+/// Most blocks of a barrier-based launch ([`Tuning::max_blocks`]).
+pub const MAX_BLOCKS: u32 = 128;
+
+/// Most blocks of an LL launch ([`Tuning::ll_blocks`]; all must be resident at once).
+pub const MAX_LL_BLOCKS: u32 = 64;
+
+// Every LL launch and every fused two-shot launch finds one launch counter per block in the
+// LL header.
+const _: () =
+    assert!(MAX_LL_BLOCKS as u64 <= plan::LL_COUNTERS && MAX_BLOCKS as u64 <= plan::LL_COUNTERS);
 
 /// An all-reduce algorithm.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -87,12 +94,12 @@ pub struct Tuning {
     /// output, as nccl-tests counts size) that runs on the LL kernels.
     pub ll_max: usize,
     /// Most blocks of a barrier-based kernel (the device communicator gets this many
-    /// barriers).
+    /// barriers; 1 to [`MAX_BLOCKS`]).
     pub max_blocks: u32,
     /// Fewest threads per block of a barrier-based kernel (a multiple of 32, at most
     /// [`plan::THREADS`]; see [`plan::spread`]).
     pub min_threads: u32,
-    /// Most blocks of an LL kernel.
+    /// Most blocks of an LL kernel (1 to [`MAX_LL_BLOCKS`]).
     pub ll_blocks: u32,
     /// Fewest threads per block of an LL kernel (a multiple of 32, at most
     /// [`plan::LL_THREADS`]).
@@ -221,7 +228,7 @@ impl Tuning {
         if let Some(n) = num("SYMCOMM_LL_MAX", 0, 64 << 20)? {
             t.ll_max = n as usize;
         }
-        if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, 128)? {
+        if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, u64::from(MAX_BLOCKS))? {
             t.max_blocks = n as u32;
         }
         let warps = |var: &str, max: u32| -> Result<Option<u32>> {
@@ -239,7 +246,7 @@ impl Tuning {
         if let Some(n) = warps("SYMCOMM_LL_MIN_THREADS", plan::LL_THREADS)? {
             t.ll_min_threads = n;
         }
-        if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, 64)? {
+        if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, u64::from(MAX_LL_BLOCKS))? {
             t.ll_blocks = n as u32;
         }
         if let Some(n) = num("SYMCOMM_PUSH_SCRATCH", 0, 16 << 30)? {
@@ -257,7 +264,43 @@ impl Tuning {
         if let Some(n) = num("SYMCOMM_TIMEOUT_MS", 1, 3_600_000)? {
             t.timeout_ns = n * 1_000_000;
         }
+        t.validate()?;
         Ok(t)
+    }
+
+    /// Checks the limits the kernels rely on: `max_blocks` in 1..=[`MAX_BLOCKS`], `ll_blocks`
+    /// in 1..=[`MAX_LL_BLOCKS`] (each block of an LL or fused launch owns one launch counter of
+    /// the scratch header, [`plan::LL_COUNTERS`] in all), and `min_threads` / `ll_min_threads`
+    /// multiples of 32 from 32 to [`plan::THREADS`] / [`plan::LL_THREADS`] (the block sums
+    /// shuffle across full warps).
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming the field and its range.
+    pub fn validate(&self) -> Result<()> {
+        let check = |what: &str, v: u32, lo: u32, hi: u32, step: u32| {
+            if (lo..=hi).contains(&v) && v.is_multiple_of(step) {
+                Ok(())
+            } else {
+                let mult = if step > 1 {
+                    format!(", a multiple of {step}")
+                } else {
+                    String::new()
+                };
+                Err(Error::InvalidArgument(format!(
+                    "gallery tuning: {what} is {v}, not in {lo}..={hi}{mult}"
+                )))
+            }
+        };
+        check("max_blocks", self.max_blocks, 1, MAX_BLOCKS, 1)?;
+        check("ll_blocks", self.ll_blocks, 1, MAX_LL_BLOCKS, 1)?;
+        check("min_threads", self.min_threads, 32, plan::THREADS, 32)?;
+        check(
+            "ll_min_threads",
+            self.ll_min_threads,
+            32,
+            plan::LL_THREADS,
+            32,
+        )
     }
 
     /// The all-reduce algorithm for `bytes`: the forced one if it can run (the LL kernels
@@ -514,6 +557,36 @@ mod tests {
         .unwrap();
         assert!(!t.ll_for(4096, 512, 8));
         assert_eq!(t.ll_cap_packs(8), 1);
+    }
+
+    #[test]
+    fn tunings_outside_the_kernels_limits_are_refused() {
+        assert!(Tuning::default().validate().is_ok());
+        for bad in [
+            Tuning {
+                max_blocks: MAX_BLOCKS + 1,
+                ..Tuning::default()
+            },
+            Tuning {
+                max_blocks: 0,
+                ..Tuning::default()
+            },
+            Tuning {
+                ll_blocks: MAX_LL_BLOCKS + 1,
+                ..Tuning::default()
+            },
+            Tuning {
+                min_threads: 100,
+                ..Tuning::default()
+            },
+            Tuning {
+                ll_min_threads: 1024,
+                ..Tuning::default()
+            },
+        ] {
+            let e = bad.validate().unwrap_err().to_string();
+            assert!(e.contains("gallery tuning"), "{e}");
+        }
     }
 
     #[test]

@@ -25,6 +25,7 @@ use symcomm_gallery::check::{find_wrong, reduced};
 use symcomm_gallery::rmsnorm::{bf16_close, fused_split, reference_row};
 use symcomm_gallery::{Algo, Buf, Collectives, DataType, NormBuffers, RedOp, Tuning, kernels};
 use symcomm_gallery_kernels::pattern;
+use symcomm_gallery_kernels::rmsnorm_split::Split;
 
 const RANKS: [usize; 3] = [2, 4, 8];
 const TYPES: [DataType; 2] = [DataType::F32, DataType::Bf16];
@@ -74,8 +75,8 @@ struct Rank {
 }
 
 impl Rank {
-    fn new(comm: Communicator) -> Result<Rank> {
-        let g = Collectives::new(&comm, tuning())?;
+    fn new(comm: Communicator, tuning: Tuning) -> Result<Rank> {
+        let g = Collectives::new(&comm, tuning)?;
         let a_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
         let b_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
         let a = comm.register_window(&a_mem)?;
@@ -419,10 +420,15 @@ impl Rank {
     }
 }
 
-/// Runs `f` on `n` thread ranks; panics with every rank's error.
+/// Runs `f` on `n` thread ranks with [`tuning`]; panics with every rank's error.
 fn on_ranks<T: Send>(n: usize, f: impl Fn(Rank) -> Result<T> + Sync) -> Vec<T> {
+    on_ranks_with(n, tuning(), f)
+}
+
+/// Runs `f` on `n` thread ranks with `t`; panics with every rank's error.
+fn on_ranks_with<T: Send>(n: usize, t: Tuning, f: impl Fn(Rank) -> Result<T> + Sync) -> Vec<T> {
     use_backend(Backend::Emulated).unwrap();
-    let results = symcomm::ranks::run_ranks(Some(n), |comm| f(Rank::new(comm)?));
+    let results = symcomm::ranks::run_ranks(Some(n), |comm| f(Rank::new(comm, t)?));
     let mut out = Vec::new();
     let mut errors = Vec::new();
     for (rank, r) in results {
@@ -446,6 +452,26 @@ fn every_collective_matches_its_reference_with_2_4_and_8_thread_ranks() {
         );
         assert_eq!(wrong, 0, "{n} ranks: {wrong} wrong elements");
     }
+}
+
+#[test]
+fn narrow_blocks_and_grids_of_three_match_the_reference() {
+    // One-warp blocks where the work spreads (the fused two-shot of one 1024-wide row then
+    // runs as 4 segments of 32-thread blocks) and grids of 3 and 6 blocks, which do not divide
+    // the launch counters' 128 words.
+    let t = Tuning {
+        min_threads: 32,
+        ll_min_threads: 32,
+        max_blocks: 6,
+        ll_blocks: 3,
+        ..tuning()
+    };
+    assert_eq!(
+        symcomm_gallery::rmsnorm::fused_split(1, 1, 128, 32, t.max_blocks),
+        Split { segs: 4, blocks: 4 }
+    );
+    let wrong: usize = on_ranks_with(2, t, |rank| rank.run_all()).into_iter().sum();
+    assert_eq!(wrong, 0, "{wrong} wrong elements");
 }
 
 #[test]

@@ -169,7 +169,8 @@ macro_rules! reducing {
             ///   bytes on this rank;
             /// - `scratch` is the gallery scratch window (LL region for `cap ≥ packs` packs per
             ///   sender, header zeroed at creation), used only by gallery LL launches, which every
-            ///   LSA rank issues in the same order with the same `packs`;
+            ///   LSA rank issues in the same order with the same `packs`, each with at most
+            ///   [`plan::LL_COUNTERS`] blocks;
             /// - `status` is null or a valid `u32` of this device.
             ll $one => reduce_ops::one_shot_ll::<$t, $op>
         }
@@ -277,7 +278,8 @@ pub unsafe fn bench_fill(dst: *mut u8, count: u64, elem: u32, rank: u32, seed: u
 ///   pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`] gives;
 ///   `hidden` is a multiple of 8 and at most `8 × MAX_PACKS × block size`;
 /// - `scratch` is the gallery scratch window with `cap ≥ tokens × hidden / 8`; every LSA rank
-///   issues the same sequence of gallery LL launches; `status` is null or a valid `u32`;
+///   issues the same sequence of gallery LL launches, each with at most [`plan::LL_COUNTERS`]
+///   blocks; `status` is null or a valid `u32`;
 /// - `fused` is the fused region of the scratch window; with `a.segs > 1`, `tokens × segs ≤
 ///   rmsnorm_split::MAX_ITEMS`, the grid is a multiple of `segs` and every block is resident
 ///   (see [`rmsnorm_split::split`]).
@@ -303,7 +305,8 @@ pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
 ///   on every rank; `a` and `hidden` as for the one-shot kernel;
 /// - `fused` is the fused region of the gallery scratch window (see [`rmsnorm_split`]: room
 ///   for `tokens × hidden` bf16 after the slots), `tokens × segs ≤ rmsnorm_split::MAX_ITEMS`;
-/// - `comm` has `grid_dim().x` LSA barriers, every block of the grid is resident; every LSA
+/// - `comm` has `grid_dim().x ≤ plan::LL_COUNTERS` LSA barriers (the fused region's header
+///   holds one launch counter per block), every block of the grid is resident; every LSA
 ///   rank launches the same shape and arguments, in the same sequence of these launches;
 ///   `status` is null or a valid `u32`.
 #[kernel]

@@ -7,10 +7,10 @@
 /// Bytes moved per thread per access (one `v4.u32`).
 pub const PACK: u64 = 16;
 
-/// Threads per block of every barrier-based gallery kernel.
+/// Most threads per block of a barrier-based gallery kernel (see [`spread`]).
 pub const THREADS: u32 = 512;
 
-/// Threads per block of the LL (one-shot) kernels.
+/// Most threads per block of an LL kernel.
 pub const LL_THREADS: u32 = 512;
 
 /// Bytes of the LL header at offset 0 of the scratch window: the launch counters, one `u32`

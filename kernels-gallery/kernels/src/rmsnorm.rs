@@ -516,7 +516,7 @@ fn each_item(mut f: impl FnMut(usize)) {
 const _: () = assert!(STREAM_ITEMS == 4, "each_item spells out STREAM_ITEMS calls");
 
 /// Fused two-shot: see the module docs. `fused` is byte 0 of the fused region of the scratch
-/// window (see [`crate::rmsnorm_split`]: a launch counter, slots and scales for
+/// window (see [`crate::rmsnorm_split`]: launch counters, slots and scales for
 /// `tokens × segs` items and room for `tokens × hidden` bf16). Work item `it` (of
 /// `tokens × segs`, row-major) belongs to block `it mod grid`: on the rank owning its row,
 /// that block reduces it before the exit barrier; after it, that block normalises it on every
