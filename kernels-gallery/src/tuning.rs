@@ -562,28 +562,16 @@ mod tests {
     #[test]
     fn tunings_outside_the_kernels_limits_are_refused() {
         assert!(Tuning::default().validate().is_ok());
-        for bad in [
-            Tuning {
-                max_blocks: MAX_BLOCKS + 1,
-                ..Tuning::default()
-            },
-            Tuning {
-                max_blocks: 0,
-                ..Tuning::default()
-            },
-            Tuning {
-                ll_blocks: MAX_LL_BLOCKS + 1,
-                ..Tuning::default()
-            },
-            Tuning {
-                min_threads: 100,
-                ..Tuning::default()
-            },
-            Tuning {
-                ll_min_threads: 1024,
-                ..Tuning::default()
-            },
-        ] {
+        let breakers: [fn(&mut Tuning); 5] = [
+            |t| t.max_blocks = MAX_BLOCKS + 1,
+            |t| t.max_blocks = 0,
+            |t| t.ll_blocks = MAX_LL_BLOCKS + 1,
+            |t| t.min_threads = 100,
+            |t| t.ll_min_threads = 1024,
+        ];
+        for breaker in breakers {
+            let mut bad = Tuning::default();
+            breaker(&mut bad);
             let e = bad.validate().unwrap_err().to_string();
             assert!(e.contains("gallery tuning"), "{e}");
         }

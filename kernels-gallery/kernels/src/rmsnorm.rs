@@ -282,53 +282,81 @@ fn inv_rms(total: f32, hidden: u64, eps: f32) -> f32 {
 }
 
 // ANCHOR: row_total
-/// The sum of squares of the row of item `item` (segment `seg` of `segs`) from this thread's
-/// share `ss`: the block's sum when the row is one segment, else the sum of the partials every
-/// block of the row publishes in its LL slot (see [`crate::rmsnorm_split`]). After a failed
-/// wait (`res` is `Err`) it waits for nothing more. Every thread of the block calls it.
-///
-/// # Safety
-/// `slots` is this rank's fused region; every block of the row calls it in this launch (all
-/// of them resident), with the same `tag`; `abort` is null or a valid global `u32`.
-#[inline(always)]
-unsafe fn row_total(
-    sums: &mut BlockSum,
-    ss: f32,
-    item: u64,
-    seg: u64,
-    segs: u64,
+/// Where the blocks of a row meet in an LL fused launch: the fused region's slots, the
+/// launch's tag, the row's segments and the bound of the waits.
+struct RowJoin {
     slots: u64,
     tag: u32,
+    segs: u64,
     abort: *const u32,
     timeout_ns: u64,
-    res: &mut Result<(), WaitError>,
-) -> f32 {
-    let part = sums.sum(ss);
-    if segs <= 1 {
-        return part;
-    }
-    if thread_idx().x == 0 {
-        // SAFETY: item < MAX_ITEMS (host plan), only this block writes this slot.
-        unsafe { publish(slots + ll_slot_off(item), tag, part) };
-    }
-    if res.is_err() {
-        return part;
-    }
-    // SAFETY: the row's slots, each published by a resident block of this launch.
-    match unsafe {
-        gather(
-            slots + ll_slot_off(item - seg),
+}
+
+impl RowJoin {
+    /// The join of launch `ll` (tags from its counter) over the slots of `fused`.
+    ///
+    /// # Safety
+    /// `fused` is the fused region of the gallery scratch window.
+    #[inline(always)]
+    unsafe fn new(
+        ll: &LlLaunch,
+        comm: &DevComm,
+        fused: SymPtr<u8>,
+        segs: u64,
+        timeout_ns: u64,
+    ) -> RowJoin {
+        RowJoin {
+            // SAFETY: the caller's region.
+            slots: unsafe { local_addr(fused) },
+            tag: split::tag(ll.counter()),
             segs,
-            tag,
-            abort,
+            abort: comm.abort_flag_ptr(),
             timeout_ns,
-        )
-    } {
-        Ok(t) => t,
-        Err(e) => {
+        }
+    }
+
+    /// The sum of squares of the row of item `item` from this thread's share `ss`: the
+    /// block's sum when the row is one segment, else the sum of the partials every block of
+    /// the row publishes in its LL slot (see [`crate::rmsnorm_split`]). After a failed wait
+    /// (`res` is `Err`) it waits for nothing more. Every thread of the block calls it.
+    ///
+    /// # Safety
+    /// Every block of the row calls it in this launch (all of them resident), with the same
+    /// join; `item < MAX_ITEMS` when `segs > 1`.
+    #[inline(always)]
+    unsafe fn row_total(
+        &self,
+        sums: &mut BlockSum,
+        ss: f32,
+        item: u64,
+        res: &mut Result<(), WaitError>,
+    ) -> f32 {
+        let part = sums.sum(ss);
+        if self.segs <= 1 {
+            return part;
+        }
+        if thread_idx().x == 0 {
+            // SAFETY: item < MAX_ITEMS (host plan), only this block writes this slot.
+            unsafe { publish(self.slots + ll_slot_off(item), self.tag, part) };
+        }
+        if res.is_err() {
+            return part;
+        }
+        let first = item - item % self.segs;
+        // SAFETY: the row's slots, each published by a resident block of this launch.
+        let got = unsafe {
+            gather(
+                self.slots + ll_slot_off(first),
+                self.segs,
+                self.tag,
+                self.abort,
+                self.timeout_ns,
+            )
+        };
+        got.unwrap_or_else(|e| {
             *res = Err(e);
             part
-        }
+        })
     }
 }
 // ANCHOR_END: row_total
@@ -410,11 +438,11 @@ pub unsafe fn fused_one_shot(
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let ll = LlLaunch::begin(comm, scratch, cap);
-        let tag = split::tag(ll.counter());
         let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let (inp, slots) = (local_addr(x), local_addr(fused));
+        let inp = local_addr(x);
         let ppr = hidden / 8;
         let segs = u64::from(segs.max(1));
+        let join = RowJoin::new(&ll, comm, fused, segs, timeout_ns);
         // Send every pack first (grid-stride, as the one-shot all-reduce), so peers can start.
         let (first, gstride) = grid_stride();
         let mut j = first;
@@ -474,19 +502,7 @@ pub unsafe fn fused_one_shot(
                     // ANCHOR_END: fused_one_shot_pack
                 }
             });
-            let ss = thread_sumsq(&h);
-            let total = row_total(
-                &mut sums,
-                ss,
-                item,
-                seg,
-                segs,
-                slots,
-                tag,
-                comm.abort_flag_ptr(),
-                timeout_ns,
-                &mut res,
-            );
+            let total = join.row_total(&mut sums, thread_sumsq(&h), item, &mut res);
             let inv = inv_rms(total, hidden, eps);
             write_row(&h, &w, hi, k0, stride, inv, out, residual_out, row_off);
             item += u64::from(grid_dim().x);
@@ -698,11 +714,11 @@ pub unsafe fn fused_two_shot_ll(
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let ll = LlLaunch::begin(comm, scratch, cap);
-        let tag = split::tag(ll.counter());
         let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let (inp, slots) = (local_addr(x), local_addr(fused));
+        let inp = local_addr(x);
         let ppr = hidden / 8;
         let segs = u64::from(segs.max(1));
+        let join = RowJoin::new(&ll, comm, fused, segs, timeout_ns);
         let chunk = plan::slice_len(tokens, n as u64) * ppr;
         let (first, stride) = grid_stride();
         // 1. Each owner gets its rows of our x.
@@ -775,19 +791,7 @@ pub unsafe fn fused_two_shot_ll(
                     }
                 }
             });
-            let ss = thread_sumsq(&h);
-            let total = row_total(
-                &mut sums,
-                ss,
-                item,
-                seg,
-                segs,
-                slots,
-                tag,
-                comm.abort_flag_ptr(),
-                timeout_ns,
-                &mut res,
-            );
+            let total = join.row_total(&mut sums, thread_sumsq(&h), item, &mut res);
             let inv = inv_rms(total, hidden, eps);
             write_row(&h, &w, end, k0, kstride, inv, out, residual_out, row_off);
             item += u64::from(grid_dim().x);
