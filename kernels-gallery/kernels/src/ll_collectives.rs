@@ -122,7 +122,7 @@ pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
         j = first;
         while j < packs && res.is_ok() {
             let own = ld(inp + pack_off(mine + j));
-            let acc = recv_reduce::<T, O>(&ll, me, n, j, own, timeout_ns, &mut res);
+            let acc = recv_reduce::<T, O>(&ll, n, j, own, timeout_ns, &mut res);
             if res.is_ok() {
                 st(out + pack_off(j), acc.finish());
             }

@@ -77,6 +77,32 @@ impl LlLaunch {
         self.counter
     }
 
+    /// Pack `j` of LSA rank `src` in this launch: `own` when `src` is this rank, else the pack
+    /// it sent in slot `j` ([`recv_pack`], bounded wait). After a failed wait (its error lands
+    /// in `res`; no later call waits) it returns `own`: a result built from it is not to be
+    /// trusted, which the reported status says.
+    ///
+    /// # Safety
+    /// `j < cap`; `src` is an LSA rank that, if not this one, sends pack `j` in this launch.
+    #[inline(always)]
+    pub unsafe fn pack_of(
+        &self,
+        src: i32,
+        own: U32x4,
+        j: u64,
+        timeout_ns: u64,
+        res: &mut Result<(), WaitError>,
+    ) -> U32x4 {
+        if src == self.me || res.is_err() {
+            return own;
+        }
+        // SAFETY: forwarded (caller's contract).
+        unsafe { recv_pack(self, src, j, timeout_ns) }.unwrap_or_else(|e| {
+            *res = Err(e);
+            own
+        })
+    }
+
     // ANCHOR: ll_end
     /// Finishes the launch: reports `res` (any failing thread), then advances this block's
     /// share of the launch counters. Every thread of every block calls it last.

@@ -294,7 +294,7 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
         let mut j = first;
         while j < hi - lo && res.is_ok() {
             let own = ld(inp + pack_off(lo + j));
-            let acc = recv_reduce::<T, O>(&ll, me, n, j, own, timeout_ns, &mut res);
+            let acc = recv_reduce::<T, O>(&ll, n, j, own, timeout_ns, &mut res);
             // ANCHOR: two_shot_ll_forward
             let v = acc.finish();
             for k in 1..n {
@@ -334,29 +334,17 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
 #[inline(always)]
 pub(crate) unsafe fn recv_reduce<T: Element, O: ReduceOp>(
     ll: &LlLaunch,
-    me: i32,
     n: i32,
     j: u64,
     own: U32x4,
     timeout_ns: u64,
     res: &mut Result<(), WaitError>,
 ) -> Acc<T, O> {
-    let mut get = |s: i32| {
-        if s == me {
-            own
-        } else if res.is_ok() {
-            // SAFETY: forwarded (caller's contract).
-            unsafe { recv_pack(ll, s, j, timeout_ns) }.unwrap_or_else(|e| {
-                *res = Err(e);
-                own
-            })
-        } else {
-            own
-        }
-    };
-    let mut acc = Acc::<T, O>::new(get(0));
+    // SAFETY: forwarded (caller's contract).
+    let mut acc = Acc::<T, O>::new(unsafe { ll.pack_of(0, own, j, timeout_ns, res) });
     for s in 1..n {
-        acc.add(get(s));
+        // SAFETY: as above.
+        acc.add(unsafe { ll.pack_of(s, own, j, timeout_ns, res) });
     }
     acc
 }

@@ -482,21 +482,9 @@ pub unsafe fn fused_one_shot(
                     let j = row * ppr + k;
                     let own = own[i];
                     // Rank order, as the one-shot all-reduce (the same bits on every rank).
-                    let mut get = |s: i32| {
-                        if s == me {
-                            own
-                        } else if res.is_ok() {
-                            recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
-                                res = Err(e);
-                                U32x4::default()
-                            })
-                        } else {
-                            U32x4::default()
-                        }
-                    };
-                    let mut acc = lanes(get(0));
+                    let mut acc = lanes(ll.pack_of(0, own, j, timeout_ns, &mut res));
                     for s in 1..n {
-                        add_lanes(&mut acc, get(s));
+                        add_lanes(&mut acc, ll.pack_of(s, own, j, timeout_ns, &mut res));
                     }
                     h[i] = add_bf16(round_pack(&acc), rsd[i]);
                     // ANCHOR_END: fused_one_shot_pack
@@ -740,21 +728,9 @@ pub unsafe fn fused_two_shot_ll(
             let own = ld(inp + pack_off(g));
             // Loaded before the wait, so its latency overlaps it.
             let rsd = ld(residual + pack_off(g));
-            let mut get = |s: i32| {
-                if s == me {
-                    own
-                } else if res.is_ok() {
-                    recv_pack(&ll, s, j, timeout_ns).unwrap_or_else(|e| {
-                        res = Err(e);
-                        U32x4::default()
-                    })
-                } else {
-                    U32x4::default()
-                }
-            };
-            let mut acc = lanes(get(0));
+            let mut acc = lanes(ll.pack_of(0, own, j, timeout_ns, &mut res));
             for s in 1..n {
-                add_lanes(&mut acc, get(s));
+                add_lanes(&mut acc, ll.pack_of(s, own, j, timeout_ns, &mut res));
             }
             let h = add_bf16(round_pack(&acc), rsd);
             for k in 0..n {
