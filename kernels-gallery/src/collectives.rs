@@ -73,9 +73,10 @@ impl Collectives {
         let scratch_mem = SymmetricMemory::alloc(comm, scratch_bytes as usize)?;
         // Zeroed before registering: registration ends with a team barrier, so no peer can
         // write an LL line before every header and line is zero (= never valid).
+        // `fill_bytes` returns once the memset is done. (No context-wide synchronize here: it
+        // would also wait for other streams' kernels, e.g. another rank's collective when
+        // several ranks share this device and context.)
         scratch_mem.buffer().fill_bytes(0)?;
-        // cuMemsetD8 may return before the memset is done: wait for it.
-        symcomm::launch::synchronize()?;
         let scratch = comm.register_window(&scratch_mem)?;
         let push = if tuning.push_scratch > 0 {
             // No zeroing needed: each pipelined launch zeroes its own counters before its

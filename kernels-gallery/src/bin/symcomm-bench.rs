@@ -352,10 +352,9 @@ impl Rank<'_> {
         } else {
             self.b_mem
         };
+        // Returns once the memset is done (it runs on the legacy stream, which does not order
+        // against the non-blocking stream of the collective).
         out_mem.buffer().fill_bytes(0x7f)?;
-        // The memset runs on the legacy stream and may return early; the collective runs on a
-        // non-blocking stream: wait for it before anything else touches the buffer.
-        symcomm::launch::synchronize()?;
         let (inb, _) = self.sizes(c);
         let count = (inb / c.t.size()) as u64;
         let f = self.util.function("bench_fill")?;
@@ -569,8 +568,7 @@ impl NormBench {
     fn prepare(&self, r: &Rank<'_>, tokens: usize, hidden: usize, seed: u32) -> Result<()> {
         self.out.fill_bytes(0x7f)?;
         self.residual_out.fill_bytes(0x7f)?;
-        self.sum.fill_bytes(0x7f)?;
-        symcomm::launch::synchronize()?; // the memsets may return before they are done
+        self.sum.fill_bytes(0x7f)?; // each returns once its memset is done
         let n = tokens * hidden;
         self.fill(r, r.a.user_ptr(), n, r.comm.rank() as u32, seed)?;
         self.fill(r, self.residual.device_ptr(), n, 0, seed ^ 0x5555)?;
