@@ -4,6 +4,15 @@
 //! borrows it, so a function handle can never outlive its module. The driver JIT-compiles
 //! the PTX for the current device when the module is loaded.
 //!
+//! Every kernel of the module is also loaded onto the device before [`Module::load`]
+//! returns (`cuFuncLoad`), whatever `CUDA_MODULE_LOADING` says. Under the driver's default
+//! lazy loading, a kernel's code reaches the device on first use, and that step may wait for
+//! every kernel already running in the context. A communication kernel waits for kernels of
+//! other ranks; if one of those waits, in turn, behind such a first use (another rank sharing
+//! the context, a collective of another library in flight on another stream), neither ever
+//! finishes. Loading everything up front moves that wait to [`Module::load`], where no
+//! kernel of the module is running yet.
+//!
 //! Typed launches ([`Function::launch_with`]) take a tuple of [`KernelArg`] values. The
 //! module remembers every entry point's parameter list as declared in the PTX, and a launch
 //! whose arguments differ in number or size from it is refused with an error instead of
@@ -38,6 +47,8 @@ use crate::{Error, Result};
 pub struct Module {
     raw: sys::CUmodule,
     params: HashMap<String, Vec<usize>>,
+    /// Every entry point's handle, already loaded onto the device (empty when emulated).
+    functions: HashMap<String, sys::CUfunction>,
     /// True under the emulated backend: `raw` is null and kernels come from the registry.
     emulated: bool,
 }
@@ -70,6 +81,7 @@ impl Module {
             return Ok(Module {
                 raw: ptr::null_mut(),
                 params: entry_params(ptx),
+                functions: HashMap::new(),
                 emulated: true,
             });
         }
@@ -98,24 +110,26 @@ impl Module {
                 })?
             }
         }
-        Ok(Module {
+        let mut module = Module {
             raw,
             params: entry_params(ptx),
+            functions: HashMap::new(),
             emulated: false,
-        })
-    }
-
-    /// The parameter sizes (bytes) of kernel `name` as declared in the PTX, if it exists.
-    pub fn param_sizes(&self, name: &str) -> Option<&[usize]> {
-        self.params.get(name).map(Vec::as_slice)
-    }
-
-    /// Looks up a kernel by name. Under the emulated backend the name must be an entry point
-    /// of the PTX and a kernel registered by `#[kernel]` in this binary.
-    pub fn function(&self, name: &str) -> Result<Function<'_>> {
-        if self.emulated {
-            return self.emulated_function(name);
+        };
+        // Resolve and load every kernel now (see the module docs); on error, `module` drops
+        // and unloads.
+        let names: Vec<String> = module.params.keys().cloned().collect();
+        for name in names {
+            let f = module.get_function(&name)?;
+            // SAFETY: `f` is a function of the loaded module.
+            check("cuFuncLoad", unsafe { sys::cuFuncLoad(f) })?;
+            module.functions.insert(name, f);
         }
+        Ok(module)
+    }
+
+    /// `cuModuleGetFunction`; a missing name is an [`Error::InvalidArgument`].
+    fn get_function(&self, name: &str) -> Result<sys::CUfunction> {
         let cname = CString::new(name)
             .map_err(|_| Error::InvalidArgument(format!("kernel name {name:?} contains NUL")))?;
         let mut raw = ptr::null_mut();
@@ -130,6 +144,27 @@ impl Module {
             } => Error::InvalidArgument(format!("no kernel named {name:?} in the module")),
             e => e,
         })?;
+        Ok(raw)
+    }
+
+    /// The parameter sizes (bytes) of kernel `name` as declared in the PTX, if it exists.
+    pub fn param_sizes(&self, name: &str) -> Option<&[usize]> {
+        self.params.get(name).map(Vec::as_slice)
+    }
+
+    /// Looks up a kernel by name. Under the emulated backend the name must be an entry point
+    /// of the PTX and a kernel registered by `#[kernel]` in this binary.
+    ///
+    /// On a GPU the handle comes from the table [`Module::load`] filled (no driver call); a
+    /// name the PTX text did not list as an entry point is looked up in the module.
+    pub fn function(&self, name: &str) -> Result<Function<'_>> {
+        if self.emulated {
+            return self.emulated_function(name);
+        }
+        let raw = match self.functions.get(name) {
+            Some(&f) => f,
+            None => self.get_function(name)?,
+        };
         Ok(Function {
             raw,
             name: name.to_owned(),
@@ -231,6 +266,21 @@ pub struct Function<'m> {
 }
 
 impl Function<'_> {
+    /// Whether the kernel's code is on the device (`cuFuncIsLoaded`). Always true for a
+    /// function of a [`Module`] loaded by this crate (see the module docs) and under the
+    /// emulated backend.
+    pub fn is_loaded(&self) -> Result<bool> {
+        if self.emu.is_some() {
+            return Ok(true);
+        }
+        let mut state = sys::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_UNLOADED;
+        // SAFETY: `raw` is a function of the live module this handle borrows.
+        check("cuFuncIsLoaded", unsafe {
+            sys::cuFuncIsLoaded(&mut state, self.raw)
+        })?;
+        Ok(state == sys::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_LOADED)
+    }
+
     /// Launches the kernel on `stream` (null = the legacy default stream). Under the emulated
     /// backend: runs it to completion on the host (`stream` is ignored; see the module docs).
     ///
