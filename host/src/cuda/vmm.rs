@@ -613,23 +613,43 @@ impl VmmBuffer {
 
     /// Sets every byte of the buffer to `value`, e.g. to poison outputs; returns once the
     /// memset has completed on the device.
+    ///
+    /// The memset runs on a stream of its own that does not synchronise with other streams
+    /// (`CU_STREAM_NON_BLOCKING`), and only that stream is waited for: kernels running on other
+    /// streams of the context (a collective waiting for its peers, say) neither delay nor
+    /// block it. With the current context's legacy default stream it would wait for every
+    /// blocking stream's work first.
     pub fn fill_bytes(&self, value: u8) -> Result<()> {
         if self.mapping.va.emulated {
             // SAFETY: `len` host bytes are mapped at device_ptr().
             unsafe { std::ptr::write_bytes(self.device_ptr() as *mut u8, value, self.len) };
             return Ok(());
         }
-        // SAFETY: `len` bytes are mapped at device_ptr().
-        check("cuMemsetD8", unsafe {
-            sys::cuMemsetD8_v2(self.device_ptr(), value, self.len)
+        let mut stream = std::ptr::null_mut();
+        // SAFETY: a valid out-pointer; needs the current context (as every call here).
+        check("cuStreamCreate", unsafe {
+            sys::cuStreamCreate(
+                &mut stream,
+                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
+            )
         })?;
-        // A "synchronous" memset of device memory may return before it has finished; wait for
-        // it, so that what follows (e.g. a peer writing into freshly zeroed barrier inboxes
-        // after a registration barrier) can never be overwritten by it.
-        // SAFETY: the null stream is the legacy default stream the memset went to.
-        check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(std::ptr::null_mut())
+        // SAFETY: `len` bytes are mapped at device_ptr(); `stream` was created above. Waiting
+        // for the stream means that what follows (e.g. a peer writing into freshly zeroed
+        // barrier inboxes after a registration barrier) can never be overwritten by it.
+        let done = check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(self.device_ptr(), value, self.len, stream)
         })
+        .and_then(|()| {
+            // SAFETY: the stream created above.
+            check("cuStreamSynchronize", unsafe {
+                sys::cuStreamSynchronize(stream)
+            })
+        });
+        // SAFETY: the stream is ours and idle (or the memset failed to start).
+        let destroyed = check("cuStreamDestroy", unsafe {
+            sys::cuStreamDestroy_v2(stream)
+        });
+        done.and(destroyed)
     }
 }
 

@@ -352,8 +352,7 @@ impl Rank<'_> {
         } else {
             self.b_mem
         };
-        // Returns once the memset is done (it runs on the legacy stream, which does not order
-        // against the non-blocking stream of the collective).
+        // Returns once the memset (on a stream of its own) is done.
         out_mem.buffer().fill_bytes(0x7f)?;
         let (inb, _) = self.sizes(c);
         let count = (inb / c.t.size()) as u64;
