@@ -109,6 +109,8 @@ struct RankInfo {
     node: u64,
     name: String,
     device: usize,
+    /// The rank's operating-system process.
+    pid: u32,
 }
 
 impl Communicator {
@@ -151,7 +153,12 @@ impl Communicator {
             Some(id) => (fnv1a64(id.as_bytes()), id.clone()),
             None => detect_node(),
         };
-        let mine = RankInfo { node, name, device };
+        let mine = RankInfo {
+            node,
+            name,
+            device,
+            pid: std::process::id(),
+        };
         let all = bootstrap.all_gather(&encode_info(&mine))?;
         let mut ranks = Vec::with_capacity(all.len());
         for (r, bytes) in all.iter().enumerate() {
@@ -235,6 +242,32 @@ impl Communicator {
     /// The CUDA device ordinal this rank uses.
     pub fn device(&self) -> usize {
         self.device
+    }
+
+    /// Refuses (on every rank alike: every rank holds the same table) when two ranks of one
+    /// node run in different processes on the same device, unless `SYMCOMM_SHARED_GPU=1`.
+    /// Kernels of different processes take turns on a GPU (unless MPS runs), so a kernel
+    /// waiting for the other rank's kernel could only time out. Ranks that are threads of one
+    /// process share the device's context, and their kernels run at the same time.
+    pub(crate) fn check_devices_run_together(&self) -> Result<()> {
+        let Some((a, b, dev)) = shared_device_across_processes(&self.ranks) else {
+            return Ok(());
+        };
+        if std::env::var("SYMCOMM_SHARED_GPU").as_deref() == Ok("1") {
+            return Ok(());
+        }
+        Err(Error::Unsupported {
+            what: format!(
+                "ranks {a} and {b} are different processes on CUDA device {dev} of node {}: \
+                 kernels of different processes take turns on a GPU, so a barrier between \
+                 them could only time out",
+                self.ranks[a].name
+            ),
+            hint: "give each process its own GPU (SYMCOMM_DEVICE, or the launcher's local \
+                   rank), or run the ranks as threads of one process; under MPS, set \
+                   SYMCOMM_SHARED_GPU=1"
+                .into(),
+        })
     }
 
     /// The CUDA device ordinal of `rank` (as that rank numbers its devices).
@@ -459,9 +492,10 @@ fn encode_info(i: &RankInfo) -> Vec<u8> {
         end -= 1;
     }
     let name = &i.name.as_bytes()[..end];
-    let mut b = Vec::with_capacity(17 + name.len());
+    let mut b = Vec::with_capacity(21 + name.len());
     b.extend_from_slice(&i.node.to_le_bytes());
     b.extend_from_slice(&(i.device as u64).to_le_bytes());
+    b.extend_from_slice(&i.pid.to_le_bytes());
     b.push(name.len() as u8);
     b.extend_from_slice(name);
     b
@@ -470,16 +504,31 @@ fn encode_info(i: &RankInfo) -> Vec<u8> {
 fn decode_info(b: &[u8]) -> Option<RankInfo> {
     let node = u64::from_le_bytes(b.get(0..8)?.try_into().ok()?);
     let device = usize::try_from(u64::from_le_bytes(b.get(8..16)?.try_into().ok()?)).ok()?;
-    let len = usize::from(*b.get(16)?);
-    let name = b.get(17..17 + len)?;
-    if b.len() != 17 + len {
+    let pid = u32::from_le_bytes(b.get(16..20)?.try_into().ok()?);
+    let len = usize::from(*b.get(20)?);
+    let name = b.get(21..21 + len)?;
+    if b.len() != 21 + len {
         return None;
     }
     Some(RankInfo {
         node,
         name: crate::bootstrap::wire::reason_text(name),
         device,
+        pid,
     })
+}
+
+/// The first two ranks (in rank order) that run in different processes on the same device
+/// of the same node, with that device.
+fn shared_device_across_processes(ranks: &[RankInfo]) -> Option<(usize, usize, usize)> {
+    for (a, x) in ranks.iter().enumerate() {
+        for (b, y) in ranks.iter().enumerate().skip(a + 1) {
+            if x.node == y.node && x.device == y.device && x.pid != y.pid {
+                return Some((a, b, x.device));
+            }
+        }
+    }
+    None
 }
 
 #[cfg(test)]
@@ -583,6 +632,7 @@ mod tests {
             node: 42,
             name: "gpu-node-7".into(),
             device: 3,
+            pid: 4711,
         };
         assert_eq!(decode_info(&encode_info(&i)), Some(i));
         assert_eq!(decode_info(b"short"), None);
@@ -590,11 +640,37 @@ mod tests {
             node: 1,
             name: "n".into(),
             device: 0,
+            pid: 1,
         });
         b.push(0);
         assert_eq!(decode_info(&b), None);
         b.truncate(10);
         assert_eq!(decode_info(&b), None);
+    }
+
+    #[test]
+    fn a_device_shared_by_two_processes_of_a_node_is_found() {
+        let r = |node, device, pid| RankInfo {
+            node,
+            name: format!("n{node}"),
+            device,
+            pid,
+        };
+        // One process per GPU, and several threads of one process on one GPU: fine.
+        assert_eq!(
+            shared_device_across_processes(&[r(1, 0, 10), r(1, 1, 11), r(1, 1, 11)]),
+            None
+        );
+        // The same device number on two nodes is two devices.
+        assert_eq!(
+            shared_device_across_processes(&[r(1, 0, 10), r(2, 0, 10)]),
+            None
+        );
+        // Two processes on device 1 of node 1: ranks 1 and 3.
+        assert_eq!(
+            shared_device_across_processes(&[r(1, 0, 10), r(1, 1, 11), r(2, 1, 12), r(1, 1, 13)]),
+            Some((1, 3, 1))
+        );
     }
 
     #[test]

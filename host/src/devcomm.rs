@@ -74,8 +74,19 @@ pub struct DevComm {
 impl DevComm {
     /// Collective: every rank of `comm` calls this with the same requirements; creates the
     /// device communicator. Every rank gets the same error if a rank cannot take part.
+    ///
+    /// # Errors
+    /// [`Error::Unsupported`](crate::Error::Unsupported) on every rank, before anything is
+    /// allocated, when two ranks of a node are different processes on the same GPU (their
+    /// kernels would take turns, and a barrier between them could only time out; see
+    /// `SYMCOMM_SHARED_GPU` for MPS); the errors of registering its resource window.
     #[doc(alias = "ncclDevCommCreate")]
     pub fn create(comm: &Communicator, req: Requirements) -> Result<DevComm> {
+        // Kernels of ranks that cannot run at the same time could only wait for each other
+        // until they time out: refuse now, on every rank (emulated kernels all run at once).
+        if !crate::backend::is_emulated()? {
+            comm.check_devices_run_together()?;
+        }
         let bytes = req.resource_bytes(comm.lsa_size());
         // ANCHOR: zero_then_register
         let memory = SymmetricMemory::alloc(comm, bytes)?;
