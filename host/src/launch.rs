@@ -156,14 +156,19 @@ impl Module {
     /// of the PTX and a kernel registered by `#[kernel]` in this binary.
     ///
     /// On a GPU the handle comes from the table [`Module::load`] filled (no driver call); a
-    /// name the PTX text did not list as an entry point is looked up in the module.
+    /// name the PTX text did not list as an entry point is looked up and loaded now.
     pub fn function(&self, name: &str) -> Result<Function<'_>> {
         if self.emulated {
             return self.emulated_function(name);
         }
         let raw = match self.functions.get(name) {
             Some(&f) => f,
-            None => self.get_function(name)?,
+            None => {
+                let f = self.get_function(name)?;
+                // SAFETY: `f` is a function of this loaded module.
+                check("cuFuncLoad", unsafe { sys::cuFuncLoad(f) })?;
+                f
+            }
         };
         Ok(Function {
             raw,
