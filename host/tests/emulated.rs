@@ -180,3 +180,14 @@ fn deregistering_unmaps_the_peers_and_frees_the_slot_for_the_next_window() {
     });
     assert_eq!(outcomes, vec![(true, true, Some((0, 0)), true); 2]);
 }
+
+#[test]
+fn an_emulated_stream_is_a_null_handle_that_is_always_idle() {
+    backend::use_backend(Backend::Emulated).unwrap();
+    let s = symcomm::cuda::Stream::new().unwrap();
+    assert!(
+        s.raw().is_null(),
+        "emulated launches ignore streams: no driver handle"
+    );
+    s.synchronize().unwrap();
+}

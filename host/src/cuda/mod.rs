@@ -12,6 +12,7 @@ pub mod device;
 pub(crate) mod emu;
 pub mod memory;
 pub mod multicast;
+pub mod stream;
 pub mod vmm;
 
 use std::sync::Arc;
@@ -21,6 +22,7 @@ use cudarc::driver::sys;
 
 use crate::{Error, Result};
 
+pub use stream::Stream;
 pub use vmm::{Allocation, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer, find_allocation};
 
 /// Turns a raw driver status into a [`Result`] that names the call.

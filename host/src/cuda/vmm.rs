@@ -625,31 +625,14 @@ impl VmmBuffer {
             unsafe { std::ptr::write_bytes(self.device_ptr() as *mut u8, value, self.len) };
             return Ok(());
         }
-        let mut stream = std::ptr::null_mut();
-        // SAFETY: a valid out-pointer; needs the current context (as every call here).
-        check("cuStreamCreate", unsafe {
-            sys::cuStreamCreate(
-                &mut stream,
-                sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32,
-            )
+        let stream = super::Stream::new()?;
+        // SAFETY: `len` bytes are mapped at device_ptr(); the stream lives across the call.
+        // Waiting for the stream means that what follows (e.g. a peer writing into freshly
+        // zeroed barrier inboxes after a registration barrier) can never be overwritten by it.
+        check("cuMemsetD8Async", unsafe {
+            sys::cuMemsetD8Async(self.device_ptr(), value, self.len, stream.raw())
         })?;
-        // SAFETY: `len` bytes are mapped at device_ptr(); `stream` was created above. Waiting
-        // for the stream means that what follows (e.g. a peer writing into freshly zeroed
-        // barrier inboxes after a registration barrier) can never be overwritten by it.
-        let done = check("cuMemsetD8Async", unsafe {
-            sys::cuMemsetD8Async(self.device_ptr(), value, self.len, stream)
-        })
-        .and_then(|()| {
-            // SAFETY: the stream created above.
-            check("cuStreamSynchronize", unsafe {
-                sys::cuStreamSynchronize(stream)
-            })
-        });
-        // SAFETY: the stream is ours and idle (or the memset failed to start).
-        let destroyed = check("cuStreamDestroy", unsafe {
-            sys::cuStreamDestroy_v2(stream)
-        });
-        done.and(destroyed)
+        stream.synchronize()
     }
 }
 
