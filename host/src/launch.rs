@@ -11,7 +11,9 @@
 //! other ranks; if one of those waits, in turn, behind such a first use (another rank sharing
 //! the context, a collective of another library in flight on another stream), neither ever
 //! finishes. Loading everything up front moves that wait to [`Module::load`], where no
-//! kernel of the module is running yet.
+//! kernel of the module is running yet. [`Module::load`] itself still waits for the kernels
+//! running in the context: load modules before any communication kernel of the context is
+//! launched (with ranks as threads on one GPU, before the ranks' last collective setup call).
 //!
 //! Typed launches ([`Function::launch_with`]) take a tuple of [`KernelArg`] values. The
 //! module remembers every entry point's parameter list as declared in the PTX, and a launch

@@ -11,8 +11,8 @@
 
 use std::process::ExitCode;
 
-use symcomm::cuda::{self, VmmBuffer};
-use symcomm::launch::{LaunchConfig, Module, synchronize};
+use symcomm::cuda::{self, Stream, VmmBuffer};
+use symcomm::launch::{LaunchConfig, Module};
 use symcomm::ranks::{run_ranks, take_threads_flag};
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
 use symcomm_device::window::Window as DeviceWindow;
@@ -32,15 +32,19 @@ fn hello(comm: Communicator, n: usize, emulate: bool) -> Result<String> {
     let lsa = comm.lsa_size();
     let mem = SymmetricMemory::alloc(&comm, lsa * n * 4)?;
     mem.buffer().fill_bytes(0xff)?; // poison: every slot must be overwritten by its peer
-    let win = comm.register_window(&mem)?; // collective
-    let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(BLOCKS))?; // collective
     let status = VmmBuffer::new(comm.device() as i32, BLOCKS as usize * 4)?;
     status.fill_bytes(0xff)?;
+    // Before the collective calls: loading a module waits for every kernel running in the
+    // context, which with ranks sharing a GPU may be a peer's kernel waiting for ours.
+    let module = Module::load(kernels::PTX)?;
+    let kernel = module.function("hello_window")?;
+    // A stream of our own: ranks sharing a GPU (threads on one context) then run at once.
+    let stream = Stream::new()?;
+    let win = comm.register_window(&mem)?; // collective
+    let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(BLOCKS))?; // collective
     // ANCHOR_END: setup
 
     // ANCHOR: launch
-    let module = Module::load(kernels::PTX)?;
-    let kernel = module.function("hello_window")?;
     let args = (
         dev.raw(),
         win.device_ptr() as *const DeviceWindow,
@@ -50,14 +54,8 @@ fn hello(comm: Communicator, n: usize, emulate: bool) -> Result<String> {
     );
     // SAFETY: the arguments match `hello_window`; the window holds lsa × n u32, the
     // communicator has BLOCKS barriers, and every rank launches the same shape.
-    unsafe {
-        kernel.launch_with(
-            LaunchConfig::linear(BLOCKS, 512),
-            std::ptr::null_mut(),
-            args,
-        )?
-    };
-    synchronize()?;
+    unsafe { kernel.launch_with(LaunchConfig::linear(BLOCKS, 512), stream.raw(), args)? };
+    stream.synchronize()?; // this rank's kernel only, not the other ranks' in the context
     // ANCHOR_END: launch
     check(&comm, &mem, &status, BLOCKS, n, "GPU")
 }
