@@ -66,6 +66,16 @@ impl Collectives {
             });
         }
         tuning.validate()?;
+        // Loaded before the collective calls below: loading a module waits for the kernels
+        // running in the context, and with ranks as threads on one GPU a rank that returned
+        // first may already be running a collective that waits for this rank (measured with
+        // `hello_window`: the late rank stayed in `Module::load` until the other's barrier
+        // timed out). Every gallery kernel runs blocks of at most `plan::THREADS` threads;
+        // the pipelined push kernels would take more registers than such a block has if left
+        // unbounded.
+        let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
+        let status = HostMapped::new(0u32)?;
+        let threads = crate::emulation::threads()?;
         let n = comm.lsa_size();
         let ll_cap = tuning.ll_cap_packs(n);
         let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
@@ -87,11 +97,6 @@ impl Collectives {
             None
         };
         let dev = DevComm::create(comm, Requirements::new().lsa_barriers(tuning.max_blocks))?;
-        // Every gallery kernel runs blocks of at most `plan::THREADS` threads; the pipelined
-        // push kernels would take more registers than such a block has if left unbounded.
-        let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
-        let status = HostMapped::new(0u32)?;
-        let threads = crate::emulation::threads()?;
         Ok(Collectives {
             module,
             scratch,
