@@ -349,6 +349,28 @@ pub fn nanosleep(ns: u32) {
     backend::nanosleep(ns)
 }
 
+/// Waits until every grid this one depends on programmatically (the kernel before it on
+/// its stream, when this launch allowed programmatic dependent launch) has completed and its
+/// memory operations are visible (`griddepcontrol.wait`, `cudaGridDependencySynchronize`).
+/// Returns at once when the launch has no such dependency. Call it before touching anything
+/// an earlier kernel writes.
+#[doc(alias = "cudaGridDependencySynchronize")]
+#[inline(always)]
+pub fn grid_dependency_wait() {
+    backend::griddep_wait()
+}
+
+/// Lets the next kernel on the stream, if launched with programmatic dependent launch, start
+/// now instead of when this grid ends (`griddepcontrol.launch_dependents`,
+/// `cudaTriggerProgrammaticLaunchCompletion`); it still waits in [`grid_dependency_wait`]
+/// for this grid to complete. Each block's first call counts; without one, a block counts
+/// when it exits.
+#[doc(alias = "cudaTriggerProgrammaticLaunchCompletion")]
+#[inline(always)]
+pub fn launch_dependents() {
+    backend::griddep_launch_dependents()
+}
+
 /// One failed poll of a spin loop ([`Spin`](crate::wait::Spin) calls it): nothing on the GPU;
 /// under CPU emulation it yields the core to the threads being waited for.
 #[inline(always)]
@@ -655,6 +677,16 @@ mod nvptx {
         t
     }
     #[inline(always)]
+    pub fn griddep_wait() {
+        // SAFETY: no preconditions; it orders memory (no `nomem`).
+        unsafe { asm!("griddepcontrol.wait;", options(nostack)) }
+    }
+    #[inline(always)]
+    pub fn griddep_launch_dependents() {
+        // SAFETY: a scheduling hint with no preconditions.
+        unsafe { asm!("griddepcontrol.launch_dependents;", options(nostack)) }
+    }
+    #[inline(always)]
     pub fn spin_hint() {}
     #[inline(always)]
     pub fn nanosleep(ns: u32) {
@@ -759,6 +791,8 @@ mod host {
     pub fn clock64() -> u64 {
         globaltimer()
     }
+    pub fn griddep_wait() {}
+    pub fn griddep_launch_dependents() {}
     pub fn spin_hint() {
         emu::poll();
     }

@@ -7,7 +7,7 @@
 //!
 //! Modules, bottom-up:
 //! - [`arch`]: thread geometry, block/warp synchronisation, warp shuffles and votes, timers,
-//!   shared memory;
+//!   shared memory, grid dependencies (programmatic dependent launch);
 //! - [`mem`]: loads, stores and read-modify-writes with an explicit memory order and scope,
 //!   fences, 16-byte vector accesses, non-coherent constant loads;
 //! - [`util`]: wrap-safe compares and division by a precomputed reciprocal;

@@ -248,15 +248,32 @@ pub struct LaunchConfig {
     pub block: (u32, u32, u32),
     /// Dynamic shared memory per block, in bytes.
     pub shared_mem_bytes: u32,
+    /// Programmatic dependent launch: the kernel may start before the kernel ahead of it on
+    /// the stream has finished (as soon as that one's blocks have all called
+    /// `symcomm_device::arch::launch_dependents` or exited), so its launch overlaps the
+    /// other's tail. The kernel must call `symcomm_device::arch::grid_dependency_wait` before
+    /// touching anything the kernel ahead of it writes (the stream order is otherwise kept).
+    pub dependent_launch: bool,
 }
 
 impl LaunchConfig {
-    /// A 1-D launch of `blocks` blocks of `threads` threads, no dynamic shared memory.
+    /// A 1-D launch of `blocks` blocks of `threads` threads, no dynamic shared memory, no
+    /// dependent launch.
     pub fn linear(blocks: u32, threads: u32) -> Self {
         LaunchConfig {
             grid: (blocks, 1, 1),
             block: (threads, 1, 1),
             shared_mem_bytes: 0,
+            dependent_launch: false,
+        }
+    }
+
+    /// This launch with programmatic dependent launch on (see
+    /// [`dependent_launch`](Self::dependent_launch)).
+    pub fn with_dependent_launch(self) -> Self {
+        LaunchConfig {
+            dependent_launch: true,
+            ..self
         }
     }
 }
@@ -311,8 +328,34 @@ impl Function<'_> {
             )));
         }
         if let Some(entry) = self.emu {
-            // SAFETY: forwarded (the caller's argument contract).
+            // SAFETY: forwarded (the caller's argument contract). Emulated launches are
+            // synchronous: a dependent launch has nothing to overlap.
             return unsafe { self.launch_emulated(entry, cfg, args) };
+        }
+        if cfg.dependent_launch {
+            let mut attr = sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue {
+                    programmaticStreamSerializationAllowed: 1,
+                },
+            };
+            let config = sys::CUlaunchConfig {
+                gridDimX: gx,
+                gridDimY: gy,
+                gridDimZ: gz,
+                blockDimX: bx,
+                blockDimY: by,
+                blockDimZ: bz,
+                sharedMemBytes: cfg.shared_mem_bytes,
+                hStream: stream,
+                attrs: &mut attr,
+                numAttrs: 1,
+            };
+            // SAFETY: as below; `config` and its one attribute live across the call.
+            return check("cuLaunchKernelEx", unsafe {
+                sys::cuLaunchKernelEx(&config, self.raw, args.as_mut_ptr(), ptr::null_mut())
+            });
         }
         // SAFETY: the caller upholds the argument contract above; shape is non-empty.
         check("cuLaunchKernel", unsafe {

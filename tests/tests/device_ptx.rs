@@ -56,6 +56,8 @@ fn every_test_kernel_is_exported() {
         "warp_ops",
         "block_votes",
         "timers",
+        "pdl_producer",
+        "pdl_consumer",
         "coop_probe",
         "atomic_add_acq_rel",
         "red_add_release",
@@ -202,6 +204,8 @@ fn arch_primitives_map_to_their_instructions() {
     );
     has("block_votes", &["bar.red.popc.u32", "bar.red.or.pred"]);
     has("timers", &["%globaltimer", "%clock64", "nanosleep.u32"]);
+    has("pdl_producer", &["griddepcontrol.launch_dependents"]);
+    has("pdl_consumer", &["griddepcontrol.wait"]);
     has(
         "coop_probe",
         &[

@@ -231,6 +231,42 @@ pub unsafe fn timers(out: *mut u64) {
     }
 }
 
+/// Dependent launch, first kernel: lets the next kernel launch at once
+/// ([`arch::launch_dependents`]), then waits `delay_ns` (`globaltimer`) and writes `value`
+/// to `out[gid]`.
+///
+/// # Safety
+/// `out` holds one u32 per thread.
+#[kernel]
+pub unsafe fn pdl_producer(out: *mut u32, value: u32, delay_ns: u64) {
+    arch::launch_dependents();
+    let t0 = arch::globaltimer();
+    while arch::globaltimer().wrapping_sub(t0) < delay_ns {
+        arch::nanosleep(1000);
+    }
+    // SAFETY: launch contract.
+    unsafe { *out.add(gid()) = value };
+}
+
+/// Dependent launch, second kernel: `early[gid]` = `src[gid]` read before
+/// [`arch::grid_dependency_wait`] (a relaxed load: what the first kernel had written by
+/// then, if this kernel already runs), `dst[gid]` = `src[gid]` read after it (what the first
+/// kernel wrote, always).
+///
+/// # Safety
+/// `src`, `dst` and `early` hold one u32 per thread.
+#[kernel]
+pub unsafe fn pdl_consumer(src: *const u32, dst: *mut u32, early: *mut u32) {
+    let i = gid();
+    // SAFETY: launch contract; a relaxed load may race with the producer's store.
+    unsafe {
+        *early.add(i) = mem::load(src.add(i), LoadOrder::Relaxed, Scope::Gpu);
+    }
+    arch::grid_dependency_wait();
+    // SAFETY: launch contract.
+    unsafe { *dst.add(i) = *src.add(i) };
+}
+
 /// Cooperative groups: per thread 20 words at `out[20 * tid ..]` (one block of 128 threads):
 /// rank/size/any for Thread, Tile<4>, Warp, Lanes (half warps), WarpSpan (warps 0-1 with id
 /// 0, warps 2-3 with id 1), Cta, where `any` ORs `thread_idx().x == 70`.

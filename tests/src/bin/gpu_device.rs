@@ -282,6 +282,52 @@ fn check_timers(ctx: &Ctx) -> Result<Verdict> {
     )))
 }
 
+/// Programmatic dependent launch: the consumer, launched with the attribute behind a producer
+/// that allows it at once and then takes 200 µs, must run before the producer has written
+/// (its early reads see the poison) and still see every value after its grid dependency
+/// wait.
+fn check_dependent_launch(ctx: &Ctx) -> Result<Verdict> {
+    let (blocks, threads) = (4u32, 128u32);
+    let n = (blocks * threads) as usize;
+    let value = 0x5eed_0001u32;
+    let (src, dst, early) = (
+        ctx.poisoned::<u32>(n)?,
+        ctx.poisoned::<u32>(n)?,
+        ctx.poisoned::<u32>(n)?,
+    );
+    let stream = cuda::Stream::new()?;
+    let producer = ctx.module.function("pdl_producer")?;
+    let consumer = ctx.module.function("pdl_consumer")?;
+    let cfg = LaunchConfig::linear(blocks, threads);
+    // SAFETY: the argument types match the kernels; every buffer holds one u32 per thread
+    // and outlives the stream synchronisation below.
+    unsafe {
+        producer.launch_with(cfg, stream.raw(), (src.device_ptr(), value, 200_000u64))?;
+        consumer.launch_with(
+            cfg.with_dependent_launch(),
+            stream.raw(),
+            (src.device_ptr(), dst.device_ptr(), early.device_ptr()),
+        )?;
+    }
+    stream.synchronize()?;
+    let got: Vec<u32> = ctx.download(&dst, n)?;
+    if let Err(e) = compare("after the wait", &got, &vec![value; n]) {
+        return Ok(Err(e));
+    }
+    let early: Vec<u32> = ctx.download(&early, n)?;
+    let overlapped = early.iter().filter(|&&v| v == u32::MAX).count();
+    if overlapped != n {
+        return Ok(Err(format!(
+            "only {overlapped} of {n} consumer threads ran before the producer wrote: the \
+             dependent launch did not start early"
+        )));
+    }
+    Ok(Ok(format!(
+        "consumer started during the producer ({n} of {n} early reads saw the poison) and \
+         read all {n} values after grid_dependency_wait"
+    )))
+}
+
 fn check_coop(ctx: &Ctx) -> Result<Verdict> {
     let (threads, words) = (refs::COOP_PROBE_THREADS, refs::COOP_PROBE_WORDS);
     let out = ctx.poisoned::<u32>(words * threads as usize)?;
@@ -974,6 +1020,7 @@ fn main() -> ExitCode {
     );
     report("module_load", check_module_load(&ctx));
     report("geometry", check_geometry(&ctx));
+    report("dependent_launch", check_dependent_launch(&ctx));
     report("smem_static", check_smem_static(&ctx, &mut rng));
     report("smem_dynamic", check_smem_dynamic(&ctx, &mut rng));
     report("warp_ops", check_warp_ops(&ctx, &mut rng));
