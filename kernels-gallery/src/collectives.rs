@@ -398,7 +398,7 @@ impl Collectives {
         let args =
             launch_args!(self; src.sym(0), dst.sym(0), packs, self.scratch_sym(0), self.ll_cap);
         let (blocks, threads) = self.tuning.ll_shape(work);
-        self.launch(name, blocks, threads, stream, args)
+        self.launch_kind(name, blocks, threads, stream, args, true)
     }
 
     /// Launches a pipelined push kernel (`pipeline.rs` in the kernels) whose largest slice
@@ -432,6 +432,7 @@ impl Collectives {
         self.launch(name, blocks, plan::THREADS, stream, args)
     }
 
+    /// Launches a kernel that is not an LL kernel (see [`Self::launch_kind`]).
     pub(crate) fn launch<A: KernelArgs>(
         &self,
         name: &str,
@@ -440,15 +441,35 @@ impl Collectives {
         stream: CUstream,
         args: A,
     ) -> Result<()> {
+        self.launch_kind(name, blocks, threads, stream, args, false)
+    }
+
+    /// Launches gallery kernel `name`; `ll`: an LL kernel, for
+    /// [`Tuning::dependent_launch`](crate::tuning::Tuning::dependent_launch).
+    pub(crate) fn launch_kind<A: KernelArgs>(
+        &self,
+        name: &str,
+        blocks: u32,
+        threads: u32,
+        stream: CUstream,
+        args: A,
+        ll: bool,
+    ) -> Result<()> {
         let f = self.module.function(name)?;
         // The kernels stride over `block_dim()`: smaller blocks under emulation.
         let threads = threads.min(self.threads);
+        // Every gallery kernel starts with `common::enter`, which waits for the kernel ahead
+        // of it: a dependent launch keeps the stream order.
+        let mut cfg = LaunchConfig::linear(blocks, threads);
+        if self.tuning.dependent_launch.applies(ll) {
+            cfg = cfg.with_dependent_launch();
+        }
         // SAFETY: every gallery entry point's arguments are built by the methods above from
         // checked buffers (inside their windows, 16-byte multiples), the communicator has
         // `max_blocks ≥ blocks` barriers, grids have at most `plan::LL_COUNTERS` blocks (the
         // launch counters of the LL and fused kernels; `Tuning::validate`), and every rank
         // computes the same launch.
-        unsafe { f.launch_with(LaunchConfig::linear(blocks, threads), stream, args) }
+        unsafe { f.launch_with(cfg, stream, args) }
     }
 
     pub(crate) fn scratch_sym(&self, offset: u64) -> SymPtr<u8> {

@@ -148,7 +148,7 @@ impl Collectives {
                 } else {
                     "all_reduce_rmsnorm_two_shot_ll_bf16"
                 };
-                self.launch(name, s.blocks, threads, stream, a)?;
+                self.launch_kind(name, s.blocks, threads, stream, a, true)?;
             }
             Algo::TwoShot | Algo::TwoShotPush => {
                 if bytes as u64 > FUSED_ROW_BYTES || tokens as u64 > split::MAX_ITEMS {

@@ -116,6 +116,55 @@ pub struct Tuning {
     /// Smallest reduce-scatter in bytes (the nccl-tests size: the input) that uses the
     /// pipelined push reduce-scatter (when it is on).
     pub rs_push_min: usize,
+    /// Which kernels are launched with programmatic dependent launch
+    /// (`symcomm::launch::LaunchConfig::dependent_launch`; see [`DependentLaunch`]).
+    pub dependent_launch: DependentLaunch,
+}
+
+/// Which gallery launches use programmatic dependent launch: the kernel may start while the
+/// kernel ahead of it on the stream finishes, and waits for it on the device (every gallery
+/// kernel does so before it touches memory, so the stream order holds either way); their
+/// launch latencies overlap.
+///
+/// Two ranks sharing one H100 (graphs of 20 collectives, bf16): the LL kernels took 0.1–0.5 µs
+/// less per collective up to 256 KiB (all-reduce 16 KiB 3.04–3.07 → 2.71–2.74 µs,
+/// reduce-scatter 4 KiB 2.57–2.62 → 2.26–2.42, fused one-shot 1 × 4096 4.08 → 3.61–3.73).
+/// The barrier kernels were mixed: the 512 KiB–1 MiB all-reduce 0.1–0.5 µs faster, the
+/// 128-row two-shot all-reduce and fused kernel 1.0–1.7 µs slower; and with `ll`, the
+/// 128-row barrier kernels, launched without it, ran 1.5–1.9 µs slower in processes that had
+/// launched LL kernels with it before (not in processes that had not), for a reason the
+/// proxy does not isolate. So it is off by default until a multi-GPU run settles it
+/// (`bash .gpu/bench --sweep` compares `off`, `ll` and `all`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DependentLaunch {
+    /// Every launch waits for the previous kernel to finish (`SYMCOMM_PDL=off`, the
+    /// default).
+    Off,
+    /// The LL kernels (one-shot and LL two-shot all-reduce, LL all-gather, reduce-scatter
+    /// and all-to-all, LL fused kernels) only (`SYMCOMM_PDL=ll`).
+    Ll,
+    /// Every gallery kernel (`SYMCOMM_PDL=all`).
+    All,
+}
+
+impl DependentLaunch {
+    /// The `SYMCOMM_PDL` spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            DependentLaunch::Off => "off",
+            DependentLaunch::Ll => "ll",
+            DependentLaunch::All => "all",
+        }
+    }
+
+    /// Whether a launch of an LL kernel (`ll`) or of another kernel uses it.
+    pub fn applies(self, ll: bool) -> bool {
+        match self {
+            DependentLaunch::Off => false,
+            DependentLaunch::Ll => ll,
+            DependentLaunch::All => true,
+        }
+    }
 }
 
 impl Default for Tuning {
@@ -152,6 +201,7 @@ impl Default for Tuning {
             // at every size from 16 MiB (256 MiB: 316 vs 293 GB/s busbw).
             push_min: 16 << 20,
             rs_push_min: usize::MAX,
+            dependent_launch: DependentLaunch::Off,
         }
     }
 }
@@ -263,6 +313,19 @@ impl Tuning {
         }
         if let Some(n) = num("SYMCOMM_TIMEOUT_MS", 1, 3_600_000)? {
             t.timeout_ns = n * 1_000_000;
+        }
+        if let Some(v) = get("SYMCOMM_PDL") {
+            t.dependent_launch = match v.as_str() {
+                "off" | "0" => DependentLaunch::Off,
+                "ll" => DependentLaunch::Ll,
+                "all" | "1" => DependentLaunch::All,
+                _ => {
+                    return Err(Error::Env {
+                        var: "SYMCOMM_PDL".into(),
+                        reason: format!("{v:?} is not off, ll or all"),
+                    });
+                }
+            };
         }
         t.validate()?;
         Ok(t)
@@ -426,6 +489,28 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn dependent_launch_is_off_by_default_and_symcomm_pdl_sets_it() {
+        let d = Tuning::default().dependent_launch;
+        assert_eq!(d, DependentLaunch::Off);
+        assert!(!d.applies(true) && !d.applies(false));
+        assert!(DependentLaunch::Ll.applies(true) && !DependentLaunch::Ll.applies(false));
+        for (v, want) in [
+            ("off", DependentLaunch::Off),
+            ("0", DependentLaunch::Off),
+            ("ll", DependentLaunch::Ll),
+            ("all", DependentLaunch::All),
+            ("1", DependentLaunch::All),
+        ] {
+            let t = Tuning::from_lookup(lookup(&[("SYMCOMM_PDL", v)])).unwrap();
+            assert_eq!(t.dependent_launch, want, "SYMCOMM_PDL={v}");
+        }
+        assert!(!DependentLaunch::Off.applies(true));
+        assert!(DependentLaunch::All.applies(false));
+        let e = Tuning::from_lookup(lookup(&[("SYMCOMM_PDL", "yes")])).unwrap_err();
+        assert!(e.to_string().contains("SYMCOMM_PDL"), "{e}");
     }
 
     #[test]

@@ -71,3 +71,70 @@ fn every_gallery_kernel_fits_its_launch_block_in_the_register_file() {
         );
     }
 }
+
+/// The first memory instruction of a kernel body that comes before its
+/// `griddepcontrol.wait` and reads more than the kernel's parameters; `Err` without a wait.
+fn access_before_wait(body: &str) -> Result<Option<String>, ()> {
+    let wait = body.find("griddepcontrol.wait").ok_or(())?;
+    for line in body[..wait].lines() {
+        // The opcode: the first token that is not a predicate guard (`@%p1`, `@!%p1`).
+        let op = line
+            .split_whitespace()
+            .find(|t| !t.starts_with('@'))
+            .unwrap_or("");
+        let memory = [
+            "ld.",
+            "st.",
+            "atom.",
+            "red.",
+            "multimem.",
+            "cp.",
+            "prefetch",
+        ]
+        .iter()
+        .any(|m| op.starts_with(m));
+        if memory && !op.starts_with("ld.param") {
+            return Ok(Some(line.trim().to_owned()));
+        }
+    }
+    Ok(None)
+}
+
+#[test]
+fn the_wait_check_finds_accesses_ahead_of_the_wait() {
+    let ok = "ld.param.u64 %rd1, [p];\n griddepcontrol.wait;\n ld.global.u32 %r1, [%rd1];";
+    assert_eq!(access_before_wait(ok), Ok(None));
+    let early = "ld.param.u64 %rd1, [p];\n @%p1 ld.u32 %r1, [%rd1];\n griddepcontrol.wait;";
+    assert_eq!(
+        access_before_wait(early),
+        Ok(Some("@%p1 ld.u32 %r1, [%rd1];".to_owned()))
+    );
+    assert_eq!(access_before_wait("st.global.u32 [%rd1], %r1;"), Err(()));
+}
+
+/// The host launches gallery kernels with programmatic dependent launch (on by default), which
+/// keeps the stream order only if every kernel waits for the kernel ahead of it before
+/// touching memory: each entry's body must hold `griddepcontrol.wait`, and no load or store
+/// other than of its parameters may come before it.
+#[test]
+fn every_gallery_kernel_waits_for_the_kernel_ahead_before_touching_memory() {
+    let mut entries = 0;
+    for part in kernels::PTX.split(".entry ").skip(1) {
+        let name: String = part
+            .chars()
+            .take_while(|c| c.is_alphanumeric() || *c == '_')
+            .collect();
+        // The body ends where the next top-level function begins.
+        let body = part.split("\n.func").next().unwrap_or(part);
+        match access_before_wait(body) {
+            Err(()) => panic!("kernel `{name}` never calls grid_dependency_wait"),
+            Ok(Some(line)) => panic!("kernel `{name}`: `{line}` before griddepcontrol.wait"),
+            Ok(None) => {}
+        }
+        entries += 1;
+    }
+    assert!(
+        entries > 50,
+        "only {entries} entries found in the gallery PTX"
+    );
+}

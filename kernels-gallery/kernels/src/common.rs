@@ -56,6 +56,17 @@ pub unsafe fn local_addr(p: SymPtr<u8>) -> u64 {
     unsafe { p.local() as u64 }
 }
 
+/// First call of every gallery kernel: waits for the kernel before it on the stream when
+/// this one was launched with programmatic dependent launch (nothing this kernel touches may
+/// be read before that). The kernel does not let the next one start early
+/// (`launch_dependents`): the next launch then begins as this grid's blocks exit, which took
+/// the same time off on the 2-rank proxy as starting it at once, without its blocks sitting
+/// on SMs for the whole of this kernel.
+#[inline(always)]
+pub fn enter() {
+    symcomm_device::arch::grid_dependency_wait();
+}
+
 /// `(first, stride)` of a grid-stride loop over packs: this thread's global index and the
 /// number of threads in the grid.
 #[inline(always)]

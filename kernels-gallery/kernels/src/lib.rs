@@ -55,6 +55,7 @@ macro_rules! entry {
             timeout_ns: u64,
             status: *mut u32,
         ) {
+            $crate::common::enter();
             // SAFETY: the contract above.
             unsafe { $body(&comm, src, dst, packs, timeout_ns, status) }
         }
@@ -72,6 +73,7 @@ macro_rules! entry {
             timeout_ns: u64,
             status: *mut u32,
         ) {
+            $crate::common::enter();
             // SAFETY: the contract above.
             unsafe { $body(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
         }
@@ -90,6 +92,7 @@ macro_rules! entry {
             timeout_ns: u64,
             status: *mut u32,
         ) {
+            $crate::common::enter();
             // SAFETY: the contract above.
             unsafe { $body($kind, &comm, src, dst, packs, push, slots, chunk, timeout_ns, status) }
         }
@@ -242,6 +245,7 @@ pub unsafe fn broadcast(
     timeout_ns: u64,
     status: *mut u32,
 ) {
+    common::enter();
     // SAFETY: the contract above.
     unsafe { collectives::broadcast(&comm, src, dst, packs, root, timeout_ns, status) }
 }
@@ -254,6 +258,7 @@ pub unsafe fn broadcast(
 /// `dst` is device memory of this GPU valid for `count` elements of the type.
 #[kernel]
 pub unsafe fn bench_fill(dst: *mut u8, count: u64, elem: u32, rank: u32, seed: u32, first: u64) {
+    common::enter();
     let (start, stride) = common::grid_stride();
     let mut i = start;
     while i < count {
@@ -294,6 +299,7 @@ pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
     timeout_ns: u64,
     status: *mut u32,
 ) {
+    common::enter();
     // SAFETY: the contract above.
     unsafe { rmsnorm::fused_one_shot(&comm, x, a, scratch, cap, fused, timeout_ns, status) }
 }
@@ -318,6 +324,7 @@ pub unsafe fn all_reduce_rmsnorm_two_shot_bf16(
     timeout_ns: u64,
     status: *mut u32,
 ) {
+    common::enter();
     // SAFETY: the contract above.
     unsafe { rmsnorm::fused_two_shot(&comm, x, a, fused, timeout_ns, status) }
 }
@@ -330,6 +337,7 @@ pub unsafe fn all_reduce_rmsnorm_two_shot_bf16(
 /// gives; `hidden` as for the fused kernels.
 #[kernel]
 pub unsafe fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) {
+    common::enter();
     // SAFETY: the contract above.
     unsafe { rmsnorm::rmsnorm_residual(s, a) }
 }
@@ -405,6 +413,7 @@ pub unsafe fn all_reduce_rmsnorm_two_shot_ll_bf16(
     timeout_ns: u64,
     status: *mut u32,
 ) {
+    common::enter();
     // SAFETY: the contract above.
     unsafe { rmsnorm::fused_two_shot_ll(&comm, x, a, scratch, cap, fused, timeout_ns, status) }
 }

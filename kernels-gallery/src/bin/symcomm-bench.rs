@@ -823,7 +823,7 @@ fn fmt_bw(bytes: usize, us: f64) -> f64 {
     bytes as f64 / (us * 1e-6) / 1e9
 }
 
-fn header(opts: &Opts, n: usize, nccl_version: Option<i32>, emulated: bool) -> String {
+fn header(opts: &Opts, n: usize, nccl_version: Option<i32>, emulated: bool, pdl: &str) -> String {
     let mode = match opts.threads {
         Some(t) => format!("one process driving {t} GPUs"),
         None => "one process per GPU".to_string(),
@@ -839,7 +839,7 @@ fn header(opts: &Opts, n: usize, nccl_version: Option<i32>, emulated: bool) -> S
         )
     } else {
         format!(
-            "CUDA graphs ({} ops per graph, median of {} replays)",
+            "CUDA graphs ({} ops per graph, median of {} replays, SYMCOMM_PDL={pdl})",
             opts.iters, opts.replays
         )
     };
@@ -957,7 +957,8 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
         nccl: nccl.as_ref(),
     };
     let n = comm.size();
-    let head = header(opts, n, nccl.as_ref().map(|x| x.version), emulated);
+    let pdl = gallery.tuning().dependent_launch.name();
+    let head = header(opts, n, nccl.as_ref().map(|x| x.version), emulated, pdl);
     // The multimem kernels are JIT-compiled with the module and looked up, never launched.
     let multimem: Vec<&str> = kernels::ENTRY_POINTS
         .iter()
