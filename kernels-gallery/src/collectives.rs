@@ -31,6 +31,15 @@ macro_rules! launch_args {
 }
 pub(crate) use launch_args;
 
+/// What a launch is, for [`Tuning::dependent_launch`](crate::tuning::Tuning::dependent_launch).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// An LL kernel.
+    Ll,
+    /// Any other kernel.
+    Other,
+}
+
 /// The gallery collectives of one rank (see the module docs).
 #[derive(Debug)]
 pub struct Collectives {
@@ -343,7 +352,7 @@ impl Collectives {
         let packs = bytes as u64 / plan::PACK;
         let args = launch_args!(self; src.sym(0), dst.sym(0), packs, root as i32);
         let (blocks, threads) = self.tuning.shape(plan::slice_len(packs, self.n as u64));
-        self.launch("broadcast", blocks, threads, stream, args)
+        self.launch(Kind::Other, "broadcast", blocks, threads, stream, args)
     }
 
     /// Runs a data-movement collective with `bytes` per peer block (`total` bytes counted as
@@ -381,7 +390,7 @@ impl Collectives {
     ) -> Result<()> {
         let args = launch_args!(self; src.sym(0), dst.sym(0), packs);
         let (blocks, threads) = self.tuning.shape(work);
-        self.launch(name, blocks, threads, stream, args)
+        self.launch(Kind::Other, name, blocks, threads, stream, args)
     }
 
     /// Launches an LL kernel taking `(comm, src, dst, packs, scratch, cap, timeout, status)`
@@ -398,7 +407,7 @@ impl Collectives {
         let args =
             launch_args!(self; src.sym(0), dst.sym(0), packs, self.scratch_sym(0), self.ll_cap);
         let (blocks, threads) = self.tuning.ll_shape(work);
-        self.launch_kind(name, blocks, threads, stream, args, true)
+        self.launch(Kind::Ll, name, blocks, threads, stream, args)
     }
 
     /// Launches a pipelined push kernel (`pipeline.rs` in the kernels) whose largest slice
@@ -429,31 +438,19 @@ impl Collectives {
         let push = SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0);
         let slots = u64::from(self.tuning.push_slots);
         let args = launch_args!(self; src.sym(0), dst.sym(0), packs, push, slots, chunk);
-        self.launch(name, blocks, plan::THREADS, stream, args)
+        self.launch(Kind::Other, name, blocks, plan::THREADS, stream, args)
     }
 
-    /// Launches a kernel that is not an LL kernel (see [`Self::launch_kind`]).
+    /// Launches gallery kernel `name` (`kind`: for
+    /// [`Tuning::dependent_launch`](crate::tuning::Tuning::dependent_launch)).
     pub(crate) fn launch<A: KernelArgs>(
         &self,
+        kind: Kind,
         name: &str,
         blocks: u32,
         threads: u32,
         stream: CUstream,
         args: A,
-    ) -> Result<()> {
-        self.launch_kind(name, blocks, threads, stream, args, false)
-    }
-
-    /// Launches gallery kernel `name`; `ll`: an LL kernel, for
-    /// [`Tuning::dependent_launch`](crate::tuning::Tuning::dependent_launch).
-    pub(crate) fn launch_kind<A: KernelArgs>(
-        &self,
-        name: &str,
-        blocks: u32,
-        threads: u32,
-        stream: CUstream,
-        args: A,
-        ll: bool,
     ) -> Result<()> {
         let f = self.module.function(name)?;
         // The kernels stride over `block_dim()`: smaller blocks under emulation.
@@ -461,7 +458,7 @@ impl Collectives {
         // Every gallery kernel starts with `common::enter`, which waits for the kernel ahead
         // of it: a dependent launch keeps the stream order.
         let mut cfg = LaunchConfig::linear(blocks, threads);
-        if self.tuning.dependent_launch.applies(ll) {
+        if self.tuning.dependent_launch.applies(kind == Kind::Ll) {
             cfg = cfg.with_dependent_launch();
         }
         // SAFETY: every gallery entry point's arguments are built by the methods above from

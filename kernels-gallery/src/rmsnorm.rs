@@ -17,7 +17,7 @@ use symcomm_gallery_kernels::rmsnorm::{MAX_PACKS, NormArgs, rsqrt};
 use symcomm_gallery_kernels::rmsnorm_split::{self as split, Split};
 
 use crate::buffer::Buf;
-use crate::collectives::{Collectives, launch_args};
+use crate::collectives::{Collectives, Kind, launch_args};
 use crate::tuning::Algo;
 
 /// Most bytes of rows (`tokens × hidden` bf16: 128 × 8192 and beyond) the two-shot fused
@@ -148,7 +148,7 @@ impl Collectives {
                 } else {
                     "all_reduce_rmsnorm_two_shot_ll_bf16"
                 };
-                self.launch_kind(name, s.blocks, threads, stream, a, true)?;
+                self.launch(Kind::Ll, name, s.blocks, threads, stream, a)?;
             }
             Algo::TwoShot | Algo::TwoShotPush => {
                 if bytes as u64 > FUSED_ROW_BYTES || tokens as u64 > split::MAX_ITEMS {
@@ -166,6 +166,7 @@ impl Collectives {
                 args.segs = s.segs as u32;
                 let a = launch_args!(self; x.sym(0), NormArg(args), fused);
                 self.launch(
+                    Kind::Other,
                     "all_reduce_rmsnorm_two_shot_bf16",
                     s.blocks,
                     threads,
@@ -191,6 +192,7 @@ impl Collectives {
         let args = NormArg(self.norm_args(bufs, tokens, hidden, eps)?);
         let blocks = (tokens as u32).min(1024);
         self.launch(
+            Kind::Other,
             "rmsnorm_residual_bf16",
             blocks,
             plan::THREADS,
