@@ -94,10 +94,10 @@ pub fn rsqrt(x: f32) -> f32 {
 const MAX_WARPS: usize = 32;
 
 /// Block-wide sums with one `bar.sync` each: warp shuffles, then one value per warp through
-/// shared memory, which every warp adds up with the same shuffles. The shared words alternate between two
-/// buffers, so a call need not wait for every warp to have read the previous call's words
-/// (a warp writing buffer `k` again, two calls later, has passed the barrier of the call in
-/// between, which every warp reached after reading buffer `k`).
+/// shared memory, which every warp adds up with the same shuffles. The shared words alternate
+/// between two buffers, so a call need not wait for every warp to have read the previous
+/// call's words (a warp writing buffer `k` again, two calls later, has passed the barrier of
+/// the call in between, which every warp reached after reading buffer `k`).
 struct BlockSum {
     buf: usize,
 }
