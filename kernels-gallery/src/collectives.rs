@@ -63,6 +63,14 @@ impl Collectives {
     /// Collective: every rank of `comm` calls this (with its device's context current) with
     /// the same `tuning`. Creates the device communicator and the scratch window and loads
     /// the kernels.
+    ///
+    /// # Errors
+    ///
+    /// Besides this rank's own failures: [`Error::Mismatch`] on every rank where the ranks'
+    /// [`Tuning::agreed_knobs`] differ, and [`Error::PeerFailed`] (with the peer's message)
+    /// where another rank's set-up failed before the first collective step (a tuning out of
+    /// range, a module that would not load): one bootstrap all-gather tells every rank the
+    /// outcome, so no rank waits in a later step for a peer that has given up.
     pub fn new(comm: &Communicator, tuning: Tuning) -> Result<Collectives> {
         if comm.lsa_size() != comm.size() {
             return Err(Error::Unsupported {
@@ -74,7 +82,6 @@ impl Collectives {
                 hint: "run every rank on one NVLink domain (one node)".into(),
             });
         }
-        tuning.validate()?;
         // Loaded before the collective calls below: loading a module waits for the kernels
         // running in the context, and with ranks as threads on one GPU a rank that returned
         // first may already be running a collective that waits for this rank (measured with
@@ -82,9 +89,21 @@ impl Collectives {
         // timed out). Every gallery kernel runs blocks of at most `plan::THREADS` threads;
         // the pipelined push kernels would take more registers than such a block has if left
         // unbounded.
-        let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
-        let status = HostMapped::new(0u32)?;
-        let threads = crate::emulation::threads()?;
+        let local = tuning.validate().and_then(|()| {
+            let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
+            let status = HostMapped::new(0u32)?;
+            let threads = crate::emulation::threads()?;
+            Ok((module, status, threads))
+        });
+        // Every rank learns whether every other one got this far and runs the same knobs
+        // before the first collective step (`agreement`).
+        let mut knobs = tuning.agreed_knobs();
+        if let Ok((_, _, threads)) = &local {
+            knobs.push(("block threads", threads.to_string()));
+        }
+        let agreed = crate::agreement::check(comm, local.as_ref().err(), &knobs);
+        let (module, status, threads) = local?;
+        agreed?;
         let n = comm.lsa_size();
         let ll_cap = tuning.ll_cap_packs(n);
         let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);

@@ -43,6 +43,7 @@
 
 #![warn(missing_docs)]
 
+mod agreement;
 pub mod buffer;
 pub mod check;
 pub mod collectives;

@@ -2,7 +2,9 @@
 //! environment knobs that change it.
 //!
 //! Every rank must pick the same algorithm and shape for the same call, so the knobs must be
-//! set identically on every rank (the launcher passes the environment to all of them).
+//! set identically on every rank (the launcher passes the environment to all of them);
+//! `Collectives::new` compares them across ranks ([`Tuning::agreed_knobs`]) and refuses to
+//! start, on every rank, where they differ.
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
@@ -366,6 +368,49 @@ impl Tuning {
         )
     }
 
+    /// The knobs every rank must set alike, named by their variables, with their values:
+    /// every one that changes which kernel runs, its grid or the scratch layout. Not
+    /// `SYMCOMM_TIMEOUT_MS` and `SYMCOMM_PDL`, which only change this rank's waits and
+    /// launches. `Collectives::new` refuses to start when they differ between ranks.
+    pub fn agreed_knobs(&self) -> Vec<(&'static str, String)> {
+        // Destructured in full, so that a new field must be placed on one side or the other.
+        let Tuning {
+            algo,
+            one_shot_max,
+            two_shot_ll_max,
+            fused_one_shot_max,
+            fused_two_shot_ll_max,
+            ll_max,
+            max_blocks,
+            min_threads,
+            ll_blocks,
+            ll_min_threads,
+            timeout_ns: _,
+            push_scratch,
+            push_slots,
+            push_min,
+            rs_push_min,
+            dependent_launch: _,
+        } = *self;
+        let s = |v: &dyn ToString| v.to_string();
+        vec![
+            ("SYMCOMM_ALGO", s(&algo.map_or("by size", Algo::name))),
+            ("SYMCOMM_ONE_SHOT_MAX", s(&one_shot_max)),
+            ("SYMCOMM_TWO_SHOT_LL_MAX", s(&two_shot_ll_max)),
+            ("SYMCOMM_FUSED_ONE_SHOT_MAX", s(&fused_one_shot_max)),
+            ("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", s(&fused_two_shot_ll_max)),
+            ("SYMCOMM_LL_MAX", s(&ll_max)),
+            ("SYMCOMM_MAX_BLOCKS", s(&max_blocks)),
+            ("SYMCOMM_MIN_THREADS", s(&min_threads)),
+            ("SYMCOMM_LL_BLOCKS", s(&ll_blocks)),
+            ("SYMCOMM_LL_MIN_THREADS", s(&ll_min_threads)),
+            ("SYMCOMM_PUSH_SCRATCH", s(&push_scratch)),
+            ("SYMCOMM_PUSH_SLOTS", s(&push_slots)),
+            ("SYMCOMM_PUSH_MIN", s(&push_min)),
+            ("SYMCOMM_RS_PUSH_MIN", s(&rs_push_min)),
+        ]
+    }
+
     /// The all-reduce algorithm for `bytes`: the forced one if it can run (the LL kernels
     /// need the data to fit the LL scratch: `one_shot_max`, `two_shot_ll_max`; the push
     /// two-shot needs its scratch, `push_scratch > 0`), else by size.
@@ -489,6 +534,46 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn agreed_knobs_are_named_by_the_variables_that_set_them() {
+        let base = Tuning::from_lookup(lookup(&[])).unwrap().agreed_knobs();
+        let names: Vec<&str> = base.iter().map(|k| k.0).collect();
+        // A valid value other than the default for each variable: setting it changes exactly
+        // the knob of that name.
+        let set = [
+            ("SYMCOMM_ALGO", "two_shot"),
+            ("SYMCOMM_ONE_SHOT_MAX", "1024"),
+            ("SYMCOMM_TWO_SHOT_LL_MAX", "2048"),
+            ("SYMCOMM_FUSED_ONE_SHOT_MAX", "3072"),
+            ("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", "4096"),
+            ("SYMCOMM_LL_MAX", "5120"),
+            ("SYMCOMM_MAX_BLOCKS", "7"),
+            ("SYMCOMM_MIN_THREADS", "64"),
+            ("SYMCOMM_LL_BLOCKS", "5"),
+            ("SYMCOMM_LL_MIN_THREADS", "96"),
+            ("SYMCOMM_PUSH_SCRATCH", "65536"),
+            ("SYMCOMM_PUSH_SLOTS", "3"),
+            ("SYMCOMM_PUSH_MIN", "12345"),
+            ("SYMCOMM_RS_PUSH_MIN", "54321"),
+        ];
+        assert_eq!(names, set.iter().map(|p| p.0).collect::<Vec<_>>());
+        for (var, v) in set {
+            let k = Tuning::from_lookup(lookup(&[(var, v)]))
+                .unwrap()
+                .agreed_knobs();
+            for (a, b) in base.iter().zip(&k) {
+                if a.0 == var {
+                    assert_eq!(b.1, v, "{var}");
+                } else {
+                    assert_eq!(a, b, "{var} changed {}", a.0);
+                }
+            }
+        }
+        // Local-only knobs are not compared.
+        let local = lookup(&[("SYMCOMM_TIMEOUT_MS", "5"), ("SYMCOMM_PDL", "all")]);
+        assert_eq!(Tuning::from_lookup(local).unwrap().agreed_knobs(), base);
     }
 
     #[test]

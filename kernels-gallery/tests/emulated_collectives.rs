@@ -475,6 +475,61 @@ fn narrow_blocks_and_grids_of_three_match_the_reference() {
 }
 
 #[test]
+fn ranks_with_different_knobs_or_a_failed_set_up_are_refused_on_every_rank() {
+    use_backend(Backend::Emulated).unwrap();
+    // Rank 1 raises the one-shot limit: nothing on the device would notice (rank 0 would run
+    // two-shots where rank 1 runs one-shots), so every rank must refuse at set-up.
+    let results = symcomm::ranks::run_ranks(Some(3), |comm| {
+        let mut t = tuning();
+        if comm.rank() == 1 {
+            t.one_shot_max *= 2;
+        }
+        Collectives::new(&comm, t).map(|_| ())
+    });
+    for (rank, r) in &results {
+        match r {
+            Err(Error::Mismatch {
+                what,
+                rank_a: 0,
+                value_a,
+                rank_b: 1,
+                value_b,
+            }) => {
+                assert_eq!(what, "gallery tuning SYMCOMM_ONE_SHOT_MAX", "rank {rank}");
+                assert_eq!((value_a.as_str(), value_b.as_str()), ("4096", "8192"));
+            }
+            other => panic!("rank {rank}: {other:?}"),
+        }
+    }
+    // Rank 2's tuning is out of range: it reports its own error, the others name it with its
+    // message (not a timeout, not "closed its communicator" in a later step).
+    let t0 = Instant::now();
+    let results = symcomm::ranks::run_ranks(Some(3), |comm| {
+        let mut t = tuning();
+        if comm.rank() == 2 {
+            t.max_blocks = 0;
+        }
+        let r = Collectives::new(&comm, t).map(|_| ());
+        // Still holding the communicator: the peers must not depend on this rank leaving.
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        r
+    });
+    for (rank, r) in &results {
+        match (rank, r) {
+            (2, Err(Error::InvalidArgument(m))) => assert!(m.contains("max_blocks"), "{m}"),
+            (
+                0 | 1,
+                Err(Error::PeerFailed {
+                    peer: 2, reason, ..
+                }),
+            ) => assert!(reason.contains("max_blocks is 0"), "rank {rank}: {reason}"),
+            other => panic!("{other:?}"),
+        }
+    }
+    assert!(t0.elapsed().as_secs() < 30, "{:?}", t0.elapsed());
+}
+
+#[test]
 fn an_8_rank_all_reduce_takes_this_long_on_the_emulator() {
     let times = on_ranks(8, |rank| {
         let mut best = Vec::new();
