@@ -89,40 +89,48 @@ impl Collectives {
         // timed out). Every gallery kernel runs blocks of at most `plan::THREADS` threads;
         // the pipelined push kernels would take more registers than such a block has if left
         // unbounded.
+        let n = comm.lsa_size();
+        // Everything that can fail on this rank alone comes before the first collective step.
+        // (The scratch sizes are bounded once the tuning is valid.)
         let local = tuning.validate().and_then(|()| {
+            let ll_cap = tuning.ll_cap_packs(n);
+            let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
             let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
             let status = HostMapped::new(0u32)?;
             let threads = crate::emulation::threads()?;
-            Ok((module, status, threads))
+            let scratch_bytes = fused_off + crate::rmsnorm::FUSED_SCRATCH_BYTES;
+            let scratch_mem = SymmetricMemory::alloc(comm, scratch_bytes as usize)?;
+            // Zeroed before registering: registration ends with a team barrier, so no peer
+            // can write an LL line before every header and line is zero (= never valid).
+            // `fill_bytes` returns once the memset is done. (No context-wide synchronize
+            // here: it would also wait for other streams' kernels, e.g. another rank's
+            // collective when several ranks share this device and context.)
+            scratch_mem.buffer().fill_bytes(0)?;
+            // No zeroing needed for the push scratch: each pipelined launch zeroes its own
+            // counters before its entry barrier, and slots are written before they are read.
+            let push_mem = match tuning.push_scratch {
+                0 => None,
+                _ => Some(SymmetricMemory::alloc(
+                    comm,
+                    tuning.push_window_bytes(n) as usize,
+                )?),
+            };
+            let scratch = (scratch_mem, push_mem, ll_cap, fused_off);
+            Ok((module, status, threads, scratch))
         });
         // Every rank learns whether every other one got this far and runs the same knobs
         // before the first collective step (`agreement`).
         let mut knobs = tuning.agreed_knobs();
-        if let Ok((_, _, threads)) = &local {
+        if let Ok((_, _, threads, ..)) = &local {
             knobs.push(("block threads", threads.to_string()));
         }
         let agreed = crate::agreement::check(comm, local.as_ref().err(), &knobs);
-        let (module, status, threads) = local?;
+        let (module, status, threads, (scratch_mem, push_mem, ll_cap, fused_off)) = local?;
         agreed?;
-        let n = comm.lsa_size();
-        let ll_cap = tuning.ll_cap_packs(n);
-        let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
-        let scratch_bytes = fused_off + crate::rmsnorm::FUSED_SCRATCH_BYTES;
-        let scratch_mem = SymmetricMemory::alloc(comm, scratch_bytes as usize)?;
-        // Zeroed before registering: registration ends with a team barrier, so no peer can
-        // write an LL line before every header and line is zero (= never valid).
-        // `fill_bytes` returns once the memset is done. (No context-wide synchronize here: it
-        // would also wait for other streams' kernels, e.g. another rank's collective when
-        // several ranks share this device and context.)
-        scratch_mem.buffer().fill_bytes(0)?;
         let scratch = comm.register_window(&scratch_mem)?;
-        let push = if tuning.push_scratch > 0 {
-            // No zeroing needed: each pipelined launch zeroes its own counters before its
-            // entry barrier, and slots are written before they are read.
-            let mem = SymmetricMemory::alloc(comm, tuning.push_window_bytes(n) as usize)?;
-            Some((comm.register_window(&mem)?, mem))
-        } else {
-            None
+        let push = match push_mem {
+            Some(mem) => Some((comm.register_window(&mem)?, mem)),
+            None => None,
         };
         let dev = DevComm::create(comm, Requirements::new().lsa_barriers(tuning.max_blocks))?;
         Ok(Collectives {
@@ -267,6 +275,18 @@ impl Collectives {
         Ok(algo)
     }
 
+    /// `bytes` per rank times the number of ranks: the size of a buffer holding every rank's
+    /// block, refused where it overflows (before any range check could pass on a wrapped
+    /// product).
+    fn all_blocks(&self, what: &str, bytes: usize) -> Result<usize> {
+        bytes.checked_mul(self.n).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{what}: {bytes} bytes per rank × {} ranks overflows",
+                self.n
+            ))
+        })
+    }
+
     /// Collective: `dst` (`count` elements) = reduction with `op` of block `rank` (elements
     /// `rank × count ..`) of every rank's `src` (`size × count` elements).
     pub fn reduce_scatter(
@@ -279,7 +299,7 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<()> {
         let bytes = bytes_of(count, t)?;
-        let total = bytes * self.n;
+        let total = self.all_blocks("reduce_scatter", bytes)?;
         src.check("reduce_scatter source", total)?;
         dst.check("reduce_scatter destination", bytes)?;
         let own = Buf::new(src.window(), src.offset() + bytes * self.rank);
@@ -313,13 +333,14 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<()> {
         let bytes = bytes_of(count, t)?;
+        let total = self.all_blocks("all_gather", bytes)?;
         src.check("all_gather source", bytes)?;
-        dst.check("all_gather destination", bytes * self.n)?;
+        dst.check("all_gather destination", total)?;
         let own = Buf::new(dst.window(), dst.offset() + bytes * self.rank);
         if !src.same_as(&own) {
-            no_partial_overlap("all_gather", &src, bytes, &dst, bytes * self.n)?;
+            no_partial_overlap("all_gather", &src, bytes, &dst, total)?;
         }
-        self.move_blocks("all_gather", src, dst, bytes, bytes * self.n, stream)
+        self.move_blocks("all_gather", src, dst, bytes, total, stream)
     }
 
     /// Collective: block `p` (`count` elements) of this rank's `src` lands in block `rank` of
@@ -333,7 +354,7 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<()> {
         let bytes = bytes_of(count, t)?;
-        let total = bytes * self.n;
+        let total = self.all_blocks("all_to_all", bytes)?;
         src.check("all_to_all source", total)?;
         dst.check("all_to_all destination", total)?;
         if overlaps(&src, total, &dst, total) {

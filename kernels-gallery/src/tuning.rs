@@ -33,6 +33,20 @@ pub const MAX_BLOCKS: u32 = 128;
 /// Most blocks of an LL launch ([`Tuning::ll_blocks`]; all must be resident at once).
 pub const MAX_LL_BLOCKS: u32 = 64;
 
+/// Largest [`Tuning::one_shot_max`] and [`Tuning::ll_max`] (64 MiB): the LL scratch holds
+/// that much per sender.
+pub const LL_LIMIT: u64 = 64 << 20;
+
+/// Largest [`Tuning::two_shot_ll_max`], [`Tuning::fused_one_shot_max`] and
+/// [`Tuning::fused_two_shot_ll_max`] (256 MiB).
+pub const LL_TWO_SHOT_LIMIT: u64 = 256 << 20;
+
+/// Largest [`Tuning::push_scratch`] (16 GiB).
+pub const PUSH_SCRATCH_LIMIT: u64 = 16 << 30;
+
+/// Most [`Tuning::push_slots`] (at least 2).
+pub const MAX_PUSH_SLOTS: u32 = 16;
+
 // Every LL launch and every fused two-shot launch finds one launch counter per block in the
 // LL header.
 const _: () =
@@ -265,19 +279,19 @@ impl Tuning {
                 },
             }
         };
-        if let Some(n) = num("SYMCOMM_ONE_SHOT_MAX", 0, 64 << 20)? {
+        if let Some(n) = num("SYMCOMM_ONE_SHOT_MAX", 0, LL_LIMIT)? {
             t.one_shot_max = n as usize;
         }
-        if let Some(n) = num("SYMCOMM_TWO_SHOT_LL_MAX", 0, 256 << 20)? {
+        if let Some(n) = num("SYMCOMM_TWO_SHOT_LL_MAX", 0, LL_TWO_SHOT_LIMIT)? {
             t.two_shot_ll_max = n as usize;
         }
-        if let Some(n) = num("SYMCOMM_FUSED_ONE_SHOT_MAX", 0, 256 << 20)? {
+        if let Some(n) = num("SYMCOMM_FUSED_ONE_SHOT_MAX", 0, LL_TWO_SHOT_LIMIT)? {
             t.fused_one_shot_max = n as usize;
         }
-        if let Some(n) = num("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", 0, 256 << 20)? {
+        if let Some(n) = num("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", 0, LL_TWO_SHOT_LIMIT)? {
             t.fused_two_shot_ll_max = n as usize;
         }
-        if let Some(n) = num("SYMCOMM_LL_MAX", 0, 64 << 20)? {
+        if let Some(n) = num("SYMCOMM_LL_MAX", 0, LL_LIMIT)? {
             t.ll_max = n as usize;
         }
         if let Some(n) = num("SYMCOMM_MAX_BLOCKS", 1, u64::from(MAX_BLOCKS))? {
@@ -301,10 +315,10 @@ impl Tuning {
         if let Some(n) = num("SYMCOMM_LL_BLOCKS", 1, u64::from(MAX_LL_BLOCKS))? {
             t.ll_blocks = n as u32;
         }
-        if let Some(n) = num("SYMCOMM_PUSH_SCRATCH", 0, 16 << 30)? {
+        if let Some(n) = num("SYMCOMM_PUSH_SCRATCH", 0, PUSH_SCRATCH_LIMIT)? {
             t.push_scratch = n as usize;
         }
-        if let Some(n) = num("SYMCOMM_PUSH_SLOTS", 2, 16)? {
+        if let Some(n) = num("SYMCOMM_PUSH_SLOTS", 2, u64::from(MAX_PUSH_SLOTS))? {
             t.push_slots = n as u32;
         }
         if let Some(n) = num("SYMCOMM_PUSH_MIN", 0, u64::MAX)? {
@@ -337,12 +351,15 @@ impl Tuning {
     /// in 1..=[`MAX_LL_BLOCKS`] (each block of an LL or fused launch owns one launch counter of
     /// the scratch header, [`plan::LL_COUNTERS`] in all), and `min_threads` / `ll_min_threads`
     /// multiples of 32 from 32 to [`plan::THREADS`] / [`plan::LL_THREADS`] (the block sums
-    /// shuffle across full warps).
+    /// shuffle across full warps); the LL limits up to [`LL_LIMIT`] / [`LL_TWO_SHOT_LIMIT`],
+    /// `push_scratch` up to [`PUSH_SCRATCH_LIMIT`] and `push_slots` in 2..=[`MAX_PUSH_SLOTS`]
+    /// (the scratch windows are sized from them). The `SYMCOMM_*` variables take the same
+    /// ranges.
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming the field and its range.
     pub fn validate(&self) -> Result<()> {
-        let check = |what: &str, v: u32, lo: u32, hi: u32, step: u32| {
+        let check = |what: &str, v: u64, lo: u64, hi: u64, step: u64| {
             if (lo..=hi).contains(&v) && v.is_multiple_of(step) {
                 Ok(())
             } else {
@@ -356,16 +373,31 @@ impl Tuning {
                 )))
             }
         };
-        check("max_blocks", self.max_blocks, 1, MAX_BLOCKS, 1)?;
-        check("ll_blocks", self.ll_blocks, 1, MAX_LL_BLOCKS, 1)?;
-        check("min_threads", self.min_threads, 32, plan::THREADS, 32)?;
+        let u = |v: u32| u64::from(v);
+        check("max_blocks", u(self.max_blocks), 1, u(MAX_BLOCKS), 1)?;
+        check("ll_blocks", u(self.ll_blocks), 1, u(MAX_LL_BLOCKS), 1)?;
+        check("min_threads", u(self.min_threads), 32, u(plan::THREADS), 32)?;
+        let ll_threads = u(plan::LL_THREADS);
+        check("ll_min_threads", u(self.ll_min_threads), 32, ll_threads, 32)?;
+        // The LL scratch is sized from these limits: bounded, its size cannot overflow.
+        let b = |v: usize| v as u64;
+        check("one_shot_max", b(self.one_shot_max), 0, LL_LIMIT, 1)?;
+        check("ll_max", b(self.ll_max), 0, LL_LIMIT, 1)?;
+        for (what, v) in [
+            ("two_shot_ll_max", self.two_shot_ll_max),
+            ("fused_one_shot_max", self.fused_one_shot_max),
+            ("fused_two_shot_ll_max", self.fused_two_shot_ll_max),
+        ] {
+            check(what, b(v), 0, LL_TWO_SHOT_LIMIT, 1)?;
+        }
         check(
-            "ll_min_threads",
-            self.ll_min_threads,
-            32,
-            plan::LL_THREADS,
-            32,
-        )
+            "push_scratch",
+            b(self.push_scratch),
+            0,
+            PUSH_SCRATCH_LIMIT,
+            1,
+        )?;
+        check("push_slots", u(self.push_slots), 2, u(MAX_PUSH_SLOTS), 1)
     }
 
     /// The knobs every rank must set alike, named by their variables, with their values:
@@ -534,6 +566,83 @@ mod tests {
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
         move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn validate_bounds_every_knob_that_sizes_a_scratch_or_a_grid() {
+        for n in [1, 2, 3, 4, 8] {
+            Tuning::for_ranks(n).validate().unwrap();
+        }
+        let bad = [
+            Tuning {
+                one_shot_max: usize::MAX,
+                ..Tuning::default()
+            },
+            Tuning {
+                ll_max: (LL_LIMIT + 1) as usize,
+                ..Tuning::default()
+            },
+            Tuning {
+                two_shot_ll_max: usize::MAX,
+                ..Tuning::default()
+            },
+            Tuning {
+                fused_one_shot_max: (LL_TWO_SHOT_LIMIT + 1) as usize,
+                ..Tuning::default()
+            },
+            Tuning {
+                fused_two_shot_ll_max: usize::MAX,
+                ..Tuning::default()
+            },
+            Tuning {
+                push_scratch: usize::MAX,
+                ..Tuning::default()
+            },
+            Tuning {
+                push_slots: 1,
+                ..Tuning::default()
+            },
+            Tuning {
+                push_slots: MAX_PUSH_SLOTS + 1,
+                ..Tuning::default()
+            },
+            Tuning {
+                max_blocks: 0,
+                ..Tuning::default()
+            },
+            Tuning {
+                ll_min_threads: 48,
+                ..Tuning::default()
+            },
+        ];
+        let names = [
+            "one_shot_max",
+            "ll_max",
+            "two_shot_ll_max",
+            "fused_one_shot_max",
+            "fused_two_shot_ll_max",
+            "push_scratch",
+            "push_slots",
+            "push_slots",
+            "max_blocks",
+            "ll_min_threads",
+        ];
+        for (t, name) in bad.iter().zip(names) {
+            let e = t.validate().unwrap_err().to_string();
+            assert!(e.contains(&format!("{name} is")), "{name}: {e}");
+        }
+        // The largest values the environment takes are valid.
+        let t = Tuning {
+            one_shot_max: LL_LIMIT as usize,
+            ll_max: LL_LIMIT as usize,
+            two_shot_ll_max: LL_TWO_SHOT_LIMIT as usize,
+            fused_one_shot_max: LL_TWO_SHOT_LIMIT as usize,
+            fused_two_shot_ll_max: LL_TWO_SHOT_LIMIT as usize,
+            push_scratch: PUSH_SCRATCH_LIMIT as usize,
+            push_slots: MAX_PUSH_SLOTS,
+            ..Tuning::default()
+        };
+        t.validate().unwrap();
     }
 
     #[test]

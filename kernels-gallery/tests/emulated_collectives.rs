@@ -530,6 +530,34 @@ fn ranks_with_different_knobs_or_a_failed_set_up_are_refused_on_every_rank() {
 }
 
 #[test]
+fn sizes_whose_all_rank_total_overflows_are_refused() {
+    // 2^61 i32 elements are 2^63 bytes per rank: the two-rank total wraps to 0 bytes, which
+    // would fit any window if the product were not checked.
+    let count = 1usize << 61;
+    on_ranks(2, |rank| {
+        let (a, b) = (Buf::whole(&rank.a), Buf::whole(&rank.b));
+        let s = std::ptr::null_mut();
+        let t = DataType::I32;
+        for (what, r) in [
+            ("all_to_all", rank.g.all_to_all(a, b, count, t, s)),
+            ("all_gather", rank.g.all_gather(a, b, count, t, s)),
+            (
+                "reduce_scatter",
+                rank.g.reduce_scatter(a, b, count, t, RedOp::Sum, s),
+            ),
+        ] {
+            match r {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(m.starts_with(what) && m.contains("overflows"), "{m}")
+                }
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        Ok(())
+    });
+}
+
+#[test]
 fn an_8_rank_all_reduce_takes_this_long_on_the_emulator() {
     let times = on_ranks(8, |rank| {
         let mut best = Vec::new();
