@@ -16,10 +16,13 @@ pub const fn fill_code(t: DataType) -> u32 {
     }
 }
 
-/// Element `i` of `bytes` (little-endian elements of type `t`) as an `f64` (NaN stays NaN).
+/// Element `i` of `bytes` (little-endian elements of type `t`) as an `f64` (NaN stays NaN);
+/// NaN as well for an element past the end of `bytes`.
 pub fn decode(bytes: &[u8], t: DataType, i: usize) -> f64 {
     let s = t.size();
-    let b = &bytes[i * s..i * s + s];
+    let Some(b) = i.checked_mul(s).and_then(|at| bytes.get(at..at + s)) else {
+        return f64::NAN;
+    };
     match t {
         DataType::F32 => f64::from(f32::from_le_bytes([b[0], b[1], b[2], b[3]])),
         DataType::I32 => f64::from(i32::from_le_bytes([b[0], b[1], b[2], b[3]])),
@@ -40,7 +43,8 @@ pub fn reduced(op: RedOp, seed: u32, n: u32, i: u64) -> i32 {
 /// Number of elements of `got` (`count` elements of `t`) that differ from `want(i)`.
 ///
 /// The pattern's values and their reductions are small integers, exact in every type, so the
-/// tolerance is zero; a NaN (e.g. the 0x7f poison in f16) is always wrong.
+/// tolerance is zero; a NaN (e.g. the 0x7f poison in f16) is always wrong, and so is an
+/// element past the end of `got` (it was never received).
 pub fn count_wrong(got: &[u8], t: DataType, count: usize, want: impl Fn(usize) -> i32) -> usize {
     find_wrong(got, t, count, want, 0).count
 }
@@ -105,6 +109,9 @@ mod tests {
             assert_eq!((m.first[0].0, m.first[0].2), (3, want(3)));
             assert_eq!(m.first[0].1, f64::from(want(3) + 1));
             assert_eq!(m.first[1].0, 10);
+            // Elements `got` does not hold are missing, hence wrong (not a panic).
+            assert_eq!(count_wrong(&buf[..98 * t.size()], t, 100, want), 5, "{t}");
+            assert!(decode(&buf, t, usize::MAX).is_nan());
         }
     }
 }

@@ -32,7 +32,10 @@ pub const FUSED_SCRATCH_BYTES: u64 = split::H_BASE + FUSED_ROW_BYTES;
 pub const MAX_HIDDEN: usize = 8 * MAX_PACKS * plan::LL_THREADS as usize;
 
 /// The device addresses of the non-window operands of [`Collectives::all_reduce_rmsnorm`]
-/// (device memory of this rank's GPU).
+/// (device memory of this rank's GPU, 16-byte aligned). Each call checks that every operand
+/// lies inside one device allocation ([`check_device_range`]); keeping that memory alive and
+/// unused by other work until the stream has run the call is the caller's part, as with
+/// any CUDA library that takes device pointers.
 #[derive(Debug, Clone, Copy)]
 pub struct NormBuffers {
     /// `tokens × hidden` bf16 residual rows (the same values on every rank).
@@ -190,6 +193,7 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<()> {
         let args = NormArg(self.norm_args(bufs, tokens, hidden, eps)?);
+        check_device_range("rows", s, tokens * hidden * 2)?; // bounded by `norm_args`
         let blocks = (tokens as u32).min(1024);
         self.launch(
             Kind::Other,
@@ -242,6 +246,13 @@ impl Collectives {
     ) -> Result<NormArgs> {
         check_shape(tokens, hidden)?;
         self.check_hidden(hidden)?;
+        let rows = tokens
+            .checked_mul(hidden * 2)
+            .ok_or_else(|| Error::InvalidArgument("all_reduce_rmsnorm: size overflows".into()))?;
+        check_device_range("residual", bufs.residual, rows)?;
+        check_device_range("weight", bufs.weight, hidden * 2)?;
+        check_device_range("out", bufs.out, rows)?;
+        check_device_range("residual_out", bufs.residual_out, rows)?;
         Ok(NormArgs {
             residual: bufs.residual,
             weight: bufs.weight,
@@ -265,6 +276,28 @@ impl Collectives {
         }
         Ok(())
     }
+}
+
+/// Checks a raw operand of the fused kernels before it reaches a kernel: `bytes` from `ptr`
+/// must lie inside one device allocation (what `cuMemGetAddressRange` reports; under
+/// emulation, an emulated allocation), and `ptr` must be 16-byte aligned (the kernels move
+/// 16-byte packs; a misaligned one would fault the context). It cannot tell whether the
+/// memory is in use elsewhere; the caller keeps it alive until the stream's work is done.
+pub fn check_device_range(what: &str, ptr: u64, bytes: usize) -> Result<()> {
+    let fail = |why: String| {
+        Error::InvalidArgument(format!("all_reduce_rmsnorm: {what} at {ptr:#x}: {why}"))
+    };
+    if !ptr.is_multiple_of(plan::PACK) {
+        return Err(fail(format!("not {}-byte aligned", plan::PACK)));
+    }
+    let (base, size) = symcomm::cuda::vmm::address_range(ptr).map_err(|e| fail(e.to_string()))?;
+    let end = (ptr - base).checked_add(bytes as u64);
+    if end.is_none_or(|end| end > size as u64) {
+        return Err(fail(format!(
+            "{bytes} bytes run past the end of its allocation ({size} bytes at {base:#x})"
+        )));
+    }
+    Ok(())
 }
 
 /// The fused kernels' split for `rows` rows of `ppr` packs per launch (`tokens` in all) on

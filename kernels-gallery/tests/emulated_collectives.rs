@@ -558,6 +558,81 @@ fn sizes_whose_all_rank_total_overflows_are_refused() {
 }
 
 #[test]
+fn fused_operands_outside_device_memory_or_misaligned_are_refused() {
+    on_ranks(2, |rank| {
+        let dev = rank.comm.device() as i32;
+        let (tokens, hidden) = (2, 256);
+        let rows = VmmBuffer::new(dev, tokens * hidden * 2)?;
+        let (residual, out) = (
+            VmmBuffer::new(dev, rows.len())?,
+            VmmBuffer::new(dev, rows.len())?,
+        );
+        let weight = VmmBuffer::new(dev, hidden * 2)?;
+        let good = NormBuffers {
+            residual: residual.device_ptr(),
+            weight: weight.device_ptr(),
+            out: out.device_ptr(),
+            residual_out: residual.device_ptr(),
+        };
+        let host = vec![0u8; 4096];
+        let (base, size) = symcomm::cuda::vmm::address_range(out.device_ptr())?;
+        let out_end = base + size as u64;
+        let cases = [
+            (
+                "out",
+                NormBuffers {
+                    out: out.device_ptr() + 8,
+                    ..good
+                },
+                "aligned",
+            ),
+            (
+                "weight",
+                NormBuffers {
+                    weight: host.as_ptr() as u64 & !15,
+                    ..good
+                },
+                "not emulated device memory",
+            ),
+            // Starts inside the allocation (a whole granule) but runs past its end.
+            (
+                "residual_out",
+                NormBuffers {
+                    residual_out: out_end - 16,
+                    ..good
+                },
+                "run past the end",
+            ),
+        ];
+        let x = Buf::whole(&rank.a);
+        let s = std::ptr::null_mut();
+        for (what, bufs, why) in cases {
+            match rank.g.all_reduce_rmsnorm(x, bufs, tokens, hidden, 1e-6, s) {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(m.contains(what) && m.contains(why), "{what}: {m}")
+                }
+                other => panic!("{what}: {other:?}"),
+            }
+            match rank
+                .g
+                .rmsnorm_residual(rows.device_ptr(), bufs, tokens, hidden, 1e-6, s)
+            {
+                Err(Error::InvalidArgument(m)) => assert!(m.contains(what), "{what}: {m}"),
+                other => panic!("{what}: {other:?}"),
+            }
+        }
+        let e = rank
+            .g
+            .rmsnorm_residual(rows.device_ptr() + 8, good, tokens, hidden, 1e-6, s);
+        assert!(
+            matches!(e, Err(Error::InvalidArgument(ref m)) if m.contains("rows")),
+            "{e:?}"
+        );
+        Ok(())
+    });
+}
+
+#[test]
 fn an_8_rank_all_reduce_takes_this_long_on_the_emulator() {
     let times = on_ranks(8, |rank| {
         let mut best = Vec::new();

@@ -89,6 +89,12 @@ impl Coll {
     }
 }
 
+/// Largest `--max` (1 TiB: more than any GPU holds).
+const MAX_BYTES: usize = 1 << 40;
+
+/// Largest `--iters`, `--replays` and `--warmup`.
+const MAX_COUNT: u32 = 1_000_000;
+
 #[derive(Debug, Clone)]
 struct Opts {
     threads: Option<usize>,
@@ -179,6 +185,13 @@ fn parse_args(mut args: Vec<String>, emulated: bool) -> std::result::Result<Opts
     }
     if o.threads == Some(0) || o.iters == 0 || o.replays == 0 || o.min == 0 || o.min > o.max {
         return Err("--threads, --iters, --replays must be positive and --min ≤ --max".into());
+    }
+    // Bounds that keep the size loop and the buffer sizes far from overflowing.
+    if o.max > MAX_BYTES || o.iters.max(o.replays).max(o.warmup) > MAX_COUNT {
+        return Err(format!(
+            "--max is at most {MAX_BYTES} bytes and --iters, --replays, --warmup at most \
+             {MAX_COUNT}"
+        ));
     }
     Ok(o)
 }
@@ -1143,5 +1156,32 @@ fn main() -> ExitCode {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(s: &str) -> Vec<String> {
+        s.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn sizes_and_counts_are_bounded() {
+        let o = parse_args(args("--min 4K --max 1G --iters 20"), false).unwrap();
+        assert_eq!((o.min, o.max, o.iters), (4 << 10, 1 << 30, 20));
+        assert!(parse_args(args("--max 1024G"), false).is_ok());
+        for bad in [
+            "--max 1025G",
+            "--max 18446744073709551615",
+            "--iters 4294967295",
+            "--warmup 2000000",
+            "--iters 0",
+            "--min 8K --max 4K",
+        ] {
+            let e = parse_args(args(bad), false).unwrap_err();
+            assert!(e.contains("--"), "{bad}: {e}");
+        }
     }
 }
