@@ -16,6 +16,10 @@
 //! - forwards SIGINT and SIGTERM to every rank's process group (a second signal sends SIGKILL);
 //! - when a rank fails, waits `--grace` seconds for the others to notice and exit on their own
 //!   (the bootstrap makes them fail promptly), then sends SIGTERM, and SIGKILL 5 s later;
+//! - once every rank has exited, waits for their output to end; processes a rank left running
+//!   in its process group (e.g. `cmd &`) that still hold its output open after 2 s get SIGTERM,
+//!   and SIGKILL 1 s later (at once on SIGINT or SIGTERM), so they cannot keep the launcher
+//!   waiting;
 //! - exits with the first failing rank's exit code, `128 + signal` if it was killed by a
 //!   signal ([`exit_code`]), 0 if every rank succeeded.
 //!
@@ -25,9 +29,9 @@ use std::ffi::OsString;
 use std::io::{self, BufRead, BufReader, Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::process::{CommandExt, ExitStatusExt};
-use std::process::{Command, ExitStatus, Stdio};
+use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicI32, Ordering};
-use std::sync::{Arc, Mutex, mpsc};
+use std::sync::{Arc, Mutex};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -58,6 +62,14 @@ pub const DEFAULT_GRACE: Duration = Duration::from_secs(10);
 const KILL_AFTER: Duration = Duration::from_secs(5);
 /// How often the supervisor looks at signals and timers.
 const TICK: Duration = Duration::from_millis(10);
+/// Once every rank has exited, how long their output may stay open (held by processes they
+/// left behind) before those processes are terminated.
+const OUTPUT_DRAIN: Duration = Duration::from_secs(2);
+/// Time between SIGTERM and SIGKILL for the processes ranks left behind, and how long the
+/// output may then still take before the launcher stops waiting for it.
+const LEFTOVER_KILL_AFTER: Duration = Duration::from_secs(1);
+/// Longest piece of one output line that [`prefix_lines`] holds before writing it.
+pub const MAX_LINE_BYTES: usize = 64 << 10;
 
 /// Parsed `symcomm-run` command line.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -186,14 +198,18 @@ pub fn rank_env(
 }
 
 /// Copies `input` to `out` line by line, each line prefixed with `[rank k] ` and written whole
-/// under the lock (a last line without a newline gets one). Bytes need not be UTF-8.
+/// under the lock (a last line without a newline gets one). Bytes need not be UTF-8. A line
+/// longer than [`MAX_LINE_BYTES`] is written in pieces of that size, each prefixed and ended
+/// like a line, so a rank printing without newlines cannot make the launcher buffer without
+/// bound.
 pub fn prefix_lines<W: Write>(rank: usize, input: impl Read, out: &Mutex<W>) -> io::Result<()> {
     let prefix = format!("[rank {rank}] ");
     let mut input = BufReader::new(input);
     let mut line = Vec::new();
     loop {
         line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
+        let mut piece = (&mut input).take(MAX_LINE_BYTES as u64);
+        if piece.read_until(b'\n', &mut line)? == 0 {
             return Ok(());
         }
         let mut buf = Vec::with_capacity(prefix.len() + line.len() + 1);
@@ -256,7 +272,8 @@ fn install_signal_handlers() -> Result<()> {
     Ok(())
 }
 
-/// Sends `sig` to the process group of every rank that is still running.
+/// Sends `sig` to the process group of every rank marked in `running` (the group a rank leads
+/// outlives the rank while processes it started remain in it).
 fn signal_ranks(pids: &[i32], running: &[bool], sig: libc::c_int) {
     for (&pid, _) in pids.iter().zip(running).filter(|(_, r)| **r) {
         // SAFETY: `kill` has no memory-safety preconditions; a negative pid addresses the
@@ -281,17 +298,78 @@ fn free_port() -> Result<u16> {
         })
 }
 
+/// Rejects what [`LaunchArgs::parse`] would have rejected, for arguments built by hand.
+fn check_args(args: &LaunchArgs) -> Result<()> {
+    let n = args.nprocs;
+    if !(1..=crate::bootstrap::MAX_WORLD_SIZE).contains(&n) {
+        return Err(Error::InvalidArgument(format!(
+            "{n} ranks is not in 1..={}",
+            crate::bootstrap::MAX_WORLD_SIZE
+        )));
+    }
+    if let Some(g) = &args.gpus
+        && g.len() < n
+    {
+        return Err(Error::InvalidArgument(format!(
+            "the GPU list has {} device(s) for {n} ranks",
+            g.len()
+        )));
+    }
+    if let Some(t) = args.timeout
+        && !(Duration::from_millis(1)..=Duration::from_secs(1_000_000_000)).contains(&t)
+    {
+        return Err(Error::InvalidArgument(format!(
+            "timeout {t:?} is not between 1 ms and 1e9 s"
+        )));
+    }
+    Ok(())
+}
+
+/// Starts a thread that copies `input` to `out` with [`prefix_lines`].
+fn start_pump<W: Write + Send + 'static>(
+    rank: usize,
+    input: impl Read + Send + 'static,
+    out: &Arc<Mutex<W>>,
+) -> Result<thread::JoinHandle<io::Result<()>>> {
+    let out = Arc::clone(out);
+    thread::Builder::new()
+        .name(format!("symcomm-run-out{rank}"))
+        .spawn(move || prefix_lines(rank, input, &*out))
+        .map_err(|source| Error::Io {
+            what: format!("starting the output thread of rank {rank}"),
+            source,
+        })
+}
+
+/// Kills (SIGKILL, whole process group) and reaps the ranks started so far, after a failed
+/// start.
+fn kill_started(children: &mut [Child]) {
+    for child in children.iter_mut() {
+        // SAFETY: `kill` has no memory-safety preconditions; the child is not reaped yet, so
+        // its pid still names the process group it leads.
+        unsafe {
+            libc::kill(-(child.id() as i32), libc::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+}
+
 /// Runs the job described by `args` and returns the launcher's exit code. Progress notes go to
 /// stderr, prefixed `symcomm-run:`.
+///
+/// # Errors
+/// [`Error::InvalidArgument`] for arguments [`LaunchArgs::parse`] would refuse (before anything
+/// is started); [`Error::Io`] when a rank or a thread cannot be started (the ranks already
+/// started are killed first).
 pub fn run(args: &LaunchArgs) -> Result<i32> {
+    check_args(args)?;
     let id = UniqueId::random(SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?)));
     install_signal_handlers()?;
     let stdout = Arc::new(Mutex::new(io::stdout()));
     let stderr = Arc::new(Mutex::new(io::stderr()));
-    let (tx, rx) = mpsc::channel();
-    let mut pids: Vec<i32> = Vec::with_capacity(args.nprocs);
-    let mut pumps = Vec::new();
     let n = args.nprocs;
+    let mut children: Vec<Child> = Vec::with_capacity(n);
+    let mut pumps = Vec::new();
     for rank in 0..n {
         let mut cmd = Command::new(&args.program);
         cmd.args(&args.args)
@@ -314,35 +392,29 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
                 Ok(())
             });
         }
-        let mut child = match cmd.spawn() {
-            Ok(c) => c,
-            Err(source) => {
-                signal_ranks(&pids, &vec![true; pids.len()], libc::SIGKILL);
-                for _ in 0..pids.len() {
-                    let _ = rx.recv();
+        let started = cmd
+            .spawn()
+            .map_err(|source| Error::Io {
+                what: format!("starting rank {rank} ({:?})", args.program),
+                source,
+            })
+            .and_then(|mut child| {
+                let (out, err) = (child.stdout.take(), child.stderr.take());
+                children.push(child);
+                if let Some(out) = out {
+                    pumps.push(start_pump(rank, out, &stdout)?);
                 }
-                return Err(Error::Io {
-                    what: format!("starting rank {rank} ({:?})", args.program),
-                    source,
-                });
-            }
-        };
-        pids.push(child.id() as i32);
-        if let Some(out) = child.stdout.take() {
-            let w = stdout.clone();
-            pumps.push(thread::spawn(move || prefix_lines(rank, out, &*w)));
+                if let Some(err) = err {
+                    pumps.push(start_pump(rank, err, &stderr)?);
+                }
+                Ok(())
+            });
+        if let Err(e) = started {
+            kill_started(&mut children);
+            return Err(e);
         }
-        if let Some(err) = child.stderr.take() {
-            let w = stderr.clone();
-            pumps.push(thread::spawn(move || prefix_lines(rank, err, &*w)));
-        }
-        let tx = tx.clone();
-        thread::spawn(move || {
-            let status = child.wait();
-            let _ = tx.send((rank, status));
-        });
     }
-    drop(tx);
+    let pids: Vec<i32> = children.iter().map(|c| c.id() as i32).collect();
     let note = |msg: String| {
         let mut w = stderr.lock().unwrap_or_else(|p| p.into_inner());
         let _ = writeln!(w, "symcomm-run: {msg}");
@@ -356,24 +428,24 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
     let mut killed = false;
     let mut signals_seen = 0;
     while left > 0 {
-        match rx.recv_timeout(TICK) {
-            Ok((rank, status)) => {
-                running[rank] = false;
-                left -= 1;
-                let (code, what) = match status {
-                    Ok(s) => (exit_code(s), describe(s)),
-                    Err(e) => (1, format!("could not be waited for ({e})")),
-                };
-                if code != 0 {
-                    note(format!("rank {rank} {what}"));
-                    if first_failure.is_none() {
-                        first_failure = Some(code);
-                        failed_at = Some(Instant::now());
-                    }
+        for (rank, child) in children.iter_mut().enumerate() {
+            if !running[rank] {
+                continue;
+            }
+            let (code, what) = match child.try_wait() {
+                Ok(None) => continue,
+                Ok(Some(s)) => (exit_code(s), describe(s)),
+                Err(e) => (1, format!("could not be waited for ({e})")),
+            };
+            running[rank] = false;
+            left -= 1;
+            if code != 0 {
+                note(format!("rank {rank} {what}"));
+                if first_failure.is_none() {
+                    first_failure = Some(code);
+                    failed_at = Some(Instant::now());
                 }
             }
-            Err(mpsc::RecvTimeoutError::Timeout) => {}
-            Err(mpsc::RecvTimeoutError::Disconnected) => break,
         }
         let sig = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
         if sig != 0 {
@@ -391,7 +463,7 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
         let now = Instant::now();
         if let (Some(t), None) = (failed_at, terminated_at)
             && left > 0
-            && now >= t + args.grace
+            && now.duration_since(t) >= args.grace
         {
             note(format!(
                 "{left} rank(s) still running {:?} after a failure; terminating them",
@@ -403,16 +475,69 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
         if let Some(t) = terminated_at
             && !killed
             && left > 0
-            && now >= t + KILL_AFTER
+            && now.duration_since(t) >= KILL_AFTER
         {
             signal_ranks(&pids, &running, libc::SIGKILL);
             killed = true;
         }
+        if left > 0 {
+            thread::sleep(TICK);
+        }
+    }
+    drain_output(pumps, &pids, &note);
+    Ok(first_failure.unwrap_or(0))
+}
+
+/// After every rank has exited: waits for their output to end. A rank's pipes stay open while
+/// a process it started (still in its process group) holds them, so after [`OUTPUT_DRAIN`]
+/// those processes get SIGTERM, then SIGKILL; a signal to the launcher kills them at once.
+/// Output threads still running [`LEFTOVER_KILL_AFTER`] after the SIGKILL (a process that left
+/// the group holds the pipe) are left behind.
+fn drain_output(
+    pumps: Vec<thread::JoinHandle<io::Result<()>>>,
+    pids: &[i32],
+    note: &dyn Fn(String),
+) {
+    let start = Instant::now();
+    let groups = vec![true; pids.len()];
+    let mut terminated_at: Option<Instant> = None;
+    let mut killed_at: Option<Instant> = None;
+    while !pumps.iter().all(|p| p.is_finished()) {
+        let now = Instant::now();
+        let sig = PENDING_SIGNAL.swap(0, Ordering::SeqCst);
+        if sig != 0 && killed_at.is_none() {
+            note(format!(
+                "got signal {sig}, killing the processes the ranks left running"
+            ));
+            signal_ranks(pids, &groups, libc::SIGKILL);
+            killed_at = Some(now);
+        }
+        if terminated_at.is_none() && killed_at.is_none() && now - start >= OUTPUT_DRAIN {
+            note(format!(
+                "every rank has exited, but processes they started still hold their output \
+                 open after {OUTPUT_DRAIN:?}; terminating them"
+            ));
+            signal_ranks(pids, &groups, libc::SIGTERM);
+            terminated_at = Some(now);
+        }
+        if let Some(t) = terminated_at
+            && killed_at.is_none()
+            && now - t >= LEFTOVER_KILL_AFTER
+        {
+            signal_ranks(pids, &groups, libc::SIGKILL);
+            killed_at = Some(now);
+        }
+        if let Some(t) = killed_at
+            && now - t >= LEFTOVER_KILL_AFTER
+        {
+            note("the ranks' output is still open; not waiting for it any longer".into());
+            return;
+        }
+        thread::sleep(TICK);
     }
     for p in pumps {
         let _ = p.join();
     }
-    Ok(first_failure.unwrap_or(0))
 }
 
 #[cfg(test)]
@@ -503,6 +628,68 @@ mod tests {
             out.into_inner().unwrap(),
             b"[rank 3] one\n[rank 3] two\n[rank 3] \xffbinary\n[rank 3] last\n"
         );
+    }
+
+    #[test]
+    fn a_line_without_newlines_is_written_in_bounded_pieces() {
+        let mut input = vec![b'a'; 2 * MAX_LINE_BYTES + 10];
+        input.extend_from_slice(b"\nnext\n");
+        let out = Mutex::new(Vec::new());
+        prefix_lines(1, &input[..], &out).unwrap();
+        let out = out.into_inner().unwrap();
+        let lines: Vec<&[u8]> = out.split_inclusive(|&b| b == b'\n').collect();
+        let piece = |n| [&b"[rank 1] "[..], &vec![b'a'; n], b"\n"].concat();
+        assert_eq!(lines.len(), 4);
+        assert_eq!(lines[0], piece(MAX_LINE_BYTES));
+        assert_eq!(lines[1], piece(MAX_LINE_BYTES));
+        assert_eq!(lines[2], piece(10));
+        assert_eq!(lines[3], b"[rank 1] next\n");
+    }
+
+    #[test]
+    fn run_refuses_hand_built_arguments_before_starting_any_rank() {
+        let marker = std::env::temp_dir().join(format!("symcomm-run-check-{}", std::process::id()));
+        let args = LaunchArgs {
+            nprocs: 3,
+            timeout: None,
+            gpus: Some(vec![0]),
+            grace: DEFAULT_GRACE,
+            program: "sh".into(),
+            args: vec![
+                "-c".into(),
+                "touch \"$0.$RANK\"".into(),
+                marker.clone().into_os_string(),
+            ],
+        };
+        let e = run(&args).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m.contains("1 device(s) for 3")),
+            "{e}"
+        );
+        for bad in [
+            LaunchArgs {
+                nprocs: 0,
+                gpus: None,
+                ..args.clone()
+            },
+            LaunchArgs {
+                gpus: None,
+                timeout: Some(Duration::ZERO),
+                ..args.clone()
+            },
+        ] {
+            assert!(
+                matches!(run(&bad), Err(Error::InvalidArgument(_))),
+                "{bad:?}"
+            );
+        }
+        thread::sleep(Duration::from_millis(200));
+        for rank in 0..3 {
+            let file = format!("{}.{rank}", marker.display());
+            let started = std::path::Path::new(&file).exists();
+            let _ = std::fs::remove_file(&file);
+            assert!(!started, "rank {rank} was started");
+        }
     }
 
     #[test]

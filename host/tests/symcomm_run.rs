@@ -189,3 +189,47 @@ fn symcomm_run_rejects_a_bad_command_line_with_usage() {
         text(&out.stderr)
     );
 }
+
+/// Whether process `pid` is gone (or a zombie waiting to be reaped by whoever adopted it).
+fn is_gone(pid: i32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => true,
+        // The state follows the parenthesised command name.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with(['Z', 'X'])),
+    }
+}
+
+#[test]
+fn symcomm_run_does_not_wait_for_processes_a_rank_left_holding_its_output() {
+    // `sleep` keeps the rank's stdout and stderr open long after the rank exited; the second
+    // case also ignores SIGTERM, so only SIGKILL ends it.
+    for (script, code) in [
+        ("sleep 30 & echo leftover $!; exit 0", 0),
+        ("trap '' TERM; sleep 30 & echo leftover $!; exit 3", 3),
+    ] {
+        let (out, took) = run(&["-n", "2", "--", "sh", "-c", script]);
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert_eq!(
+            out.status.code(),
+            Some(code),
+            "{script}: {stdout}\n{stderr}"
+        );
+        assert!(took < Duration::from_secs(10), "{script}: took {took:?}");
+        assert!(stderr.contains("terminating them"), "{script}: {stderr}");
+        let pids: Vec<i32> = stdout
+            .lines()
+            .filter_map(|l| l.split_once("leftover ").and_then(|(_, p)| p.parse().ok()))
+            .collect();
+        assert_eq!(pids.len(), 2, "{stdout}");
+        let start = Instant::now();
+        while !pids.iter().all(|&p| is_gone(p)) {
+            assert!(
+                start.elapsed() < Duration::from_secs(5),
+                "{script}: left-behind processes {pids:?} still run"
+            );
+            thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
