@@ -209,11 +209,25 @@ impl Communicator {
     ) -> Result<Vec<Communicator>> {
         let bootstraps = Bootstrap::in_process(n, timeout)?;
         let options = &options;
+        let mut not_started = None;
         let results: Vec<Result<Communicator>> = std::thread::scope(|s| {
+            // A rank whose thread cannot start drops its endpoint, so the others fail at once
+            // (their peer left) instead of waiting for it.
             let handles: Vec<_> = bootstraps
                 .into_iter()
                 .enumerate()
-                .map(|(rank, b)| s.spawn(move || Communicator::init(b, options(rank))))
+                .filter_map(|(rank, b)| {
+                    std::thread::Builder::new()
+                        .name(format!("symcomm-init{rank}"))
+                        .spawn_scoped(s, move || Communicator::init(b, options(rank)))
+                        .map_err(|source| {
+                            not_started.get_or_insert(Error::Io {
+                                what: format!("starting the initialisation thread of rank {rank}"),
+                                source,
+                            })
+                        })
+                        .ok()
+                })
                 .collect();
             handles
                 .into_iter()
@@ -226,6 +240,10 @@ impl Communicator {
                 })
                 .collect()
         });
+        // The root cause, rather than the failures of the ranks that lost their peer.
+        if let Some(e) = not_started {
+            return Err(e);
+        }
         results.into_iter().collect()
     }
 
@@ -333,16 +351,18 @@ impl Communicator {
         team_outer_factor(self.world_team(), self.lsa_size as i32)
     }
 
-    /// The world rank of member `r` of `team` (a team seen from this rank).
+    /// The world rank of member `r` of `team` (a team seen from this rank). -1 when it does
+    /// not fit in an `i32` (inputs no communicator produces).
     #[doc(alias = "ncclTeamRankToWorld")]
     pub fn team_rank_to_world(&self, team: Team, r: i32) -> i32 {
-        team.to_world(self.rank() as i32, r)
+        i32::try_from(self.rank() as i64 + world_distance(team, r)).unwrap_or(-1)
     }
 
-    /// The LSA rank of member `r` of `team` (no membership check, like NCCL).
+    /// The LSA rank of member `r` of `team` (no membership check, like NCCL). -1 when it does
+    /// not fit in an `i32` (inputs no communicator produces).
     #[doc(alias = "ncclTeamRankToLsa")]
     pub fn team_rank_to_lsa(&self, team: Team, r: i32) -> i32 {
-        self.lsa_rank() as i32 + (r - team.rank) * team.stride
+        i32::try_from(self.lsa_rank() as i64 + world_distance(team, r)).unwrap_or(-1)
     }
 
     /// A number shared by every rank of this job (see [`Bootstrap::job_id`]).
@@ -429,25 +449,28 @@ pub fn lsa_size_of<T: PartialEq>(nodes: &[T], cap: Option<usize>) -> usize {
 }
 
 /// Whether member `b_peer` of team `b` is also a member of team `a` (both seen from the same
-/// rank).
+/// rank). Computed without overflow for any field values: inputs no communicator produces
+/// (e.g. `i32::MIN`, a stride of -1) give false unless the peer really is a member.
 #[doc(alias = "ncclTeamRankIsMember")]
 pub fn team_rank_is_member(a: Team, b: Team, b_peer: i32) -> bool {
-    let w = (b_peer - b.rank) * b.stride;
+    let w = world_distance(b, b_peer);
     if a.stride == 0 {
         return w == 0 && (0..a.n_ranks).contains(&a.rank);
     }
-    let a_rank = a.rank + w / a.stride;
-    w % a.stride == 0 && 0 <= a_rank && a_rank < a.n_ranks
+    let stride = i64::from(a.stride);
+    w % stride == 0 && (0..i64::from(a.n_ranks)).contains(&(i64::from(a.rank) + w / stride))
 }
 
 /// The index in team `a` of member `b_peer` of team `b` (both seen from the same rank; no
-/// membership check, like NCCL).
+/// membership check, like NCCL). -1 when the index does not fit in an `i32` (inputs no
+/// communicator produces).
 #[doc(alias = "ncclTeamRankToTeam")]
 pub fn team_rank_to_team(a: Team, b: Team, b_peer: i32) -> i32 {
     if a.stride == 0 {
         return a.rank;
     }
-    a.rank + ((b_peer - b.rank) * b.stride) / a.stride
+    let index = i64::from(a.rank) + world_distance(b, b_peer) / i64::from(a.stride);
+    i32::try_from(index).unwrap_or(-1)
 }
 
 /// The sub-team of `parent` made of the caller's block of `n` consecutive members.
@@ -457,10 +480,22 @@ pub fn team_inner_factor(parent: Team, n: i32) -> Team {
 }
 
 /// The sub-team of `parent` made of the members at the caller's position in every block of `n`.
+/// When the stride `parent.stride * n` does not fit in an `i32` (no communicator produces such
+/// a team) the result is the empty team `{0, 0, 0}`, which has no members.
 #[doc(alias = "ncclTeamOuterFactor")]
 pub fn team_outer_factor(parent: Team, n: i32) -> Team {
     let n = n.max(1);
-    Team::new(parent.n_ranks / n, parent.rank / n, parent.stride * n)
+    match parent.stride.checked_mul(n) {
+        Some(stride) => Team::new(parent.n_ranks / n, parent.rank / n, stride),
+        None => Team::new(0, 0, 0),
+    }
+}
+
+/// World-rank distance from the caller to member `peer` of `team`. Exact in `i64`: a difference
+/// of two `i32` times an `i32` stays below 2^63 in magnitude, and so does a quotient of it plus
+/// an `i32`.
+fn world_distance(team: Team, peer: i32) -> i64 {
+    (i64::from(peer) - i64::from(team.rank)) * i64::from(team.stride)
 }
 
 fn gcd(mut a: usize, mut b: usize) -> usize {
@@ -624,6 +659,42 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn team_helpers_answer_extreme_values_exactly_instead_of_overflowing() {
+        let world = Team::new(8, 0, 1);
+        let reversed = Team::new(4, 0, -1);
+        // i32::MIN / -1 and i32::MIN % -1: index 2^31 is no member and no i32.
+        assert!(!team_rank_is_member(reversed, world, i32::MIN));
+        assert_eq!(team_rank_to_team(reversed, world, i32::MIN), -1);
+        // i32::MAX - (-1) overflows the distance.
+        let odd = Team::new(2, -1, 1);
+        assert!(!team_rank_is_member(world, odd, i32::MAX));
+        assert_eq!(team_rank_to_team(world, odd, i32::MAX), -1);
+        // Distances beyond i32 that still land on a member are members.
+        let wide = Team::new(4, 0, 1 << 30);
+        assert!(team_rank_is_member(wide, wide, 3));
+        assert_eq!(team_rank_to_team(wide, wide, 3), 3);
+        assert!(!team_rank_is_member(wide, wide, 4));
+        // Empty teams and a zero stride.
+        assert!(!team_rank_is_member(Team::new(0, 0, 1), world, 0));
+        assert!(!team_rank_is_member(Team::new(1, 0, 0), world, 1));
+        assert!(team_rank_is_member(Team::new(1, 0, 0), world, 0));
+        assert_eq!(team_rank_to_team(Team::new(1, 0, 0), world, i32::MIN), 0);
+        // An outer factor whose stride overflows is the empty team; small n are clamped.
+        assert_eq!(team_outer_factor(wide, 4), Team::new(0, 0, 0));
+        assert_eq!(team_outer_factor(world, i32::MIN), world);
+        assert_eq!(team_inner_factor(world, 0), Team::new(0, 0, 1));
+        let comms =
+            Communicator::init_threads_with(2, Duration::from_secs(10), |_| CommOptions::new())
+                .unwrap();
+        let far = Team::new(2, 0, i32::MAX);
+        assert_eq!(comms[0].team_rank_to_world(far, 1), i32::MAX);
+        assert_eq!(comms[1].team_rank_to_world(far, 1), -1);
+        assert_eq!(comms[1].team_rank_to_world(far, i32::MIN), -1);
+        assert_eq!(comms[1].team_rank_to_lsa(far, 1), -1);
+        assert_eq!(comms[1].team_rank_to_world(Team::new(2, 1, 1), 0), 0);
     }
 
     #[test]

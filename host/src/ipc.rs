@@ -570,8 +570,10 @@ fn try_fetch(
 // ---------------------------------------------------------------------------------------------
 // Socket helpers (thin libc wrappers).
 
-/// `now + timeout`, saturating far in the future instead of overflowing.
-fn deadline_after(timeout: Duration) -> Instant {
+/// `now + timeout`, saturating far in the future instead of overflowing (a timeout of
+/// [`Duration::MAX`] means "no practical limit", not a panic). The bootstrap derives its
+/// deadlines with this too.
+pub(crate) fn deadline_after(timeout: Duration) -> Instant {
     let now = Instant::now();
     now.checked_add(timeout)
         .or_else(|| now.checked_add(Duration::from_secs(u32::MAX as u64)))

@@ -48,8 +48,8 @@ pub fn take_threads_flag(args: &mut Vec<String>) -> std::result::Result<Option<u
 /// process of the job must call this; with `Some(n)` this process is the whole job: ranks
 /// `0..n`, one thread each, on GPUs `0..n` (see [`Communicator::init_threads`]). If the
 /// communicators cannot be created, the result is that one error, reported as rank 0's. A
-/// rank whose thread panics reports [`Error::InvalidArgument`] naming the rank; the other
-/// ranks' results are still returned.
+/// rank whose thread panics reports [`Error::InvalidArgument`] naming the rank, one whose
+/// thread cannot be started [`Error::Io`]; the other ranks' results are still returned.
 pub fn run_ranks<T, F>(threads: Option<usize>, f: F) -> Vec<(usize, Result<T>)>
 where
     T: Send,
@@ -65,21 +65,32 @@ where
         },
         Some(n) => match Communicator::init_threads(n) {
             Ok(comms) => std::thread::scope(|s| {
+                // A rank whose thread cannot start reports why; its communicator is dropped,
+                // so the other ranks fail at their next collective instead of waiting for it.
                 let handles: Vec<_> = comms
                     .into_iter()
                     .map(|comm| {
                         let rank = comm.rank();
                         let f = &f;
-                        (rank, s.spawn(move || f(comm)))
+                        let handle = std::thread::Builder::new()
+                            .name(format!("symcomm-rank{rank}"))
+                            .spawn_scoped(s, move || f(comm))
+                            .map_err(|source| Error::Io {
+                                what: format!("starting the thread of rank {rank}"),
+                                source,
+                            });
+                        (rank, handle)
                     })
                     .collect();
                 handles
                     .into_iter()
                     .map(|(rank, h)| {
-                        let result = h.join().unwrap_or_else(|_| {
-                            Err(Error::InvalidArgument(format!(
-                                "rank {rank}'s thread panicked"
-                            )))
+                        let result = h.and_then(|h| {
+                            h.join().unwrap_or_else(|_| {
+                                Err(Error::InvalidArgument(format!(
+                                    "rank {rank}'s thread panicked"
+                                )))
+                            })
                         });
                         (rank, result)
                     })

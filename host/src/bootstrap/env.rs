@@ -144,7 +144,9 @@ impl LaunchEnv {
     }
 }
 
-/// Parses a timeout in seconds (`"30"`, `"0.5"`); must be positive and finite.
+/// Parses a timeout in seconds (`"30"`, `"0.5"`); must be finite, at least 0.001 (1 ms: a
+/// shorter one would round to nothing and fail later as an obscure socket error) and at
+/// most 1e9. The error is a one-line reason, for [`Error::Env`] or a command line.
 pub fn parse_timeout(text: &str) -> std::result::Result<Duration, String> {
     let secs: f64 = text
         .trim()
@@ -153,6 +155,11 @@ pub fn parse_timeout(text: &str) -> std::result::Result<Duration, String> {
     if !(secs > 0.0 && secs <= 1e9) {
         return Err(format!(
             "{text:?} is not a positive number of seconds (at most 1e9)"
+        ));
+    }
+    if secs < 0.001 {
+        return Err(format!(
+            "{text:?} seconds is below the shortest timeout, 0.001 (1 ms)"
         ));
     }
     Ok(Duration::from_secs_f64(secs))
@@ -351,6 +358,16 @@ mod tests {
     }
 
     #[test]
+    fn timeouts_below_one_millisecond_are_refused_with_the_reason() {
+        assert_eq!(parse_timeout("0.001"), Ok(Duration::from_millis(1)));
+        assert_eq!(parse_timeout(" 2 "), Ok(Duration::from_secs(2)));
+        for text in ["1e-12", "0.0009"] {
+            let e = parse_timeout(text).unwrap_err();
+            assert!(e.contains("1 ms"), "{text}: {e}");
+        }
+    }
+
+    #[test]
     fn bad_launch_variables_name_the_variable() {
         let cases: &[(&[(&str, &str)], &str)] = &[
             (&[("RANK", "0")], "WORLD_SIZE"),
@@ -373,6 +390,8 @@ mod tests {
             ),
             (&[("SYMCOMM_TIMEOUT", "-1")], "SYMCOMM_TIMEOUT"),
             (&[("SYMCOMM_TIMEOUT", "soon")], "SYMCOMM_TIMEOUT"),
+            (&[("SYMCOMM_TIMEOUT", "1e-12")], "SYMCOMM_TIMEOUT"),
+            (&[("SYMCOMM_TIMEOUT", "0.0009")], "SYMCOMM_TIMEOUT"),
             (
                 &[
                     ("RANK", "0"),

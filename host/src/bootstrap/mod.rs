@@ -55,6 +55,7 @@ pub use tcp::RootListener;
 pub use unique_id::UniqueId;
 pub use wire::{MAX_MESSAGE_BYTES, MAX_WORLD_SIZE, PROTOCOL_VERSION};
 
+use crate::ipc::deadline_after;
 use crate::{Error, Result};
 use inproc::InProcLinks;
 use mailbox::{CollMsg, Failure, Incoming, Mailbox, Op, WaitError};
@@ -219,7 +220,7 @@ impl Bootstrap {
         *calls += 1;
         let n = *calls;
         let step = || format!("broadcast #{n}");
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
         self.check_failed(&step)?;
         if root == self.rank {
             for p in (0..self.size).filter(|&p| p != self.rank) {
@@ -251,7 +252,7 @@ impl Bootstrap {
         *calls += 1;
         let n = *calls;
         let step = || format!("barrier #{n}");
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
         self.check_failed(&step)?;
         let (me, size) = (self.rank, self.size);
         let mut dist = 1;
@@ -284,7 +285,7 @@ impl Bootstrap {
         *calls += 1;
         let n = *calls;
         let step = || format!("send #{n} to rank {peer}");
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
         self.check_failed(&step)?;
         let sent = if peer == self.rank {
             self.mailbox
@@ -311,7 +312,7 @@ impl Bootstrap {
         let step = || format!("recv #{n} from rank {peer}");
         self.check_failed(&step)?;
         self.mailbox
-            .take_p2p(peer, Instant::now() + self.timeout)
+            .take_p2p(peer, deadline_after(self.timeout))
             .map_err(|e| self.wait_failed(&step(), e))
     }
 
@@ -374,7 +375,7 @@ impl Bootstrap {
         *calls += 1;
         let n = *calls;
         let step = || format!("{} #{n}", op.name());
-        let deadline = Instant::now() + self.timeout;
+        let deadline = deadline_after(self.timeout);
         self.check_failed(&step)?;
         let others: Vec<usize> = ranks.iter().copied().filter(|&p| p != self.rank).collect();
         // Start with the next rank up, so that not every rank writes to the same peer first.

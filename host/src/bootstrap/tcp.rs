@@ -42,6 +42,7 @@ use super::wire::{
     self, HELLO_LEN, Hello, Kind, MAX_MESSAGE_BYTES, MAX_REASON_BYTES, PROTOCOL_VERSION, Role,
     WireError,
 };
+use crate::ipc::deadline_after;
 use crate::{Error, Result};
 
 /// How long one connection may take to say hello before it is dropped.
@@ -124,7 +125,7 @@ pub(crate) fn serve(
     size: usize,
     timeout: Duration,
 ) -> Result<Vec<Option<TcpStream>>> {
-    let deadline = Instant::now() + timeout;
+    let deadline = deadline_after(timeout);
     let magic = root.id.magic();
     let listener = root.listener;
     let mut links: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
@@ -281,7 +282,7 @@ pub(crate) fn join(
     size: usize,
     timeout: Duration,
 ) -> Result<Vec<Option<TcpStream>>> {
-    let deadline = Instant::now() + timeout;
+    let deadline = deadline_after(timeout);
     let magic = id.magic();
     let step = "rendezvous";
     let mut root = dial(id.addr(), rank, 0, deadline, timeout, step)?;
@@ -311,7 +312,9 @@ pub(crate) fn join(
     })?;
     // Wait a little longer than the root waits for the others, so that when the job does not
     // come together the root's report (which names the missing ranks) arrives first.
-    let welcome_deadline = deadline + (timeout / 4).min(WELCOME_GRACE);
+    let welcome_deadline = deadline
+        .checked_add((timeout / 4).min(WELCOME_GRACE))
+        .unwrap_or(deadline);
     set_read_deadline(&root, welcome_deadline, rank)?;
     let limit = wire::welcome_len(size).max(MAX_REASON_BYTES);
     let frame = wire::read_frame(&mut root, limit).map_err(|e| {
@@ -359,8 +362,18 @@ pub(crate) fn join(
     links[0] = Some(root);
     let stop = AtomicBool::new(false);
     let (dialed, accepted) = thread::scope(|scope| {
-        let acceptor =
-            scope.spawn(|| accept_mesh(&listener, rank, size, magic, deadline, timeout, &stop));
+        let acceptor = thread::Builder::new()
+            .name(format!("symcomm-accept{rank}"))
+            .spawn_scoped(scope, || {
+                accept_mesh(&listener, rank, size, magic, deadline, timeout, &stop)
+            });
+        let acceptor = match acceptor {
+            Ok(a) => a,
+            Err(e) => {
+                let e = io_error(rank, "mesh setup: starting the acceptor thread", e);
+                return (Err(e), Ok(Vec::new()));
+            }
+        };
         let dialed = dial_mesh(&table, rank, size, magic, deadline, timeout);
         if dialed.is_err() {
             stop.store(true, Ordering::Relaxed);
@@ -636,7 +649,9 @@ pub(crate) enum SendError {
 }
 
 impl TcpLinks {
-    /// Starts a reader thread for every link.
+    /// Starts a reader thread for every link. If that fails part-way, the links already
+    /// started are closed (no goodbye) and their readers joined before the error is returned;
+    /// the links not reached yet are dropped, which closes them.
     pub fn start(
         rank: usize,
         links: Vec<Option<TcpStream>>,
@@ -655,21 +670,39 @@ impl TcpLinks {
                 this.writers.push(None);
                 continue;
             };
-            let setup = |what: &str, source| io_error(rank, what, source);
-            s.set_read_timeout(None)
-                .map_err(|e| setup("configuring a link", e))?;
-            s.set_write_timeout(Some(timeout))
-                .map_err(|e| setup("configuring a link", e))?;
-            let reader = s.try_clone().map_err(|e| setup("duplicating a link", e))?;
-            let mailbox = this.mailbox.clone();
-            let handle = thread::Builder::new()
-                .name(format!("symcomm-rx{rank}-{peer}"))
-                .spawn(move || read_loop(reader, peer, size, &mailbox))
-                .map_err(|e| setup("starting a reader thread", e))?;
-            this.readers.push(handle);
-            this.writers.push(Some(Mutex::new(s)));
+            if let Err(e) = this.start_link(peer, s, size, timeout) {
+                this.close(false);
+                return Err(e);
+            }
         }
         Ok(this)
+    }
+
+    /// Configures the link to `peer` and starts its reader thread.
+    fn start_link(
+        &mut self,
+        peer: usize,
+        s: TcpStream,
+        size: usize,
+        timeout: Duration,
+    ) -> Result<()> {
+        let rank = self.rank;
+        let setup = |what: &str, source| io_error(rank, what, source);
+        s.set_read_timeout(None)
+            .map_err(|e| setup("configuring a link", e))?;
+        s.set_write_timeout(Some(timeout))
+            .map_err(|e| setup("configuring a link", e))?;
+        let reader = s.try_clone().map_err(|e| setup("duplicating a link", e))?;
+        let mailbox = self.mailbox.clone();
+        // The writer is registered first, so that `close` shuts the socket down (and the reader
+        // ends) even if the reader thread is the step that fails.
+        self.writers.push(Some(Mutex::new(s)));
+        let handle = thread::Builder::new()
+            .name(format!("symcomm-rx{rank}-{peer}"))
+            .spawn(move || read_loop(reader, peer, size, &mailbox))
+            .map_err(|e| setup("starting a reader thread", e))?;
+        self.readers.push(handle);
+        Ok(())
     }
 
     /// Writes one frame to `peer`.

@@ -90,6 +90,27 @@ fn collectives_and_point_to_point_deliver_every_ranks_data() {
 }
 
 #[test]
+fn a_timeout_of_duration_max_means_no_limit_not_a_panic() {
+    for mode in [Mode::InProc, Mode::Tcp] {
+        for r in group(mode, 2, Duration::MAX, |b| {
+            b.barrier()?;
+            let all = b.all_gather(&[b.rank() as u8])?;
+            assert_eq!(all, vec![vec![0], vec![1]]);
+            b.send(1 - b.rank(), b"hi")?;
+            assert_eq!(b.recv(1 - b.rank())?, b"hi");
+            b.broadcast(0, b"root")
+        }) {
+            let got = r.unwrap().unwrap_or_else(|e| panic!("{mode:?}: {e}"));
+            assert_eq!(got, b"root");
+        }
+    }
+    let comms =
+        crate::Communicator::init_threads_with(2, Duration::MAX, |_| crate::CommOptions::new())
+            .unwrap();
+    assert_eq!(comms.len(), 2);
+}
+
+#[test]
 fn endpoints_can_be_shared_and_moved_across_threads() {
     fn send_sync<T: Send + Sync>() {}
     send_sync::<Bootstrap>();
