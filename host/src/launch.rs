@@ -556,12 +556,18 @@ fn entry_params(ptx: &str) -> HashMap<String, Vec<usize>> {
     out
 }
 
+/// The size of one `.param` declaration. Brackets only make an array when a `[` comes before
+/// the last `]` (others, e.g. in a trailing comment, are ignored); `None` (the parameter is not
+/// counted) when the text declares no size this reader understands, including an array whose
+/// byte size overflows.
 fn param_size(decl: &str) -> Option<usize> {
     let decl = decl.strip_prefix(".param")?.trim();
-    if let (Some(open), Some(close)) = (decl.rfind('['), decl.rfind(']')) {
+    if let (Some(open), Some(close)) = (decl.rfind('['), decl.rfind(']'))
+        && open < close
+    {
         let n: usize = decl[open + 1..close].trim().parse().ok()?;
         let elem = decl.split_whitespace().find_map(scalar_size).unwrap_or(1);
-        return Some(n * elem);
+        return n.checked_mul(elem);
     }
     decl.split_whitespace().find_map(scalar_size)
 }
@@ -606,6 +612,20 @@ mod tests {
         assert_eq!(p["vector_add"], vec![8, 4, 240, 4]);
         assert_eq!(p["no_params"], Vec::<usize>::new());
         assert_eq!(p.len(), 2);
+    }
+
+    #[test]
+    fn malformed_parameter_declarations_are_skipped_not_a_panic() {
+        // A `]` before the last `[` (here from a comment) does not make an array; an array
+        // whose byte size overflows is not counted; the well-formed parameters still are.
+        let ptx = ".visible .entry odd(\n\t.param .u32 odd_param_0 // a[i]; b] [\n,\
+            \t.param .u64 odd_param_1[18446744073709551615],\n\
+            \t.param .align 4 .b32 odd_param_2[3]\n)\n{\n\tret;\n}\n";
+        let p = entry_params(ptx);
+        assert_eq!(p["odd"], vec![4, 12]);
+        assert_eq!(param_size(".param x] ["), None);
+        assert_eq!(param_size(".param .u64 x[4]"), Some(32));
+        assert_eq!(param_size(".param .u64 x[4611686018427387904]"), None);
     }
 
     #[test]
