@@ -504,18 +504,21 @@ impl Communicator {
             Ok(_) => Vec::new(),
             Err(e) => e.to_string().into_bytes(),
         };
-        let statuses = self.bootstrap().all_gather_ranks(&lsa_ranks, &status)?;
-        if !statuses[0].is_empty() {
-            return Err(Error::Unsupported {
-                what: "LSA multicast".into(),
-                hint: format!(
-                    "creating the multicast object failed on rank {}: {}",
-                    lsa_ranks[0],
-                    String::from_utf8_lossy(&statuses[0])
-                ),
-            });
-        }
+        // From here on LSA rank 0 may have published the object: every exit, including an
+        // error of this exchange, goes through the withdrawal below, so no exported fd keeps
+        // the object alive and a retry can publish again.
         let result = (|| {
+            let statuses = self.bootstrap().all_gather_ranks(&lsa_ranks, &status)?;
+            if !statuses[0].is_empty() {
+                return Err(Error::Unsupported {
+                    what: "LSA multicast".into(),
+                    hint: format!(
+                        "creating the multicast object failed on rank {}: {}",
+                        lsa_ranks[0],
+                        String::from_utf8_lossy(&statuses[0])
+                    ),
+                });
+            }
             let mc = match created? {
                 Some(mc) => mc,
                 None => {
