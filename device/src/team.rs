@@ -95,7 +95,10 @@ impl Team {
     }
 
     /// True when member `other_rank` of `other` (a team of the same caller) is also a member
-    /// of `self`.
+    /// of `self`. Like the other conversions it assumes real teams (those of [`Team::world`],
+    /// [`Team::lsa`], [`Team::rail`] and their factors: a positive stride, world ranks that fit
+    /// an `i32`); it does no overflow or zero-stride checks, which the host's
+    /// `symcomm::comm::team_rank_is_member` does.
     #[doc(alias = "ncclTeamRankIsMember")]
     #[inline(always)]
     pub const fn contains(&self, other: &Team, other_rank: i32) -> bool {
