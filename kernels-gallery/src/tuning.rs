@@ -573,61 +573,25 @@ mod tests {
         for n in [1, 2, 3, 4, 8] {
             Tuning::for_ranks(n).validate().unwrap();
         }
-        let bad = [
-            Tuning {
-                one_shot_max: usize::MAX,
-                ..Tuning::default()
-            },
-            Tuning {
-                ll_max: (LL_LIMIT + 1) as usize,
-                ..Tuning::default()
-            },
-            Tuning {
-                two_shot_ll_max: usize::MAX,
-                ..Tuning::default()
-            },
-            Tuning {
-                fused_one_shot_max: (LL_TWO_SHOT_LIMIT + 1) as usize,
-                ..Tuning::default()
-            },
-            Tuning {
-                fused_two_shot_ll_max: usize::MAX,
-                ..Tuning::default()
-            },
-            Tuning {
-                push_scratch: usize::MAX,
-                ..Tuning::default()
-            },
-            Tuning {
-                push_slots: 1,
-                ..Tuning::default()
-            },
-            Tuning {
-                push_slots: MAX_PUSH_SLOTS + 1,
-                ..Tuning::default()
-            },
-            Tuning {
-                max_blocks: 0,
-                ..Tuning::default()
-            },
-            Tuning {
-                ll_min_threads: 48,
-                ..Tuning::default()
-            },
+        let bad: [(&str, fn(&mut Tuning)); 10] = [
+            ("one_shot_max", |t| t.one_shot_max = usize::MAX),
+            ("ll_max", |t| t.ll_max = LL_LIMIT as usize + 1),
+            ("two_shot_ll_max", |t| t.two_shot_ll_max = usize::MAX),
+            ("fused_one_shot_max", |t| {
+                t.fused_one_shot_max = LL_TWO_SHOT_LIMIT as usize + 1
+            }),
+            ("fused_two_shot_ll_max", |t| {
+                t.fused_two_shot_ll_max = usize::MAX
+            }),
+            ("push_scratch", |t| t.push_scratch = usize::MAX),
+            ("push_slots", |t| t.push_slots = 1),
+            ("push_slots", |t| t.push_slots = MAX_PUSH_SLOTS + 1),
+            ("max_blocks", |t| t.max_blocks = 0),
+            ("ll_min_threads", |t| t.ll_min_threads = 48),
         ];
-        let names = [
-            "one_shot_max",
-            "ll_max",
-            "two_shot_ll_max",
-            "fused_one_shot_max",
-            "fused_two_shot_ll_max",
-            "push_scratch",
-            "push_slots",
-            "push_slots",
-            "max_blocks",
-            "ll_min_threads",
-        ];
-        for (t, name) in bad.iter().zip(names) {
+        for (name, set) in bad {
+            let mut t = Tuning::default();
+            set(&mut t);
             let e = t.validate().unwrap_err().to_string();
             assert!(e.contains(&format!("{name} is")), "{name}: {e}");
         }
