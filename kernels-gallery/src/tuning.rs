@@ -573,7 +573,8 @@ mod tests {
         for n in [1, 2, 3, 4, 8] {
             Tuning::for_ranks(n).validate().unwrap();
         }
-        let bad: [(&str, fn(&mut Tuning)); 10] = [
+        type Set = fn(&mut Tuning);
+        let bad: [(&str, Set); 10] = [
             ("one_shot_max", |t| t.one_shot_max = usize::MAX),
             ("ll_max", |t| t.ll_max = LL_LIMIT as usize + 1),
             ("two_shot_ll_max", |t| t.two_shot_ll_max = usize::MAX),
