@@ -13,6 +13,8 @@
 //! - `--iters N` ops captured per CUDA graph (20), `--replays N` timed replays (20),
 //!   `--warmup N` untimed replays (5)
 //! - `--inplace`: in-place variants; `--no-nccl`: symcomm only
+//! - `--eager`: no CUDA graphs: each timed round is `--iters` ops launched one by one on the
+//!   stream (host launch costs included, as in an eager PyTorch program)
 //! - `--algos LIST`: all-reduce rows per forced algorithm (`auto,one_shot,two_shot_ll,
 //!   two_shot,two_shot_push`; default `auto` = chosen by size); `two_shot_push` turns the push
 //!   scratch back on (32 MiB) if `SYMCOMM_PUSH_SCRATCH=0` turned it off
@@ -107,6 +109,7 @@ struct Opts {
     replays: u32,
     warmup: u32,
     inplace: bool,
+    eager: bool,
     nccl: bool,
     algos: Vec<Option<Algo>>,
 }
@@ -140,6 +143,7 @@ fn parse_args(mut args: Vec<String>, emulated: bool) -> std::result::Result<Opts
         replays: if emulated { 3 } else { 20 },
         warmup: if emulated { 1 } else { 5 },
         inplace: false,
+        eager: false,
         nccl: !emulated,
         algos: vec![None],
     };
@@ -166,6 +170,7 @@ fn parse_args(mut args: Vec<String>, emulated: bool) -> std::result::Result<Opts
             "--replays" => o.replays = value()?.parse().map_err(|_| "--replays: not a number")?,
             "--warmup" => o.warmup = value()?.parse().map_err(|_| "--warmup: not a number")?,
             "--inplace" => o.inplace = true,
+            "--eager" => o.eager = true,
             "--no-nccl" => o.nccl = false,
             "--algos" => {
                 o.algos = parse_list(&value()?, |x| {
@@ -735,11 +740,15 @@ fn cuda_copy_to_host(dst: &mut [u8], src: u64, emulated: bool) -> Result<()> {
 /// Captures `iters` ops into a graph, replays it `warmup` times, then `replays` times back to
 /// back with an event between replays; the median replay time / `iters`, in µs, averaged over
 /// ranks.
-/// On the CPU emulator (no stream, no graphs): [`time_direct`].
+/// On the CPU emulator (no stream, no graphs): [`time_direct`]; with `--eager`:
+/// [`time_eager`].
 fn time_graph(r: &Rank<'_>, op: impl Fn(&Rank<'_>) -> Result<()>) -> Result<f64> {
     let (Some(s), Some(ctx)) = (&r.stream, &r.ctx) else {
         return time_direct(r, op);
     };
+    if r.opts.eager {
+        return time_eager(r, s, ctx, op);
+    }
     s.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
         .map_err(cu("cuStreamBeginCapture"))?;
     let mut captured = Ok(());
@@ -761,6 +770,17 @@ fn time_graph(r: &Rank<'_>, op: impl Fn(&Rank<'_>) -> Result<()>) -> Result<f64>
     }
     s.synchronize().map_err(cu("cuStreamSynchronize"))?;
     r.comm.bootstrap().barrier()?;
+    timed_rounds(r, s, ctx, || graph.launch().map_err(cu("cuGraphLaunch")))
+}
+
+/// `replays` rounds of `round` back to back on `s`, an event between rounds; the median
+/// round time / `iters`, in µs, averaged over ranks.
+fn timed_rounds(
+    r: &Rank<'_>,
+    s: &Arc<CudaStream>,
+    ctx: &Arc<CudaContext>,
+    round: impl Fn() -> Result<()>,
+) -> Result<f64> {
     let events = (0..=r.opts.replays)
         .map(|_| {
             ctx.new_event(Some(sys::CUevent_flags::CU_EVENT_DEFAULT))
@@ -769,7 +789,7 @@ fn time_graph(r: &Rank<'_>, op: impl Fn(&Rank<'_>) -> Result<()>) -> Result<f64>
         .collect::<Result<Vec<_>>>()?;
     events[0].record(s).map_err(cu("cuEventRecord"))?;
     for e in &events[1..] {
-        graph.launch().map_err(cu("cuGraphLaunch"))?;
+        round()?;
         e.record(s).map_err(cu("cuEventRecord"))?;
     }
     s.synchronize().map_err(cu("cuStreamSynchronize"))?;
@@ -780,6 +800,23 @@ fn time_graph(r: &Rank<'_>, op: impl Fn(&Rank<'_>) -> Result<()>) -> Result<f64>
     ms.sort_by(f32::total_cmp);
     let median_us = f64::from(ms[ms.len() / 2]) * 1000.0 / f64::from(r.opts.iters);
     mean_over_ranks(r.comm, median_us)
+}
+
+/// `--eager`: [`time_graph`] without the graph: `warmup` rounds, a barrier, then `replays`
+/// timed rounds of `iters` ops launched one by one on the stream.
+fn time_eager(
+    r: &Rank<'_>,
+    s: &Arc<CudaStream>,
+    ctx: &Arc<CudaContext>,
+    op: impl Fn(&Rank<'_>) -> Result<()>,
+) -> Result<f64> {
+    let round = || (0..r.opts.iters).try_for_each(|_| op(r));
+    for _ in 0..r.opts.warmup {
+        round()?;
+    }
+    s.synchronize().map_err(cu("cuStreamSynchronize"))?;
+    r.comm.bootstrap().barrier()?;
+    timed_rounds(r, s, ctx, round)
 }
 
 /// The CPU emulator's stand-in for [`time_graph`]: `warmup` rounds, then `replays` rounds of
@@ -848,6 +885,12 @@ fn header(opts: &Opts, n: usize, nccl_version: Option<i32>, emulated: bool, pdl:
     let timing = if emulated {
         format!(
             "CPU emulator, direct synchronous launches ({} per round, median of {} rounds)",
+            opts.iters, opts.replays
+        )
+    } else if opts.eager {
+        format!(
+            "eager launches, no graphs ({} ops per round, median of {} rounds, \
+             SYMCOMM_PDL={pdl})",
             opts.iters, opts.replays
         )
     } else {
@@ -1172,6 +1215,7 @@ mod tests {
         let o = parse_args(args("--min 4K --max 1G --iters 20"), false).unwrap();
         assert_eq!((o.min, o.max, o.iters), (4 << 10, 1 << 30, 20));
         assert!(parse_args(args("--max 1024G"), false).is_ok());
+        assert!(!o.eager && parse_args(args("--eager"), false).unwrap().eager);
         for bad in [
             "--max 1025G",
             "--max 18446744073709551615",
