@@ -22,6 +22,7 @@
 //! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 64 |
 //! | `SYMCOMM_LL_MIN_THREADS` | the same as `SYMCOMM_MIN_THREADS` for the LL kernels (not the fused one-shot, which keeps whole rows in full blocks) | 64 |
 //! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
+//! | `SYMCOMM_PDL` | which launches use programmatic dependent launch: `all`, `ll` (the LL kernels) or `off` ([`DependentLaunch`]) | `all` |
 
 use symcomm::{Error, Result};
 
@@ -142,24 +143,21 @@ pub struct Tuning {
 /// kernel does so before it touches memory, so the stream order holds either way); their
 /// launch latencies overlap.
 ///
-/// Two ranks sharing one H100 (graphs of 20 collectives, bf16): the LL kernels took 0.1–0.5 µs
-/// less per collective up to 256 KiB (all-reduce 16 KiB 3.04–3.07 → 2.71–2.74 µs,
-/// reduce-scatter 4 KiB 2.57–2.62 → 2.26–2.42, fused one-shot 1 × 4096 4.08 → 3.61–3.73).
-/// The barrier kernels were mixed: the 512 KiB–1 MiB all-reduce 0.1–0.5 µs faster, the
-/// 128-row two-shot all-reduce and fused kernel 1.0–1.7 µs slower; and with `ll`, the
-/// 128-row barrier kernels, launched without it, ran 1.5–1.9 µs slower in processes that had
-/// launched LL kernels with it before (not in processes that had not), for a reason the
-/// proxy does not isolate. So it is off by default until a multi-GPU run settles it
-/// (`bash .gpu/bench --sweep` compares `off`, `ll` and `all`).
+/// On 2×H200 (one process per GPU, graphs of 20 collectives, bf16), `all` was faster than
+/// `off` in every one of 44 rows of all-reduce, all-gather, reduce-scatter and all-to-all
+/// from 4 KiB to 4 MiB, and in the six fused shapes: the LL kernels by 0.2–0.45 µs (all-reduce 4 KiB 3.16 → 2.74 µs, all-gather 4 KiB 2.84 →
+/// 2.74), the barrier kernels by 0.1–0.5 µs (all-reduce 1 MiB 8.75 → 8.27), the fused
+/// kernel by 0.3–0.5 µs (1 × 4096 4.14 → 3.82, 128 × 4096 12.25 → 11.75). So `all` is the
+/// default. (Two ranks sharing one H100 had shown the barrier kernels slower with it, and
+/// slower after LL kernels had used it; on separate GPUs neither happened.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum DependentLaunch {
-    /// Every launch waits for the previous kernel to finish (`SYMCOMM_PDL=off`, the
-    /// default).
+    /// Every launch waits for the previous kernel to finish (`SYMCOMM_PDL=off`).
     Off,
     /// The LL kernels (one-shot and LL two-shot all-reduce, LL all-gather, reduce-scatter
     /// and all-to-all, LL fused kernels) only (`SYMCOMM_PDL=ll`).
     Ll,
-    /// Every gallery kernel (`SYMCOMM_PDL=all`).
+    /// Every gallery kernel (`SYMCOMM_PDL=all`, the default).
     All,
 }
 
@@ -217,7 +215,8 @@ impl Default for Tuning {
             // at every size from 16 MiB (256 MiB: 316 vs 293 GB/s busbw).
             push_min: 16 << 20,
             rs_push_min: usize::MAX,
-            dependent_launch: DependentLaunch::Off,
+            // 2×H200: never slower, 0.1–0.5 µs faster per collective (see `DependentLaunch`).
+            dependent_launch: DependentLaunch::All,
         }
     }
 }
@@ -651,10 +650,11 @@ mod tests {
     }
 
     #[test]
-    fn dependent_launch_is_off_by_default_and_symcomm_pdl_sets_it() {
+    fn dependent_launch_is_on_by_default_and_symcomm_pdl_sets_it() {
         let d = Tuning::default().dependent_launch;
-        assert_eq!(d, DependentLaunch::Off);
-        assert!(!d.applies(true) && !d.applies(false));
+        assert_eq!(d, DependentLaunch::All);
+        assert!(d.applies(true) && d.applies(false));
+        assert!(Tuning::for_ranks(8).dependent_launch.applies(false));
         assert!(DependentLaunch::Ll.applies(true) && !DependentLaunch::Ll.applies(false));
         for (v, want) in [
             ("off", DependentLaunch::Off),
