@@ -3,7 +3,7 @@
 //! order rotated by rank.
 
 use symcomm_device::comm::DevComm;
-use symcomm_device::mem::Ordering;
+use symcomm_device::mem::{Ordering, U32x4};
 use symcomm_device::ptr::SymPtr;
 
 use crate::common::{bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st};
@@ -47,6 +47,12 @@ pub unsafe fn all_gather(
 /// All-to-all: block `p` of this rank's `src` goes to block `rank` of peer `p`'s `dst`
 /// (blocks of `packs` packs).
 ///
+/// Each thread moves pack `j` of every block before it moves on to its next pack: the copy
+/// into this rank's own block (local memory) and the pushes to the peers interleave, so
+/// NVLink is never idle while the local copy runs, and with 2, 4 or 8 ranks all `n` loads of
+/// a pack are in flight at once. (Copying block by block, all threads did their local block
+/// first: on 2×H200 that left the all-to-all at 0.84–0.91× NCCL's bus bandwidth from 64 MiB.)
+///
 /// # Safety
 /// `src` valid for `lsa_size × packs` packs locally; `dst` a window of that size on every
 /// rank, not overlapping `src`; otherwise as [`all_gather`].
@@ -61,24 +67,80 @@ pub unsafe fn all_to_all(
 ) {
     // SAFETY: forwarded.
     unsafe {
-        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
-            let (me, n) = (comm.lsa_rank, comm.lsa_size);
-            let inp = local_addr(src);
-            let mine = pack_off(packs * me as u64);
-            let (first, stride) = grid_stride();
-            // Each thread walks the peers in rotated order for its packs.
-            for k in 0..n {
-                let p = rotated(me, k, n);
-                let from = inp + pack_off(packs * p as u64);
-                let to = peer_addr(dst, p) + mine;
-                let mut j = first;
-                while j < packs {
-                    let o = pack_off(j);
-                    st(to + o, ld(from + o));
-                    j += stride;
-                }
-            }
+        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || match comm.lsa_size {
+            2 => all_to_all_n::<2>(comm, src, dst, packs),
+            4 => all_to_all_n::<4>(comm, src, dst, packs),
+            8 => all_to_all_n::<8>(comm, src, dst, packs),
+            _ => all_to_all_any(comm, src, dst, packs),
         })
+    }
+}
+
+/// [`all_to_all`]'s body for `N` ranks: the `N` source and destination addresses computed
+/// once, the `N` loads of a pack issued before its `N` stores.
+#[inline(always)]
+unsafe fn all_to_all_n<const N: usize>(
+    comm: &DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+) {
+    let me = comm.lsa_rank;
+    // SAFETY: live descriptors (the caller's contract).
+    let (inp, out) = unsafe { (local_addr(src), local_addr(dst)) };
+    let mine = pack_off(packs * me as u64);
+    let mut from = [0u64; N];
+    let mut to = [0u64; N];
+    let mut k = 0;
+    while k < N {
+        let p = rotated(me, k as i32, N as i32);
+        from[k] = inp + pack_off(packs * p as u64);
+        // SAFETY: as above.
+        to[k] = if p == me { out } else { unsafe { peer_addr(dst, p) } } + mine;
+        k += 1;
+    }
+    let (first, stride) = grid_stride();
+    let mut j = first;
+    while j < packs {
+        let o = pack_off(j);
+        let mut v = [U32x4::default(); N];
+        let mut k = 0;
+        while k < N {
+            // SAFETY: j < packs: inside block `k` of the local source.
+            v[k] = unsafe { ld(from[k] + o) };
+            k += 1;
+        }
+        k = 0;
+        while k < N {
+            // SAFETY: inside block `me` of peer `k`'s destination; only this thread of this
+            // rank writes that pack.
+            unsafe { st(to[k] + o, v[k]) };
+            k += 1;
+        }
+        j += stride;
+    }
+}
+
+/// [`all_to_all`]'s body for any number of ranks: pack by pack, peers in rotated order.
+#[inline(always)]
+unsafe fn all_to_all_any(comm: &DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs: u64) {
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    // SAFETY: live descriptors (the caller's contract).
+    let inp = unsafe { local_addr(src) };
+    let mine = pack_off(packs * me as u64);
+    let (first, stride) = grid_stride();
+    let mut j = first;
+    while j < packs {
+        let o = pack_off(j);
+        for k in 0..n {
+            let p = rotated(me, k, n);
+            // SAFETY: as in `all_to_all_n`.
+            unsafe {
+                let v = ld(inp + pack_off(packs * p as u64) + o);
+                st(peer_addr(dst, p) + mine + o, v);
+            }
+        }
+        j += stride;
     }
 }
 
