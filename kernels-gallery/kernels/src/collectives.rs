@@ -67,11 +67,13 @@ pub unsafe fn all_to_all(
 ) {
     // SAFETY: forwarded.
     unsafe {
-        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || match comm.lsa_size {
-            2 => all_to_all_n::<2>(comm, src, dst, packs),
-            4 => all_to_all_n::<4>(comm, src, dst, packs),
-            8 => all_to_all_n::<8>(comm, src, dst, packs),
-            _ => all_to_all_any(comm, src, dst, packs),
+        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
+            match comm.lsa_size {
+                2 => all_to_all_n::<2>(comm, src, dst, packs),
+                4 => all_to_all_n::<4>(comm, src, dst, packs),
+                8 => all_to_all_n::<8>(comm, src, dst, packs),
+                _ => all_to_all_any(comm, src, dst, packs),
+            }
         })
     }
 }
@@ -96,7 +98,11 @@ unsafe fn all_to_all_n<const N: usize>(
         let p = rotated(me, k as i32, N as i32);
         from[k] = inp + pack_off(packs * p as u64);
         // SAFETY: as above.
-        to[k] = if p == me { out } else { unsafe { peer_addr(dst, p) } } + mine;
+        to[k] = if p == me {
+            out
+        } else {
+            unsafe { peer_addr(dst, p) }
+        } + mine;
         k += 1;
     }
     let (first, stride) = grid_stride();
