@@ -4,9 +4,18 @@
 //! A line is `{lo, epoch, hi, epoch}` (four `u32`, 16-byte aligned): 8 bytes of payload split
 //! in two words, each followed by the epoch of the round that wrote it. The sender writes the
 //! whole line with one `st.relaxed.sys.global.v4.u32`; the receiver polls it with
-//! `ld.relaxed.sys.global.v4.u32` until **both** epoch words equal the round's epoch (each
-//! 8-byte half is then known to come from this round, whatever the width of the hardware
-//! transfer). Epochs are never 0, so a zeroed buffer holds no valid line; advance them with
+//! `ld.relaxed.sys.global.v4.u32` until **both** epoch words equal the round's epoch.
+//!
+//! **Assumption**: each naturally aligned 8-byte half of the line (`{lo, epoch}` and
+//! `{hi, epoch}`) is written and read as one unit, so an epoch word of this round implies a
+//! payload word of this round. PTX promises single-copy atomicity only per 4-byte element of
+//! a `.v4.u32` access (see [`mem::load_v4_u32`]); like NCCL's LL protocol, which relies on the
+//! same 8-byte atomicity of each half of its 16-byte accesses, this protocol relies on the
+//! hardware never splitting an aligned 8-byte half. The line as a whole may tear (two halves
+//! of different rounds): checking both epochs covers that. On the host, the `mem` backend
+//! makes each half one 8-byte atomic access, so the emulator honours the assumption.
+//!
+//! Epochs are never 0, so a zeroed buffer holds no valid line; advance them with
 //! [`next_epoch`], which skips 0 on wrap-around. Lines of the previous round hold the previous
 //! epoch, so one buffer can be reused round after round as long as a receiver has read a line
 //! before its sender overwrites it (double-buffer by epoch parity when that is not guaranteed).

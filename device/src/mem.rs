@@ -19,9 +19,16 @@
 //! space. Shared-memory pointers are not allowed.
 //!
 //! On the host the same calls map to `core::sync::atomic` with the same ordering (scopes do
-//! not exist there; weak accesses become relaxed atomics), volatile accesses to
-//! `read_volatile`/`write_volatile`, and vector accesses to one access per element (which is
-//! also all PTX promises for `.v4` accesses).
+//! not exist there; weak and volatile accesses become relaxed atomics of their width), and
+//! 16-byte vector accesses to two 8-byte atomic accesses, one per naturally aligned half (see
+//! [`load_v4_u32`] for what the GPU promises).
+//!
+//! On the host these loads never poll the CPU emulator: a kernel spinning on a bare
+//! [`load`] (`while load(flag, ..) == 0 {}`) is not stopped when its launch fails or its
+//! watchdog fires, and hangs the launch. Spin with [`wait::Spin`](crate::wait::Spin)
+//! ([`Spin::until`](crate::wait::Spin::until) or a loop calling
+//! [`Spin::check`](crate::wait::Spin::check)), which polls the emulator on every failed try
+//! (and bounds the wait on the GPU too).
 
 // ANCHOR: scope
 /// The set of threads an ordered access synchronises with.
@@ -416,9 +423,13 @@ impl From<U32x4> for U64x2 {
 /// - `p` is a 16-byte aligned generic address of global memory, valid for 16 bytes of reads.
 ///
 /// # Ordering
-/// `order` at `scope` **per element**: PTX does not promise that the 16 bytes are read as one
-/// atomic unit (in practice aligned 16-byte accesses are not torn; the LL protocol relies on
-/// per-element epochs, not on that).
+/// `order` at `scope` **per element**: PTX promises single-copy atomicity only for each
+/// 4-byte element of a `.v4.u32` access, not for the 16 bytes nor for an 8-byte pair of
+/// elements. The LL protocol ([`crate::ll`]) nevertheless **assumes** that each naturally
+/// aligned 8-byte half (elements 0–1 and 2–3) is read and written as one unit, as NCCL's LL
+/// protocol does of its 16-byte accesses (NVLink and the memory system move at least aligned
+/// 8 bytes at once); that is hardware behaviour, not a PTX guarantee. On the host each half
+/// is one 8-byte atomic access, so the emulator honours the same assumption.
 #[inline(always)]
 pub unsafe fn load_v4_u32(p: *const U32x4, order: LoadOrder, scope: Scope) -> U32x4 {
     // SAFETY: the caller upholds the contract above.
@@ -491,13 +502,15 @@ pub unsafe fn store_v2_u64(p: *mut U64x2, v: U64x2, order: StoreOrder, scope: Sc
 }
 
 /// Loads a value through the non-coherent (read-only) data cache (`ld.global.nc`, `__ldg`),
-/// in chunks of 8 bytes (or 4 when `T` is only 4-byte aligned).
+/// on the GPU in chunks of 8 bytes (or 4 when `T` is only 4-byte aligned); on the host a
+/// plain read of `T`.
 ///
 /// `T` must be at least 4-byte aligned with a size that is a multiple of its alignment
-/// (checked at compile time); padding bytes are copied as they are.
+/// (checked at compile time); on the GPU padding bytes are copied as they are.
 ///
 /// # Safety
 /// - `p` is a generic address of global memory, aligned, valid for reads of `T`.
+/// - The bytes at `p` are a valid `T` (initialised, a valid bit pattern of `T`).
 /// - Nobody writes `*p` while this kernel runs (the cache is not coherent with writes made
 ///   during the kernel, not even by this thread).
 ///
@@ -514,6 +527,25 @@ pub unsafe fn load_const<T: Copy>(p: *const T) -> T {
             "load_const needs a type aligned to at least 4 bytes"
         )
     };
+    if cfg!(target_arch = "nvptx64") {
+        // SAFETY: the caller's contract; the chunks are opaque inline-asm loads, so padding
+        // bytes come back as whatever integers the hardware read.
+        unsafe { load_const_chunks(p) }
+    } else {
+        // Host: a typed read (reading padding bytes as integers, chunk by chunk, would be
+        // undefined behaviour in Rust); nobody writes `*p`, so it races with nothing.
+        // SAFETY: the caller guarantees an aligned, valid, unchanging `T` at `p`.
+        unsafe { p.read() }
+    }
+}
+
+/// The GPU body of [`load_const`]: `T` in 8- or 4-byte `ld.global.nc` chunks (used on the GPU
+/// only: on the host the chunks would read padding as integers).
+///
+/// # Safety
+/// As [`load_const`].
+#[inline(always)]
+unsafe fn load_const_chunks<T: Copy>(p: *const T) -> T {
     let mut out = core::mem::MaybeUninit::<T>::uninit();
     if core::mem::align_of::<T>() >= 8 {
         let n = core::mem::size_of::<T>() / 8;
@@ -881,10 +913,21 @@ mod nvptx {
 }
 
 /// The host backend: `core::sync::atomic` with the same or a stronger ordering (no scopes on
-/// the host): weak accesses are relaxed atomics (emulated GPU threads are OS threads, and a
-/// racing weak access must not be undefined behaviour in Rust), relaxed/acquire/release/
-/// acq_rel map to the same `core` order at every scope, volatile stays volatile, fences are
-/// `fence(AcqRel)` / `fence(SeqCst)`.
+/// the host): weak and volatile accesses are relaxed atomics (emulated GPU threads are OS
+/// threads, and a racing non-atomic access, `read_volatile` included, would be undefined
+/// behaviour in Rust; a relaxed atomic load is not hoisted out of a spin loop either),
+/// relaxed/acquire/release/acq_rel map to the same `core` order at every scope, 16-byte
+/// vector accesses are two 8-byte atomics (each naturally aligned 8-byte half single-copy
+/// atomic, what the LL protocol assumes of the GPU), fences are `fence(AcqRel)` /
+/// `fence(SeqCst)`.
+///
+/// Loads and stores do not poll the emulator (see the module docs): spin with
+/// [`Spin`](crate::wait::Spin) to stay cancellable.
+///
+/// Racing atomics of different sizes on the same bytes are undefined behaviour in Rust when
+/// one of them writes (on the GPU such a race is merely unordered): a 16-byte access (two
+/// 8-byte atomics here) must not race with a 4-byte access to the same line, e.g. an LL line
+/// is written and polled only with 16-byte accesses.
 #[cfg(not(target_arch = "nvptx64"))]
 mod host {
     use super::{LoadOrder, Ordering, Scope, StoreOrder};
@@ -912,8 +955,7 @@ mod host {
                 // SAFETY: the caller guarantees an aligned, valid `p`.
                 unsafe {
                     match o {
-                        LoadOrder::Volatile => p.read_volatile(),
-                        LoadOrder::Weak | LoadOrder::Relaxed => {
+                        LoadOrder::Weak | LoadOrder::Relaxed | LoadOrder::Volatile => {
                             <$at>::from_ptr(p.cast_mut()).load(a::Ordering::Relaxed)
                         }
                         LoadOrder::Acquire => {
@@ -926,8 +968,7 @@ mod host {
                 // SAFETY: the caller guarantees an aligned, valid `p`.
                 unsafe {
                     match o {
-                        StoreOrder::Volatile => p.write_volatile(v),
-                        StoreOrder::Weak | StoreOrder::Relaxed => {
+                        StoreOrder::Weak | StoreOrder::Relaxed | StoreOrder::Volatile => {
                             <$at>::from_ptr(p).store(v, a::Ordering::Relaxed)
                         }
                         StoreOrder::Release => <$at>::from_ptr(p).store(v, a::Ordering::Release),
@@ -972,60 +1013,55 @@ mod host {
         unsafe { atom_add_u64(p, v, o.release_part(), s) };
     }
 
-    /// Vector accesses: one access per element, with the element order.
-    macro_rules! host_vec {
-        ($ld:ident, $st:ident, $t:ty, $bits:ty, $n:literal, $ldw:ident, $stw:ident,
-         $to:expr, $from:expr) => {
-            pub unsafe fn $ld(p: *const $t, o: LoadOrder, s: Scope) -> [$t; $n] {
-                let mut r = [<$t>::default(); $n];
-                for (i, x) in r.iter_mut().enumerate() {
-                    // SAFETY: the caller guarantees 16 valid, aligned bytes at `p`.
-                    *x = $from(unsafe { $ldw(p.add(i).cast::<$bits>(), o, s) });
-                }
-                r
-            }
-            pub unsafe fn $st(p: *mut $t, v: [$t; $n], o: StoreOrder, s: Scope) {
-                for (i, x) in v.into_iter().enumerate() {
-                    // SAFETY: the caller guarantees 16 valid, aligned bytes at `p`.
-                    unsafe { $stw(p.add(i).cast::<$bits>(), $to(x), o, s) };
-                }
-            }
-        };
+    /// The two 32-bit words of a 64-bit word, in memory order (elements `2k` and `2k + 1` of
+    /// a 16-byte vector live in half `k`).
+    fn words(w: u64) -> [u32; 2] {
+        let b = w.to_ne_bytes();
+        [
+            u32::from_ne_bytes([b[0], b[1], b[2], b[3]]),
+            u32::from_ne_bytes([b[4], b[5], b[6], b[7]]),
+        ]
+    }
+    /// The 64-bit word whose memory holds `[a, b]` (inverse of [`words`]).
+    fn join(a: u32, b: u32) -> u64 {
+        let (a, b) = (a.to_ne_bytes(), b.to_ne_bytes());
+        u64::from_ne_bytes([a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]])
     }
 
-    host_vec!(
-        ld_v4_u32,
-        st_v4_u32,
-        u32,
-        u32,
-        4,
-        ld_b32,
-        st_b32,
-        |v: u32| v,
-        |w: u32| w
-    );
-    host_vec!(
-        ld_v4_f32,
-        st_v4_f32,
-        f32,
-        u32,
-        4,
-        ld_b32,
-        st_b32,
-        f32::to_bits,
-        f32::from_bits
-    );
-    host_vec!(
-        ld_v2_u64,
-        st_v2_u64,
-        u64,
-        u64,
-        2,
-        ld_b64,
-        st_b64,
-        |v: u64| v,
-        |w: u64| w
-    );
+    // Vector accesses of 16 bytes: two 8-byte atomic accesses (half 0, then half 1) with the
+    // vector's order, so each naturally aligned 8-byte half is read or written as one unit,
+    // as the LL protocol assumes of the GPU's `.v4` accesses (one access per element could
+    // tear a `{payload, epoch}` pair).
+    pub unsafe fn ld_v2_u64(p: *const u64, o: LoadOrder, s: Scope) -> [u64; 2] {
+        // SAFETY: the caller guarantees 16 valid bytes at `p`, 16-byte aligned, so both
+        // 8-byte halves are valid and 8-byte aligned.
+        unsafe { [ld_b64(p, o, s), ld_b64(p.add(1), o, s)] }
+    }
+    pub unsafe fn st_v2_u64(p: *mut u64, v: [u64; 2], o: StoreOrder, s: Scope) {
+        // SAFETY: as in `ld_v2_u64`.
+        unsafe {
+            st_b64(p, v[0], o, s);
+            st_b64(p.add(1), v[1], o, s);
+        }
+    }
+    pub unsafe fn ld_v4_u32(p: *const u32, o: LoadOrder, s: Scope) -> [u32; 4] {
+        // SAFETY: forwarded (16 valid, 16-byte aligned bytes).
+        let [x, y] = unsafe { ld_v2_u64(p.cast(), o, s) };
+        let ([a, b], [c, d]) = (words(x), words(y));
+        [a, b, c, d]
+    }
+    pub unsafe fn st_v4_u32(p: *mut u32, v: [u32; 4], o: StoreOrder, s: Scope) {
+        // SAFETY: forwarded (16 valid, 16-byte aligned bytes).
+        unsafe { st_v2_u64(p.cast(), [join(v[0], v[1]), join(v[2], v[3])], o, s) }
+    }
+    pub unsafe fn ld_v4_f32(p: *const f32, o: LoadOrder, s: Scope) -> [f32; 4] {
+        // SAFETY: forwarded.
+        unsafe { ld_v4_u32(p.cast(), o, s) }.map(f32::from_bits)
+    }
+    pub unsafe fn st_v4_f32(p: *mut f32, v: [f32; 4], o: StoreOrder, s: Scope) {
+        // SAFETY: forwarded.
+        unsafe { st_v4_u32(p.cast(), v.map(f32::to_bits), o, s) }
+    }
 
     pub unsafe fn ld_nc_v4_u32(p: *const u32) -> [u32; 4] {
         // SAFETY: the caller guarantees 16 valid, aligned, immutable bytes at `p`.
@@ -1077,6 +1113,43 @@ mod tests {
         let w = U64x2::from(v);
         assert_eq!(U32x4::from(w), v);
         assert_eq!(w.0[0], 5 | (6 << 32));
+    }
+
+    /// The LL protocol assumes each 8-byte half of a 16-byte access is one unit (see
+    /// [`load_v4_u32`]). One access per `u32` let a reader see `{payload, epoch}` of two
+    /// different rounds (the payload read before a store, the epoch after it), which an LL
+    /// receiver accepts as data of the new round.
+    #[test]
+    fn host_vector_accesses_never_tear_an_8_byte_half() {
+        extern crate std;
+        use core::sync::atomic::{AtomicBool, Ordering as A};
+        let mut line = U32x4::default();
+        let addr = &raw mut line as usize;
+        let done = AtomicBool::new(false);
+        let (torn, reads) = std::thread::scope(|s| {
+            let reader = s.spawn(|| {
+                let (mut torn, mut reads) = (0u64, 0u64);
+                while !done.load(A::Relaxed) {
+                    // SAFETY: `line` outlives the scope; every access is a `mem` access.
+                    let [a, b, c, d] = unsafe {
+                        load_v4_u32(addr as *const U32x4, LoadOrder::Relaxed, Scope::Sys).0
+                    };
+                    torn += u64::from(a != b) + u64::from(c != d);
+                    reads += 1;
+                }
+                (torn, reads)
+            });
+            for k in 1..=500_000u32 {
+                let v = U32x4([k, k, !k, !k]);
+                // SAFETY: as above.
+                unsafe { store_v4_u32(addr as *mut U32x4, v, StoreOrder::Relaxed, Scope::Sys) };
+            }
+            done.store(true, A::Relaxed);
+            reader.join().unwrap()
+        });
+        assert!(reads > 0);
+        assert_eq!(torn, 0, "{torn} torn 8-byte halves in {reads} reads");
+        assert_eq!(line.0[0], 500_000);
     }
 
     #[test]

@@ -18,8 +18,10 @@
 //!
 //! On the host (CPU emulation), a multicast address that the emulated host runtime registered
 //! ([`crate::emu::multicast`]) resolves to the LSA peers' copies: `ld_reduce` sums them (16-bit
-//! floats in `f32`, rounded once), `st` stores to each, `red_add` adds atomically to each. Any
-//! other address is taken to be the caller's only copy (a single rank).
+//! floats in `f32`, rounded once), `st` stores to each, `red_add` adds atomically to each;
+//! loads and stores are relaxed atomic words (one 8-byte word for `f64`/`u64`, else one
+//! 4-byte word per element or packed pair), as the GPU's `.relaxed.sys`. Any other address is taken to be the caller's only
+//! copy (a single rank).
 
 use crate::mem::{F32x4, Ordering, U32x4};
 
@@ -353,6 +355,8 @@ mod host {
     use crate::reduce::{Bf16, F16, add_bf16x2, add_f16x2};
     use core::sync::atomic::{self as a, AtomicU32, AtomicU64};
 
+    const RELAXED: a::Ordering = a::Ordering::Relaxed;
+
     fn ord(o: Ordering) -> a::Ordering {
         if o.has_release() {
             a::Ordering::Release
@@ -373,11 +377,82 @@ mod host {
         }
     }
 
+    /// True when `T` is one 8-byte word: `f64`, `u64` (16-byte vectors are four 4-byte words).
+    const fn one_u64<T>() -> bool {
+        core::mem::size_of::<T>() == 8
+    }
+
+    /// True when `T` is a whole number of the words [`load_relaxed`] uses for it.
+    const fn words_fit<T>() -> bool {
+        let (size, align) = (core::mem::size_of::<T>(), core::mem::align_of::<T>());
+        if one_u64::<T>() {
+            align == 8
+        } else {
+            align >= 4 && size.is_multiple_of(4)
+        }
+    }
+
+    /// Reads `T` (4, 8 or 16 bytes, every bit pattern valid) at `q` as relaxed atomic words of
+    /// its elements: one 8-byte word for `f64`/`u64`, else 4-byte words (one per element or
+    /// packed pair, as the GPU's `.v4` forms and the `red` updates here). The GPU's multimem
+    /// accesses are `.relaxed.sys`, and other emulated threads access the copies concurrently,
+    /// so a non-atomic access would be a data race; word sizes match the `red` updates, since
+    /// racing atomics of different sizes are undefined behaviour in Rust.
+    ///
+    /// # Safety
+    /// `q` is valid for an aligned read of `T`, and `T` is a plain-old-data type of this
+    /// module (`u32`, `i32`, `u64`, `f32`, `f64`, [`F32x4`], [`U32x4`]).
+    unsafe fn load_relaxed<T: Copy>(q: *const T) -> T {
+        const { assert!(words_fit::<T>()) };
+        let mut out = core::mem::MaybeUninit::<T>::uninit();
+        if one_u64::<T>() {
+            // SAFETY: `*q` is one 8-byte aligned word; `out` has room for it.
+            unsafe {
+                let w = AtomicU64::from_ptr(q.cast::<u64>().cast_mut()).load(RELAXED);
+                out.as_mut_ptr().cast::<u64>().write(w);
+            }
+        } else {
+            for i in 0..core::mem::size_of::<T>() / 4 {
+                // SAFETY: word i lies inside `*q`, 4-byte aligned; `out` has room for it.
+                unsafe {
+                    let w = AtomicU32::from_ptr(q.cast::<u32>().add(i).cast_mut()).load(RELAXED);
+                    out.as_mut_ptr().cast::<u32>().add(i).write(w);
+                }
+            }
+        }
+        // SAFETY: every byte was written, and every bit pattern is a valid `T` (no padding).
+        unsafe { out.assume_init() }
+    }
+
+    /// Writes `v` at `q` as relaxed atomic words (as [`load_relaxed`] reads them).
+    ///
+    /// # Safety
+    /// `q` is valid for an aligned write of `T`, a type as in [`load_relaxed`].
+    unsafe fn store_relaxed<T: Copy>(q: *mut T, v: T) {
+        const { assert!(words_fit::<T>()) };
+        let src = (&raw const v).cast::<u8>();
+        if one_u64::<T>() {
+            // SAFETY: `*q` and `v` are one 8-byte word, aligned in `*q`.
+            unsafe {
+                let w = src.cast::<u64>().read_unaligned();
+                AtomicU64::from_ptr(q.cast::<u64>()).store(w, RELAXED);
+            }
+        } else {
+            for i in 0..core::mem::size_of::<T>() / 4 {
+                // SAFETY: word i lies inside `*q` and `v` (no padding), 4-byte aligned in `*q`.
+                unsafe {
+                    let w = src.add(4 * i).cast::<u32>().read_unaligned();
+                    AtomicU32::from_ptr(q.cast::<u32>().add(i)).store(w, RELAXED);
+                }
+            }
+        }
+    }
+
     /// Reads every copy of `p` and folds the values: `first` starts the accumulator from the
     /// first copy, `fold` adds each further one.
     ///
     /// # Safety
-    /// Every copy of `p` is valid for an aligned read of `T`.
+    /// Every copy of `p` is valid for an aligned read of `T`, a type as in [`load_relaxed`].
     unsafe fn ld_fold<T: Copy, A>(
         p: *const T,
         first: impl Fn(T) -> A,
@@ -386,7 +461,7 @@ mod host {
         let mut acc: Option<A> = None;
         each_copy(p, |q| {
             // SAFETY: the caller's contract, for every copy.
-            let v = unsafe { q.read_volatile() };
+            let v = unsafe { load_relaxed(q) };
             acc = Some(match acc.take() {
                 None => first(v),
                 Some(a) => fold(a, v),
@@ -396,7 +471,7 @@ mod host {
             Some(a) => a,
             // Never reached (a range has at least one member), but stay total.
             // SAFETY: as above, for `p` itself.
-            None => first(unsafe { p.read_volatile() }),
+            None => first(unsafe { load_relaxed(p) }),
         }
     }
 
@@ -501,7 +576,7 @@ mod host {
             pub unsafe fn $name(p: *mut $t, v: $t) {
                 each_copy(p, |q| {
                     // SAFETY: the caller guarantees every copy is valid and aligned.
-                    unsafe { q.write_volatile(v) }
+                    unsafe { store_relaxed(q, v) }
                 });
             }
         )*};
@@ -629,7 +704,9 @@ mod tests {
         ];
         let bases: std::vec::Vec<u64> = copies.iter_mut().map(|c| c.as_mut_ptr() as u64).collect();
         let mc = 0x6f00_0000_0000u64;
-        let range = crate::emu::multicast::register(mc, 16, &bases).unwrap();
+        // SAFETY: each copy is 16 bytes of `copies`, which outlives `range` (dropped below,
+        // before `copies` is read again) and is only accessed through the multimem calls.
+        let range = unsafe { crate::emu::multicast::register(mc, 16, &bases) }.unwrap();
         let word = |i: u64| (mc + 4 * i) as *mut u32;
         unsafe {
             assert_eq!(ld_reduce_add_u32(word(0)), 6);

@@ -7,8 +7,13 @@
 //! [`SymPtr::lsa`], [`SymPtr::peer`], [`SymPtr::multimem`].
 //!
 //! Arithmetic is in elements of `T` (`p + n` advances by `n * size_of::<T>()` bytes), as for
-//! raw pointers. With the cargo feature `bounds-checks` the accessors trap on a peer index
-//! outside the team, a misaligned offset, or an offset past the per-rank slot.
+//! raw pointers. With the cargo feature `bounds-checks` the accessors trap on a misaligned
+//! offset or an offset past the per-rank slot, and on the peer indices they can check:
+//! [`SymPtr::peer`] on a member outside `0..team.n_ranks`, [`SymPtr::lsa`] and
+//! [`SymPtr::peer_world`] on a (resulting) LSA rank below 0. An LSA rank at or past the LSA
+//! team's size is **not** caught: the window descriptor does not carry that size (use
+//! [`Window::try_peer_ptr`] with the communicator, or [`SymPtr::peer`] with the LSA team, to
+//! check it).
 
 use core::marker::PhantomData;
 use core::ops::{Add, AddAssign, Sub, SubAssign};
@@ -112,7 +117,7 @@ impl<T> SymPtr<T> {
     fn check(&self) {
         #[cfg(feature = "bounds-checks")]
         {
-            if self.offset % core::mem::align_of::<T>() != 0 {
+            if !self.offset.is_multiple_of(core::mem::align_of::<T>()) {
                 crate::arch::trap();
             }
             // SAFETY: only called by accessors whose callers guarantee a valid descriptor.
@@ -148,7 +153,8 @@ impl<T> SymPtr<T> {
     /// # Safety
     /// - `window` is a non-null descriptor as in [`local`](Self::local);
     /// - `lsa_peer` is in `0..lsa_size` for the result to be dereferenceable (with
-    ///   `bounds-checks`, a negative index traps).
+    ///   `bounds-checks`, a negative index traps; an index `>= lsa_size` is not caught, the
+    ///   descriptor does not know the LSA size).
     ///
     /// # Ordering
     /// None (address arithmetic).
@@ -185,15 +191,27 @@ impl<T> SymPtr<T> {
         unsafe { (*self.window).team_peer_ptr(self.offset, team, peer).cast() }
     }
 
-    /// World rank `world_peer`'s copy (must be in the caller's LSA team; not checked).
+    /// World rank `world_peer`'s copy (must be in the caller's LSA team).
     ///
     /// # Safety
-    /// As [`peer`](Self::peer).
+    /// - `window` is a non-null descriptor as in [`local`](Self::local);
+    /// - `world_peer` is in the caller's LSA team. With `bounds-checks`, a world rank whose
+    ///   LSA rank (`lsa_rank + world_peer - world_rank`) is negative traps; one past the end
+    ///   of the LSA team is not caught (the descriptor does not know the LSA size; see
+    ///   [`Window::try_peer_ptr`]).
     ///
     /// # Ordering
     /// None (address arithmetic).
     #[inline(always)]
     pub unsafe fn peer_world(self, world_peer: i32) -> *mut T {
+        #[cfg(feature = "bounds-checks")]
+        {
+            // SAFETY: `window` is a valid descriptor (the caller's contract).
+            let (lsa, world) = unsafe { ((*self.window).lsa_rank(), (*self.window).world_rank()) };
+            if (world_peer as i64) - (world as i64) + (lsa as i64) < 0 {
+                crate::arch::trap();
+            }
+        }
         self.check();
         // SAFETY: forwarded.
         unsafe { (*self.window).peer_ptr(self.offset, world_peer).cast() }
@@ -271,6 +289,40 @@ impl<T> Sub for SymPtr<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What `bounds-checks` catches: a negative LSA rank, from `lsa` or derived by
+    /// `peer_world` (which checked nothing before), and a member outside the team.
+    #[cfg(feature = "bounds-checks")]
+    #[test]
+    fn bounds_checks_trap_on_the_peers_they_can_check() {
+        use crate::emu::{EmuError, Launch};
+        let w = Window {
+            lsa_flat_base: 0x10_0000_0000,
+            lsa_rank: 1,
+            world_rank: 5,
+            stride4g: 2,
+            ..Window::default()
+        };
+        let p: SymPtr<u32> = SymPtr::new(&raw const w, 64);
+        let traps = |f: &dyn Fn()| {
+            // SAFETY: one emulated thread; the closures share only the read-only descriptor.
+            let r = unsafe { Launch::new(1, 1).run_unsync(f) };
+            matches!(r, Err(EmuError::Trap { .. }))
+        };
+        // SAFETY (all closures): the descriptor is valid; only addresses are computed.
+        assert!(traps(&|| {
+            unsafe { p.peer_world(3) }; // LSA rank 1 + 3 - 5 = -1
+        }));
+        assert!(!traps(&|| {
+            unsafe { p.peer_world(4) }; // LSA rank 0
+        }));
+        assert!(traps(&|| {
+            unsafe { p.lsa(-1) };
+        }));
+        assert!(traps(&|| {
+            unsafe { p.peer(&Team::new(2, 1, 1), 2) };
+        }));
+    }
 
     #[test]
     fn arithmetic_is_in_elements_and_accessors_use_the_window() {

@@ -8,6 +8,10 @@
 //! bus — and
 //! the timer every [`TIMER_POLL_INTERVAL`] polls (reading `%globaltimer` is not free). [`WaitError`] is what a wait returns when it gives up; [`WaitError::code`] gives a
 //! stable number for reporting it to the host.
+//!
+//! Under the CPU emulator every [`Spin::check`] also polls the launch (it stops the thread
+//! once the launch has failed or its watchdog fired); a loop over bare `mem` loads does not,
+//! so spin loops of kernels belong in a `Spin`.
 
 use crate::arch;
 use crate::mem::{self, LoadOrder, Scope};

@@ -573,8 +573,14 @@ impl Communicator {
             let copies = (0..state.layout.lsa_size())
                 .map(|p| state.layout.peer_addr(state.flat.base(), p, 0))
                 .collect::<Result<Vec<u64>>>()?;
-            let range = symcomm_device::emu::multicast::register(va.base(), stride, &copies)
-                .map_err(Error::InvalidArgument)?;
+            // SAFETY: the copies are the LSA peers' slots of this rank's flat VA; the bound part
+            // of the range is the windows registered in them, whose memory stays mapped while
+            // they are registered and which emulated kernels access only through the `mem` and
+            // `multimem` functions. `state.mc` owns the range: it is unregistered with the
+            // symmetric state, at the communicator's teardown.
+            let range =
+                unsafe { symcomm_device::emu::multicast::register(va.base(), stride, &copies) }
+                    .map_err(Error::InvalidArgument)?;
             let team = McTeam::Emulated(EmuMcTeam { _range: range, va });
             let base = team.base();
             state.mc = Some(team);

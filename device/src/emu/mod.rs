@@ -28,8 +28,9 @@
 //! - `%globaltimer` / `clock64` read one process-wide nanosecond clock, so timed waits expire
 //!   in real time and are comparable across blocks and concurrent launches; `nanosleep` sleeps.
 //! - Memory: the `mem` host backend maps every order to an equal or stronger
-//!   `core::sync::atomic` order (weak accesses to relaxed atomics; scopes vanish: a CTA-scope
-//!   access is as strong as a system-scope one), volatile to volatile.
+//!   `core::sync::atomic` order (weak and volatile accesses to relaxed atomics; scopes
+//!   vanish: a CTA-scope access is as strong as a system-scope one); a 16-byte access is two
+//!   8-byte atomic accesses, each 8-byte half one unit, as the LL protocol assumes of the GPU.
 //! - A **rank** is a launch: several launches (one per host thread, e.g. `std::thread::scope`)
 //!   run concurrently in one process and synchronise through plain host memory, which is how
 //!   a multi-rank kernel is emulated. Multimem ops act on every copy of a multicast range
@@ -46,8 +47,16 @@
 //! error every other thread of the launch stops at its next emulated primitive (barrier,
 //! collective, spin-wait poll, timer read). A watchdog ([`Launch::timeout`], default
 //! [`DEFAULT_TIMEOUT`]) fails launches that run too long, e.g. an untimed wait for a peer
-//! that never comes. A thread looping forever *without calling any device function* cannot
-//! be stopped: such a launch still hangs.
+//! that never comes. A thread looping forever *without reaching such a primitive* cannot be
+//! stopped: such a launch still hangs.
+//!
+//! Memory accesses are not such primitives: the `mem` loads and stores (and `ll::try_load`)
+//! never poll the emulator, so a kernel that spins on a bare load
+//! (`while mem::load(flag, ..) == 0 {}`) never notices a failed launch or the watchdog. Write
+//! spin loops with [`wait::Spin`](crate::wait::Spin) ([`Spin::until`](crate::wait::Spin::until),
+//! or [`Spin::check`](crate::wait::Spin::check) after each failed poll), as every wait of this
+//! crate does: each failed poll reaches the emulator (and on the GPU the loop is bounded by
+//! the abort flag and an optional deadline).
 //!
 //! # What emulation checks, and what it cannot
 //! It checks **logic**: indexing (every element checked by the tests), the use of shared

@@ -32,7 +32,23 @@ pub struct MulticastRange {
 /// Registers `[base, base + size)` as a multicast range whose byte `o` lives at
 /// `copies[p] + o` for every member `p`. Fails when the range is empty, has no members or
 /// overlaps a registered one.
-pub fn register(base: u64, size: u64, copies: &[u64]) -> Result<MulticastRange, String> {
+///
+/// # Safety
+/// Until the returned [`MulticastRange`] is dropped, the host `multimem` functions, called by
+/// any thread of the process, turn an access of `base + o` into accesses of `copies[p] + o`
+/// for every member `p` (reads, stores and atomic read-modify-writes of up to 16 naturally
+/// aligned bytes). For that whole time the caller guarantees that:
+/// - every offset `o` that multimem callers may use (the range's *bound* part: the
+///   `multimem` functions require a multicast address of bound memory) is backed on every
+///   member: `copies[p] + o` is valid for reads and writes, and not freed or unmapped while
+///   the range is registered;
+/// - that memory is otherwise accessed only atomically (the `mem` functions, as emulated
+///   kernels do) or under synchronisation that orders it with the multimem accesses, and no
+///   Rust reference to it assumes that it does not change.
+///
+/// `base .. base + size` itself is never dereferenced (it may be an inaccessible
+/// reservation).
+pub unsafe fn register(base: u64, size: u64, copies: &[u64]) -> Result<MulticastRange, String> {
     if size == 0 || copies.is_empty() {
         return Err("an emulated multicast range needs a size and at least one member".to_string());
     }
@@ -91,11 +107,13 @@ mod tests {
     #[test]
     fn addresses_resolve_to_every_copy_until_the_range_is_dropped() {
         let base = 0x7e00_0000_0000;
-        let range = register(base, 1 << 20, &[0x1000_0000, 0x2000_0000]).unwrap();
+        // SAFETY: nothing accesses the range: only `resolve` (pure lookup) is called on it.
+        let range = unsafe { register(base, 1 << 20, &[0x1000_0000, 0x2000_0000]) }.unwrap();
         let (copies, off) = resolve(base + 24).unwrap();
         assert_eq!((&copies[..], off), (&[0x1000_0000, 0x2000_0000][..], 24));
         assert!(resolve(base + (1 << 20)).is_none());
-        assert!(register(base + 4096, 4096, &[1]).is_err());
+        // SAFETY: overlapping, so refused: nothing is registered.
+        assert!(unsafe { register(base + 4096, 4096, &[1]) }.is_err());
         drop(range);
         assert!(resolve(base + 24).is_none());
     }
