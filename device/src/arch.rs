@@ -151,6 +151,14 @@ pub fn sync_threads_count(pred: bool) -> u32 {
 /// Named barrier: waits until `n_threads` threads (a multiple of 32; whole warps) have reached
 /// barrier `id` (`bar.sync id, n`).
 ///
+/// `n_threads == 0` means every thread of the block, on the GPU as in the emulator: the GPU
+/// passes the block's thread count rounded up to whole warps, the count of a count-less
+/// barrier, in the counted form that [`barrier_arrive`] also uses, so that
+/// `barrier_arrive(id, 0)` and `barrier_sync(id, 0)` meet. Do not meet them in one barrier
+/// phase with a count-less form ([`sync_threads`], [`sync_threads_or`],
+/// [`sync_threads_count`], [`barrier_sync_or`]`(id, 0)`): on the GPU mixing the two forms in
+/// a phase is an illegal instruction (the emulator does not detect it).
+///
 /// Barrier 0 is the one [`sync_threads`] uses; ids go up to 15. Every warp that takes part
 /// must call it with all its threads.
 ///
@@ -165,6 +173,10 @@ pub fn barrier_sync(id: u32, n_threads: u32) {
 /// Named barrier, arrive only: counts this warp towards barrier `id` without waiting
 /// (`bar.arrive id, n`). Producers arrive, consumers [`barrier_sync`].
 ///
+/// `n_threads == 0` means every thread of the block, as for [`barrier_sync`] (same count, same
+/// caveat): PTX requires a non-zero count for `bar.arrive`, so the GPU passes the block's
+/// thread count rounded up to whole warps.
+///
 /// # Ordering
 /// Memory operations before the arrive are visible to the threads that complete the barrier
 /// with [`barrier_sync`] (CTA scope).
@@ -174,7 +186,9 @@ pub fn barrier_arrive(id: u32, n_threads: u32) {
 }
 
 /// Named barrier with an OR-reduction of `pred` over the `n_threads` participants
-/// (`bar.red.or.pred id, n`). Every participant gets the same result.
+/// (`bar.red.or.pred id, n`; `n_threads == 0`: the whole block, in the count-less form, which
+/// must not meet [`barrier_sync`]/[`barrier_arrive`]`(id, 0)` in one phase). Every
+/// participant gets the same result.
 ///
 /// # Ordering
 /// As [`barrier_sync`].
@@ -606,15 +620,38 @@ mod nvptx {
         // SAFETY: all threads of the block take part (the caller's contract).
         unsafe { bar_red_popc_all(0, pred) }
     }
+    /// The count a named barrier over the whole block passes: the block's threads rounded
+    /// up to whole warps (a partial last warp counts as 32; ≤ 1024, no overflow).
+    #[inline(always)]
+    fn whole_block_count() -> u32 {
+        let d = block_dim();
+        (d.x * d.y * d.z + (super::WARP_SIZE - 1)) & !(super::WARP_SIZE - 1)
+    }
+    /// `n_threads == 0` means the whole block, as an explicit count (see `barrier_arrive`).
     #[inline(always)]
     pub fn barrier_sync(id: u32, n_threads: u32) {
+        let n = if n_threads == 0 {
+            whole_block_count()
+        } else {
+            n_threads
+        };
         // SAFETY: the caller upholds the named-barrier contract.
-        unsafe { bar_sync_count(id, n_threads) }
+        unsafe { bar_sync_count(id, n) }
     }
+    /// `n_threads == 0` means the whole block: `bar.arrive` needs a non-zero count, and the
+    /// `bar.sync` it pairs with must use the counted form too (a count-less `bar.sync` meeting
+    /// a counted `bar.arrive` is an illegal instruction, seen on H200), so both pass
+    /// [`whole_block_count`].
     #[inline(always)]
     pub fn barrier_arrive(id: u32, n_threads: u32) {
-        // SAFETY: the caller upholds the named-barrier contract.
-        unsafe { bar_arrive_count(id, n_threads) }
+        let n = if n_threads == 0 {
+            whole_block_count()
+        } else {
+            n_threads
+        };
+        // SAFETY: the caller upholds the named-barrier contract; `n` is a non-zero multiple of
+        // the warp size.
+        unsafe { bar_arrive_count(id, n) }
     }
     /// `n_threads == 0` means the whole block.
     #[inline(always)]

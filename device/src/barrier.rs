@@ -86,14 +86,21 @@ pub struct LsaBarrier<C: Coop> {
 
 impl<C: Coop> LsaBarrier<C> {
     /// Unicast session on barrier `index` of `comm`'s LSA barriers, over the LSA team.
-    /// Every thread of `coop` must call it.
     ///
     /// # Safety
+    /// - every thread of `coop` calls it (and then uses the session together, as documented
+    ///   on each method);
     /// - `comm` describes a live communicator whose resource window holds the LSA barrier
     ///   buffer, zeroed at creation and used only through barrier sessions;
     /// - `index < comm.lsa_barrier.n_barriers` (traps otherwise);
     /// - every rank of the LSA team opens a session on `index` in this launch with the same
-    ///   mode, and no other session on `index` is open at the same time (one group per index).
+    ///   mode, and no other session on `index` is open at the same time (one group per index);
+    /// - `comm.abort_flag` is 0 or the address of a `u32` (device memory or host memory mapped
+    ///   for the device) that stays valid until the session is finished: every wait reads it;
+    /// - if this launch uses programmatic dependent launch, [`arch::grid_dependency_wait`] has
+    ///   returned before this call: `new` reads the epoch the previous session on `index`
+    ///   (possibly in the kernel this one overlaps) wrote back in
+    ///   [`finish`](Self::finish).
     #[inline(always)]
     pub unsafe fn new(coop: &C, comm: &DevComm, index: u32) -> Self {
         // SAFETY: forwarded.
@@ -237,9 +244,10 @@ impl<C: Coop> LsaBarrier<C> {
                 mem::fence(order.release_part(), Scope::Sys);
                 let word = self.inbox_word(self.team.rank);
                 let value = self.epoch.wrapping_add(1);
-                let mut i = coop.thread_rank() as i32;
-                while i < n - 1 {
-                    let mut peer = self.team.rank + 1 + i;
+                let (mut i, step) = peer_walk(coop);
+                // `i < n - 1` bounds the peer whatever the coop reports (n > 1 here).
+                while i < (n - 1) as u32 {
+                    let mut peer = self.team.rank + 1 + i as i32;
                     if peer >= n {
                         peer -= n;
                     }
@@ -252,7 +260,7 @@ impl<C: Coop> LsaBarrier<C> {
                             Scope::Sys,
                         )
                     };
-                    i += coop.size() as i32;
+                    i = i.saturating_add(step);
                 }
             }
             // ANCHOR_END: arrive_unicast
@@ -315,9 +323,11 @@ impl<C: Coop> LsaBarrier<C> {
                 step = 1;
                 let n = self.team.n_ranks;
                 let target = self.epoch.wrapping_add(1);
-                let mut i = coop.thread_rank() as i32;
-                while i < n - 1 && result.is_ok() {
-                    let mut peer = self.team.rank + 1 + i;
+                let (mut i, step) = peer_walk(coop);
+                // `i < n - 1` bounds the peer whatever the coop reports (none when n <= 1).
+                let n_peers = if n > 1 { (n - 1) as u32 } else { 0 };
+                while i < n_peers && result.is_ok() {
+                    let mut peer = self.team.rank + 1 + i as i32;
                     if peer >= n {
                         peer -= n;
                     }
@@ -326,7 +336,7 @@ impl<C: Coop> LsaBarrier<C> {
                         // SAFETY: our own inbox slot (session contract).
                         rolling_le(target, unsafe { mem::load(slot, load_order, Scope::Sys) })
                     });
-                    i += coop.size() as i32;
+                    i = i.saturating_add(step);
                 }
             }
             // ANCHOR_END: wait_unicast
@@ -409,12 +419,21 @@ impl<C: Coop> LsaBarrier<C> {
     // ANCHOR_END: finish
 }
 
+/// Where the group's threads start and how far they stride over the team's other ranks: this
+/// thread's rank (compared in `u32`, so it never turns into a negative peer) and the group
+/// size, at least 1 (a group that reports size 0 has no members; striding by 1 keeps the walk
+/// finite).
+#[inline(always)]
+fn peer_walk<C: Coop>(coop: &C) -> (u32, u32) {
+    (coop.thread_rank(), coop.size().max(1))
+}
+
 #[cfg(test)]
 mod tests {
     extern crate std;
     use super::*;
     use crate::comm::ResourceWindow;
-    use crate::coop::Cta;
+    use crate::coop::{Cta, WarpSpan};
     use core::sync::atomic::{AtomicU32, Ordering as A};
     use std::sync::Arc;
     use std::vec::Vec;
@@ -471,6 +490,36 @@ mod tests {
         );
     }
     // ANCHOR_END: two_ranks
+
+    /// A thread outside a `WarpSpan` gets a rank of `tid.x - 32 * warp0`, wrapped (here
+    /// `0 - 32`). Taken as an `i32` that was a negative peer: arrive stored into a slot and
+    /// wait polled a word outside its inbox. Now such a thread touches no slot.
+    #[test]
+    fn a_thread_outside_its_warp_span_touches_no_barrier_slot() {
+        // 16 barriers of a 2-rank team: words [0, 48) are epochs and counters, the inboxes
+        // follow; a negative peer made wait poll word 48 + 0 - 31 = 17 (barrier 1's counter).
+        let buf: Vec<AtomicU32> = (0..80).map(|_| AtomicU32::new(0)).collect();
+        let mut comm = DevComm::new(0, 2, 0, 2);
+        comm.resource.lsa_flat_base = buf.as_ptr() as u64;
+        comm.lsa_barrier = LsaBarrierHandle {
+            buf_handle: 0,
+            n_barriers: 16,
+        };
+        let span = WarpSpan::new(1, 1, 0); // the host thread is thread 0, in warp 0
+        assert!(span.thread_rank() >= span.size());
+        let mut bar = unsafe { LsaBarrier::new(&span, &comm, 0) };
+        bar.arrive(&span, Ordering::Release);
+        let written: Vec<usize> = (0..buf.len())
+            .filter(|&w| buf[w].load(A::Relaxed) != 0)
+            .collect();
+        assert_eq!(written, Vec::<usize>::new(), "a non-member signalled");
+        assert_eq!(
+            bar.wait_timeout(&span, Ordering::Acquire, 20_000_000),
+            Ok(()),
+            "a non-member waited on some slot"
+        );
+        bar.finish(&span);
+    }
 
     #[test]
     fn wrap_around_of_the_epoch_keeps_the_barrier_working() {

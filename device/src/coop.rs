@@ -16,14 +16,33 @@
 //!
 //! All members of a group must call each collective method together (same order, no
 //! divergence between them). `Cta` and `WarpSpan` assume a 1-D block (`thread_idx().x`).
+//!
+//! The warp-level groups (`Tile`, `Warp`, `Lanes`) implement [`Coop::any`] as `bar.warp.sync`
+//! followed by `vote.sync.any`: PTX gives `bar.warp.sync` memory ordering among the lanes, but
+//! not `vote.sync`, and `any` promises the ordering of `sync`.
 
 use crate::arch::{self, FULL_MASK, WARP_SIZE};
 
 /// A group of threads acting together (see the module docs).
-pub trait Coop {
+///
+/// # Safety
+/// Collective device functions (e.g. [`LsaBarrier`](crate::barrier::LsaBarrier)) split work
+/// by rank and rely on the group's synchronisation for their memory ordering, so an
+/// implementation must guarantee, on every thread that is a **member** of the group (the
+/// threads the value describes, e.g. the lanes of a [`Lanes`] mask, the warps of a
+/// [`WarpSpan`]):
+/// - `thread_rank() < size()`, and distinct members have distinct ranks;
+/// - `size()` is the number of members (so at least 1), the same on every member;
+/// - `sync` and `any` wait for exactly the members and give the ordering documented on
+///   [`sync`](Self::sync) (and `any` returns the same OR on every member).
+///
+/// A thread that calls the methods without being a member (e.g. a thread outside a
+/// `WarpSpan`) is a bug of the caller, but no function of this crate lets it reach memory
+/// outside what a member could reach.
+pub unsafe trait Coop {
     /// This thread's index in the group, `0..size()`.
     fn thread_rank(&self) -> u32;
-    /// Number of threads in the group.
+    /// Number of threads in the group (at least 1).
     fn size(&self) -> u32;
     /// Waits for every member.
     ///
@@ -44,9 +63,26 @@ pub trait Coop {
 }
 
 /// `N` consecutive lanes of a warp, aligned to `N` (N a power of two, 1 ≤ N ≤ 32).
+///
+/// Only [`Tile::new`] (or `Default`, which calls it) builds one, and it rejects any other `N`
+/// at compile time:
+///
+/// ```compile_fail,E0080
+/// use symcomm_device::coop::{Coop, Tile};
+/// let t = Tile::<3>::default(); // not a power of two: a compile-time error
+/// t.sync();
+/// ```
+///
+/// ```compile_fail,E0423
+/// use symcomm_device::coop::Tile;
+/// let t = Tile::<64>; // no unit-struct literal: the field is private
+/// ```
 #[doc(alias = "ncclCoopTile")]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Tile<const N: u32>;
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Tile<const N: u32> {
+    /// Private, so that only the checked constructor builds a tile.
+    _checked: (),
+}
 
 /// The calling thread alone.
 #[doc(alias = "ncclCoopThread")]
@@ -66,7 +102,7 @@ impl<const N: u32> Tile<N> {
                 "tile size must be 1, 2, 4, 8, 16 or 32"
             )
         };
-        Tile
+        Tile { _checked: () }
     }
 
     /// The lanes of the caller's tile.
@@ -80,7 +116,19 @@ impl<const N: u32> Tile<N> {
     }
 }
 
-impl<const N: u32> Coop for Tile<N> {
+impl<const N: u32> Default for Tile<N> {
+    /// [`Tile::new`] (with its compile-time check of `N`).
+    #[inline(always)]
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+// SAFETY: a `Tile<N>` exists only through `new`, so `N` is a power of two ≤ 32: every lane is
+// a member of the aligned tile of `lane_mask()`, has rank `lane % N < N`, and the tile's
+// lanes have distinct ranks; `sync`/`any` synchronise exactly those lanes with
+// `bar.warp.sync` (which orders memory among them).
+unsafe impl<const N: u32> Coop for Tile<N> {
     #[inline(always)]
     fn thread_rank(&self) -> u32 {
         if N == 1 { 0 } else { arch::lane_id() % N }
@@ -100,7 +148,10 @@ impl<const N: u32> Coop for Tile<N> {
         if N == 1 {
             pred
         } else {
-            arch::vote_any(self.lane_mask(), pred)
+            // `vote.sync` alone orders no memory; `bar.warp.sync` gives the order of `sync`.
+            let mask = self.lane_mask();
+            arch::sync_warp(mask);
+            arch::vote_any(mask, pred)
         }
     }
 }
@@ -113,9 +164,13 @@ pub struct Lanes {
 }
 
 impl Lanes {
-    /// The lanes in `mask` (must include the calling lane).
+    /// The lanes in `mask`, which must include the calling lane; traps otherwise (in
+    /// particular for an empty mask, which would make a group of size 0).
     #[inline(always)]
-    pub const fn new(mask: u32) -> Self {
+    pub fn new(mask: u32) -> Self {
+        if mask & arch::lanemask_eq() == 0 {
+            arch::trap();
+        }
         Lanes { mask }
     }
 
@@ -124,7 +179,10 @@ impl Lanes {
     #[doc(alias = "ncclCoopCoalesced")]
     #[inline(always)]
     pub fn coalesced() -> Self {
-        Lanes::new(arch::active_mask())
+        // `activemask` always includes the calling lane: no check needed.
+        Lanes {
+            mask: arch::active_mask(),
+        }
     }
 
     /// The lane mask.
@@ -134,7 +192,10 @@ impl Lanes {
     }
 }
 
-impl Coop for Lanes {
+// SAFETY: `new` traps unless the calling lane is in `mask` (and `coalesced` includes it), so
+// the holder is a member; a member's rank is the number of mask lanes below it, which is
+// less than the popcount and distinct per lane; `sync`/`any` use `bar.warp.sync mask`.
+unsafe impl Coop for Lanes {
     #[inline(always)]
     fn thread_rank(&self) -> u32 {
         (self.mask & arch::lanemask_lt()).count_ones()
@@ -149,6 +210,8 @@ impl Coop for Lanes {
     }
     #[inline(always)]
     fn any(&self, pred: bool) -> bool {
+        // `vote.sync` alone orders no memory; `bar.warp.sync` gives the order of `sync`.
+        arch::sync_warp(self.mask);
         arch::vote_any(self.mask, pred)
     }
 }
@@ -165,21 +228,29 @@ pub struct WarpSpan {
 }
 
 impl WarpSpan {
-    /// The span of `n_warps` warps starting at `warp0` using barrier id `id` (`0..15`; traps
-    /// otherwise).
+    /// The span of `n_warps` warps starting at `warp0` using barrier id `id` (`0..15`).
+    /// Traps unless `id < 15`, `n_warps >= 1` and the span lies within the 32 warps a block
+    /// can have (`warp0 + n_warps <= 32`).
     #[inline(always)]
     pub fn new(warp0: u32, n_warps: u32, id: u32) -> Self {
-        if id >= 15 || n_warps == 0 {
+        // At most 1024 threads per block, so at most 32 warps.
+        const MAX_WARPS: u32 = 1024 / WARP_SIZE;
+        if id >= 15 || n_warps == 0 || n_warps > MAX_WARPS || warp0 > MAX_WARPS - n_warps {
             arch::trap();
         }
         WarpSpan { warp0, n_warps, id }
     }
 }
 
-impl Coop for WarpSpan {
+// SAFETY: the members are the threads of warps `warp0 .. warp0 + n_warps` of a 1-D block
+// (documented); for them `tid.x - 32 * warp0` is `0 .. 32 * n_warps` = `0..size()`, distinct;
+// `sync`/`any` are the named barrier `1 + id` over exactly those threads.
+unsafe impl Coop for WarpSpan {
     #[inline(always)]
     fn thread_rank(&self) -> u32 {
-        arch::thread_idx().x - WARP_SIZE * self.warp0
+        // >= size() on a thread outside the span (wrapping, in every build profile, on a
+        // thread below `warp0`).
+        arch::thread_idx().x.wrapping_sub(WARP_SIZE * self.warp0)
     }
     #[inline(always)]
     fn size(&self) -> u32 {
@@ -208,7 +279,9 @@ impl Cta {
     }
 }
 
-impl Coop for Cta {
+// SAFETY: in a 1-D block (documented) the members are the block's threads, `tid.x <
+// ntid.x = size()` and distinct; `sync`/`any` are `bar.sync 0` / `bar.red.or` over the block.
+unsafe impl Coop for Cta {
     #[inline(always)]
     fn thread_rank(&self) -> u32 {
         arch::thread_idx().x

@@ -59,6 +59,8 @@ fn every_test_kernel_is_exported() {
         "pdl_producer",
         "pdl_consumer",
         "coop_probe",
+        "warp_any_orders",
+        "block_named_barrier",
         "atomic_add_acq_rel",
         "red_add_release",
         "atomic_cas_counter",
@@ -215,6 +217,41 @@ fn arch_primitives_map_to_their_instructions() {
             "bar.sync",
         ],
     );
+}
+
+#[test]
+fn warp_level_any_orders_memory_with_bar_warp_sync() {
+    // One `bar.warp.sync` per warp-level `any` (Tile<4>, Warp, Lanes): `vote.sync` alone
+    // gives no memory ordering, and `LsaBarrier::wait` syncs its group only through `any`.
+    let b = body("warp_any_orders");
+    assert!(b.contains("vote.sync.any.pred"), "{b}");
+    assert!(
+        b.matches("bar.warp.sync").count() >= 3,
+        "`any` of a warp-level group lacks `bar.warp.sync`:\n{b}"
+    );
+}
+
+#[test]
+fn whole_block_named_barriers_pass_the_block_count() {
+    // `n_threads = 0` is the whole block (as in the emulator): `bar.arrive` needs a non-zero
+    // count, and a count-less `bar.sync` cannot meet a counted `bar.arrive` (illegal
+    // instruction on H200), so both pass the block's thread count from %ntid.
+    let b = body("block_named_barrier")
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .join(" ");
+    for n in [
+        "bar.sync 3, %r",
+        "bar.arrive 3, %r",
+        "%ntid.x",
+        "%ntid.y",
+        "%ntid.z",
+    ] {
+        assert!(b.contains(n), "`block_named_barrier` lacks `{n}`:\n{b}");
+    }
+    for n in ["bar.sync 3;", "bar.sync 3, 0;", "bar.arrive 3, 0;"] {
+        assert!(!b.contains(n), "`block_named_barrier` contains `{n}`:\n{b}");
+    }
 }
 
 #[test]

@@ -266,6 +266,36 @@ fn collectives_used_against_their_contract_are_reported() {
     );
 }
 
+/// A `Lanes` whose mask leaves out the caller (an empty mask in particular: size 0) is no
+/// group the caller belongs to; `Lanes::new` traps instead of building it.
+#[test]
+fn lanes_without_the_calling_lane_trap_at_construction() {
+    for (mask, lane) in [(0u32, 0u32), (0b1, 3)] {
+        let built = AtomicU32::new(0);
+        let e = Launch::new(1, 32)
+            .run(|| {
+                if arch::lane_id() == lane {
+                    let l = Lanes::new(mask);
+                    built.store(1 + l.size(), A::Relaxed);
+                }
+            })
+            .unwrap_err();
+        assert_eq!(
+            e,
+            EmuError::Trap {
+                block: Dim3 { x: 0, y: 0, z: 0 },
+                thread: Dim3 {
+                    x: lane,
+                    y: 0,
+                    z: 0
+                }
+            },
+            "mask {mask:#b} on lane {lane}"
+        );
+        assert_eq!(built.load(A::Relaxed), 0);
+    }
+}
+
 #[test]
 fn trap_and_panic_name_the_block_and_thread() {
     let e = Launch::new(3, 32)

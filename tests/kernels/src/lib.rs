@@ -325,6 +325,54 @@ pub unsafe fn coop_probe(out: *mut u32) {
     }
 }
 
+/// `Coop::any` of the warp-level groups (Tile<4>, Warp, Lanes of half warps): `out[t]` has
+/// bit 0/1/2 set when the group's OR of `thread_idx().x == 70` is true. Its PTX shows that
+/// each `any` synchronises with `bar.warp.sync` (which orders memory; `vote.sync` does not),
+/// as `LsaBarrier::wait` relies on for warp-level groups.
+///
+/// # Safety
+/// 1-D blocks of whole warps; `out` holds one u32 per thread of the block.
+#[kernel]
+pub unsafe fn warp_any_orders(out: *mut u32) {
+    let t = thread_idx().x;
+    let p = t == 70;
+    let half = if arch::lane_id() < 16 {
+        0x0000_ffff
+    } else {
+        0xffff_0000
+    };
+    let bits = u32::from(Tile::<4>::new().any(p))
+        | u32::from(Warp::new().any(p)) << 1
+        | u32::from(Lanes::new(half).any(p)) << 2;
+    // SAFETY: launch contract.
+    unsafe { *out.add(t as usize) = bits };
+}
+
+/// Named barriers over the whole block (`n_threads = 0`): warp 0 writes `value ^ t` to
+/// `out[t]` and arrives at barrier 3 without waiting; the other warps `barrier_sync(3, 0)`,
+/// then thread `t` copies `out[t % 32]` to `out[t]`. Afterwards every `out[t]` of the block
+/// is `value ^ (t % 32)`.
+///
+/// # Safety
+/// One 1-D block of at least 33 threads (a partial last warp is fine); `out` holds one u32
+/// per thread.
+#[kernel]
+pub unsafe fn block_named_barrier(out: *mut u32, value: u32) {
+    let t = thread_idx().x;
+    if arch::warp_idx() == 0 {
+        // SAFETY: launch contract; only warp 0 writes these words before the barrier.
+        unsafe { mem::store(out.add(t as usize), value ^ t, StoreOrder::Weak, Scope::Cta) };
+        arch::barrier_arrive(3, 0);
+    } else {
+        arch::barrier_sync(3, 0);
+        // SAFETY: launch contract; the barrier ordered warp 0's writes before this read.
+        unsafe {
+            let v = mem::load(out.add((t % 32) as usize), LoadOrder::Weak, Scope::Cta);
+            mem::store(out.add(t as usize), v, StoreOrder::Weak, Scope::Cta);
+        }
+    }
+}
+
 // ---------------------------------------------------------------------------------------
 // mem: ordered atomics, fences, vector accesses, constant loads.
 

@@ -343,6 +343,51 @@ fn check_coop(ctx: &Ctx) -> Result<Verdict> {
         .map(|()| "Thread, Tile<4>, Warp, Lanes, WarpSpan, Cta".into()))
 }
 
+/// `warp_any_orders` on one block of 128 threads: thread 70 raises the predicate, so Tile<4>
+/// 68..=71, Warp 64..=95 and the half warp 64..=79 see it (bits 0, 1, 2).
+fn check_warp_any(ctx: &Ctx) -> Result<Verdict> {
+    let threads = 128u32;
+    let out = ctx.poisoned::<u32>(threads as usize)?;
+    let mut o = out.device_ptr();
+    ctx.run(
+        "warp_any_orders",
+        LaunchConfig::linear(1, threads),
+        &mut [p(&mut o)],
+    )?;
+    let got: Vec<u32> = ctx.download(&out, threads as usize)?;
+    let want: Vec<u32> = (0..threads)
+        .map(|t| {
+            u32::from((68..=71).contains(&t))
+                | u32::from((64..=95).contains(&t)) << 1
+                | u32::from((64..=79).contains(&t)) << 2
+        })
+        .collect();
+    Ok(compare("any bits", &got, &want)
+        .map(|()| "Tile<4>, Warp, Lanes: bar.warp.sync + vote.sync.any".into()))
+}
+
+/// `block_named_barrier` with a partial last warp (80 threads: arrive count rounded to 96)
+/// and with whole warps (128): every `out[t]` is `value ^ (t % 32)`.
+fn check_block_named_barrier(ctx: &Ctx) -> Result<Verdict> {
+    for threads in [80u32, 128] {
+        let out = ctx.poisoned::<u32>(threads as usize)?;
+        let (mut o, mut v) = (out.device_ptr(), 0x5a5a_0000u32);
+        ctx.run(
+            "block_named_barrier",
+            LaunchConfig::linear(1, threads),
+            &mut [p(&mut o), p(&mut v)],
+        )?;
+        let got: Vec<u32> = ctx.download(&out, threads as usize)?;
+        let want: Vec<u32> = (0..threads).map(|t| v ^ (t % 32)).collect();
+        if let Err(e) = compare(&format!("{threads} threads"), &got, &want) {
+            return Ok(Err(e));
+        }
+    }
+    Ok(Ok(
+        "bar.arrive/bar.sync with n = 0 (whole block), 80 and 128 threads".into(),
+    ))
+}
+
 fn check_atomic_add(ctx: &Ctx) -> Result<Verdict> {
     let (blocks, t) = (64u32, 256u32);
     let n = (blocks * t) as usize;
@@ -1027,6 +1072,8 @@ fn main() -> ExitCode {
     report("block_votes", check_block_votes(&ctx, &mut rng));
     report("timers", check_timers(&ctx));
     report("coop", check_coop(&ctx));
+    report("warp_any", check_warp_any(&ctx));
+    report("block_named_barrier", check_block_named_barrier(&ctx));
     report("atomic_add", check_atomic_add(&ctx));
     report("red_add", check_red_add(&ctx));
     report("atomic_cas", check_atomic_cas(&ctx));
