@@ -390,6 +390,19 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
+        if self.tuning.broadcast_ll(bytes, self.n) {
+            let args = launch_args!(
+                self;
+                src.sym(0),
+                dst.sym(0),
+                packs,
+                self.scratch_sym(0),
+                self.ll_cap,
+                root as i32,
+            );
+            let (blocks, threads) = self.tuning.ll_shape(packs);
+            return self.launch(Kind::Ll, "broadcast_ll", blocks, threads, stream, args);
+        }
         let args = launch_args!(self; src.sym(0), dst.sym(0), packs, root as i32);
         let (blocks, threads) = self.tuning.shape(plan::slice_len(packs, self.n as u64));
         self.launch(Kind::Other, "broadcast", blocks, threads, stream, args)

@@ -493,6 +493,15 @@ impl Tuning {
         total <= self.ll_max && per_peer as u64 <= self.ll_cap_packs(n) * plan::PACK
     }
 
+    /// Whether a broadcast of `bytes` over `n` ranks runs on the LL kernel: its root sends
+    /// what an all-gather rank sends for a block of `bytes`, so the all-gather's limit applies
+    /// to `n × bytes` (2 ranks: up to 128 KiB by default; 8 ranks: 32 KiB).
+    pub fn broadcast_ll(&self, bytes: usize, n: usize) -> bool {
+        bytes
+            .checked_mul(n)
+            .is_some_and(|total| self.ll_for(total, bytes, n))
+    }
+
     /// Bytes of the push scratch window for `n` ranks: the counters of `max_blocks` blocks,
     /// then the slots (0 when the push kernels are off).
     pub fn push_window_bytes(&self, n: usize) -> u64 {
@@ -647,6 +656,15 @@ mod tests {
         // Local-only knobs are not compared.
         let local = lookup(&[("SYMCOMM_TIMEOUT_MS", "5"), ("SYMCOMM_PDL", "all")]);
         assert_eq!(Tuning::from_lookup(local).unwrap().agreed_knobs(), base);
+    }
+
+    #[test]
+    fn broadcasts_use_the_ll_kernel_below_the_all_gather_limit_of_n_blocks() {
+        let t = Tuning::default();
+        assert!(t.broadcast_ll(16, 8) && t.broadcast_ll(32 << 10, 8));
+        assert!(!t.broadcast_ll((32 << 10) + 16, 8));
+        assert!(t.broadcast_ll(128 << 10, 2) && !t.broadcast_ll(256 << 10, 2));
+        assert!(!t.broadcast_ll(usize::MAX / 2, 4));
     }
 
     #[test]

@@ -265,6 +265,21 @@ impl Rank {
             wrong += self.check("broadcast", &self.b_mem, t, count, |i| {
                 pattern::value(seed, root as u32, i as u64)
             })?;
+            // Small broadcasts run on the LL kernel (`Tuning::broadcast_ll`); three in a row
+            // from changing roots use both LL banks and the roots' acknowledgements.
+            let bytes = (2048 / n / 16 - 1) * 16;
+            assert!(self.g.tuning().broadcast_ll(bytes, n));
+            for root in [0, n - 1, 0] {
+                seed += 1;
+                let count = bytes / s;
+                self.prepare(t, seed, count)?;
+                let (src, dst) = (Buf::whole(&self.a), Buf::whole(&self.b));
+                self.g.broadcast(src, dst, count, t, root, null)?;
+                let what = format!("broadcast_ll {bytes} B from {root}");
+                wrong += self.check(&what, &self.b_mem, t, count, |i| {
+                    pattern::value(seed, root as u32, i as u64)
+                })?;
+            }
         }
         wrong += self.rmsnorm()?;
         wrong += self.multimem()?;

@@ -250,6 +250,35 @@ pub unsafe fn broadcast(
     unsafe { collectives::broadcast(&comm, src, dst, packs, root, timeout_ns, status) }
 }
 
+/// LL broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`, no
+/// barrier (see [`ll_collectives::broadcast`]).
+///
+/// # Safety
+/// - `src` (read on the root) and `dst` hold `packs × 16` bytes on this rank (windows or local
+///   pointers; `dst` may equal `src`); `root` is an LSA rank;
+/// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+///   all-reduce.
+#[kernel]
+pub unsafe fn broadcast_ll(
+    comm: DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    root: i32,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    common::enter();
+    // SAFETY: the contract above.
+    unsafe {
+        ll_collectives::broadcast(
+            &comm, src, dst, packs, scratch, cap, root, timeout_ns, status,
+        )
+    }
+}
+
 /// Writes `count` elements of the benchmark pattern ([`pattern::value`] of `rank` and
 /// `seed`, elements `first..first + count`) to `dst` as type `elem` (0 = f32, 1 = bf16,
 /// 2 = f16, 3 = i32). A grid-stride loop over any launch shape.

@@ -1,10 +1,12 @@
-//! LL (barrier-free) versions of all-gather, reduce-scatter and all-to-all for small sizes:
+//! LL (barrier-free) versions of all-gather, reduce-scatter, all-to-all and broadcast for
+//! small sizes:
 //! the same LL path as the one-shot all-reduce (`ll_path`). Every rank sends to and receives
 //! from every peer in each launch, which the LL double-buffering relies on.
 //!
 //! `packs` is the per-peer block: all-gather input, reduce-scatter output, all-to-all block.
 
 use symcomm_device::comm::DevComm;
+use symcomm_device::mem::U32x4;
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
@@ -82,6 +84,79 @@ pub unsafe fn all_to_all(
             j += stride;
         }
         let res = recv_blocks(&ll, me, n, out, packs, first, stride, timeout_ns);
+        ll.end(res, status);
+    }
+}
+
+/// LL broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`.
+///
+/// The root pushes every pack to every peer as LL lines and copies it into its own `dst`;
+/// the other ranks poll for the root's lines. The LL double buffering needs every rank to
+/// hear from each peer it sends to in every launch (see `ll_path`): here only the root sends
+/// data, so every other rank sends the root one pack (slot 0 of its sender slot, otherwise
+/// unused) as an acknowledgement and the root waits for them. A peer can then only be in
+/// launch `k + 2` (the root's bank of `k` again) after the root's `k + 1` data, sent after the
+/// root had read the peer's `k + 1` acknowledgement, itself sent after the peer had finished
+/// reading launch `k`; and the other way round.
+///
+/// # Safety
+/// `src` (on the root) and `dst` hold `packs` packs on this rank (`dst` may equal `src`);
+/// `root` is an LSA rank; `scratch` as for [`all_gather`] with `cap ≥ packs`.
+#[inline(always)]
+pub unsafe fn broadcast(
+    comm: &DevComm,
+    src: SymPtr<u8>,
+    dst: SymPtr<u8>,
+    packs: u64,
+    scratch: SymPtr<u8>,
+    cap: u64,
+    root: i32,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    // SAFETY: forwarded (caller's contract).
+    unsafe {
+        let ll = LlLaunch::begin(comm, scratch, cap);
+        let (me, n) = (comm.lsa_rank, comm.lsa_size);
+        let out = local_addr(dst);
+        let (first, stride) = grid_stride();
+        let lead = first == 0;
+        let mut res = Ok(());
+        if me == root {
+            let inp = local_addr(src);
+            let mut j = first;
+            while j < packs {
+                let v = ld(inp + pack_off(j));
+                for k in 1..n {
+                    send_pack(&ll, rotated(me, k, n), j, v);
+                }
+                st(out + pack_off(j), v);
+                j += stride;
+            }
+            if lead {
+                for k in 1..n {
+                    if let Err(e) = recv_pack(&ll, rotated(me, k, n), 0, timeout_ns) {
+                        res = Err(e);
+                        break;
+                    }
+                }
+            }
+        } else {
+            if lead {
+                send_pack(&ll, root, 0, U32x4::default());
+            }
+            let mut j = first;
+            while j < packs {
+                match recv_pack(&ll, root, j, timeout_ns) {
+                    Ok(v) => st(out + pack_off(j), v),
+                    Err(e) => {
+                        res = Err(e);
+                        break;
+                    }
+                }
+                j += stride;
+            }
+        }
         ll.end(res, status);
     }
 }

@@ -1102,8 +1102,11 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
                                 Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll => bytes / n,
                                 _ => bytes,
                             };
-                            let ll = coll != Coll::Broadcast
-                                && gallery.tuning().ll_for(bytes, per_peer, n);
+                            let ll = if coll == Coll::Broadcast {
+                                gallery.tuning().broadcast_ll(bytes, n)
+                            } else {
+                                gallery.tuning().ll_for(bytes, per_peer, n)
+                            };
                             let push = coll == Coll::ReduceScatter
                                 && gallery.tuning().push_scratch > 0
                                 && bytes >= gallery.tuning().rs_push_min;
