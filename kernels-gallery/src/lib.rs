@@ -14,7 +14,7 @@
 //! | all-gather | push to every peer as LL lines | push with 16-byte stores between two barriers |
 //! | reduce-scatter | LL lines, reduce in rank order | load slice `rank` from every peer |
 //! | all-to-all | LL lines | push blocks between two barriers |
-//! | broadcast | — | each rank pulls a slice from the root and pushes it to all |
+//! | broadcast | the root pushes LL lines to every peer, which acknowledge | each rank pulls a slice from the root and pushes it to all |
 //! | all-reduce + residual + RMSNorm (bf16) | one-shot LL, normalise locally | rows split across ranks, `h` pushed, normalised locally |
 //!
 //! Types f32, bf16, f16, i32 with sum/min/max (16-bit floats accumulate in f32); multimem
