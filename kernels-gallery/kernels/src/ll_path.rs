@@ -193,22 +193,8 @@ pub unsafe fn recv_pack(
         _ => unsafe { ll::load_pack(line, l.epoch, l.abort, timeout_ns) },
     };
     // ANCHOR_END: recv_fast
-    // The CPU emulation moves the 16 bytes of a line as four separate words, so a poll can
-    // see the epochs of this round next to a payload word of the last one; on the GPU the
-    // 8-byte halves of a 16-byte access are not torn. Emulation only: read again until two
-    // reads agree.
-    #[cfg(not(target_arch = "nvptx64"))]
-    let v = {
-        let mut v = v;
-        while let Ok(first) = v {
-            // SAFETY: as above.
-            let again = unsafe { ll::load_pack(line, l.epoch, l.abort, timeout_ns) };
-            if again == Ok(first) {
-                break;
-            }
-            v = again;
-        }
-        v
-    };
+    // The 8-byte halves of a 16-byte access are not torn on the GPU, and the CPU emulation
+    // moves each half as one atomic access (`symcomm_device::mem`): on both, a half whose
+    // epoch is this round's holds this round's payload.
     v
 }
