@@ -251,7 +251,7 @@ pub unsafe fn broadcast(
 }
 
 /// LL broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`, no
-/// barrier (see [`ll_collectives::broadcast`]).
+/// barrier (the root pushes, the other ranks acknowledge: `ll_collectives::broadcast`).
 ///
 /// # Safety
 /// - `src` (read on the root) and `dst` hold `packs × 16` bytes on this rank (windows or local
