@@ -249,22 +249,21 @@ impl Rank {
                     |i| reduced(RedOp::Sum, seed, n as u32, r * count as u64 + i as u64),
                 )?;
             }
-            // Broadcast from the last rank.
-            seed += 1;
-            let count = AR_BYTES / s;
-            self.prepare(t, seed, count)?;
-            let root = n - 1;
-            self.g.broadcast(
-                Buf::whole(&self.a),
-                Buf::whole(&self.b),
-                count,
-                t,
-                root,
-                null,
-            )?;
-            wrong += self.check("broadcast", &self.b_mem, t, count, |i| {
-                pattern::value(seed, root as u32, i as u64)
-            })?;
+            // Broadcast (barrier kernel) from the last and the first rank, out of place and
+            // in place.
+            for (root, in_place) in [(n - 1, false), (0, false), (n / 2, true)] {
+                seed += 1;
+                let count = AR_BYTES / s;
+                self.prepare(t, seed, count)?;
+                let dst = if in_place { &self.a } else { &self.b };
+                self.g
+                    .broadcast(Buf::whole(&self.a), Buf::whole(dst), count, t, root, null)?;
+                let mem = if in_place { &self.a_mem } else { &self.b_mem };
+                let what = format!("broadcast from {root} (in place: {in_place})");
+                wrong += self.check(&what, mem, t, count, |i| {
+                    pattern::value(seed, root as u32, i as u64)
+                })?;
+            }
             // Small broadcasts run on the LL kernel (`Tuning::broadcast_ll`); three in a row
             // from changing roots use both LL banks and the roots' acknowledgements.
             let bytes = (2048 / n / 16 - 1) * 16;
