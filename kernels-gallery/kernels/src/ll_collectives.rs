@@ -134,11 +134,9 @@ pub unsafe fn broadcast(
                 j += stride;
             }
             if lead {
+                // The acknowledgements carry nothing: only their arrival matters.
                 for k in 1..n {
-                    if let Err(e) = recv_pack(&ll, rotated(me, k, n), 0, timeout_ns) {
-                        res = Err(e);
-                        break;
-                    }
+                    ll.pack_of(rotated(me, k, n), U32x4::default(), 0, timeout_ns, &mut res);
                 }
             }
         } else {
@@ -146,13 +144,10 @@ pub unsafe fn broadcast(
                 send_pack(&ll, root, 0, U32x4::default());
             }
             let mut j = first;
-            while j < packs {
-                match recv_pack(&ll, root, j, timeout_ns) {
-                    Ok(v) => st(out + pack_off(j), v),
-                    Err(e) => {
-                        res = Err(e);
-                        break;
-                    }
+            while j < packs && res.is_ok() {
+                let v = ll.pack_of(root, U32x4::default(), j, timeout_ns, &mut res);
+                if res.is_ok() {
+                    st(out + pack_off(j), v);
                 }
                 j += stride;
             }
