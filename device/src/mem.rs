@@ -1125,10 +1125,11 @@ mod tests {
         use core::sync::atomic::{AtomicBool, Ordering as A};
         let mut line = U32x4::default();
         let addr = &raw mut line as usize;
-        let done = AtomicBool::new(false);
+        let (started, done) = (AtomicBool::new(false), AtomicBool::new(false));
         let (torn, reads) = std::thread::scope(|s| {
             let reader = s.spawn(|| {
                 let (mut torn, mut reads) = (0u64, 0u64);
+                started.store(true, A::Relaxed);
                 while !done.load(A::Relaxed) {
                     // SAFETY: `line` outlives the scope; every access is a `mem` access.
                     let [a, b, c, d] = unsafe {
@@ -1139,6 +1140,10 @@ mod tests {
                 }
                 (torn, reads)
             });
+            // Without this the writer can finish before the reader's first read.
+            while !started.load(A::Relaxed) {
+                std::thread::yield_now();
+            }
             for k in 1..=500_000u32 {
                 let v = U32x4([k, k, !k, !k]);
                 // SAFETY: as above.

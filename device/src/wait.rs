@@ -155,8 +155,10 @@ mod tests {
 
     #[test]
     fn a_deadline_ends_a_wait_that_never_succeeds() {
-        let mut s = unsafe { Spin::new(core::ptr::null(), 2_000_000) };
+        // Taken before the deadline is set: the wait may end 2 ms after `Spin::new`, which is
+        // less than 2 ms after any later instant.
         let t0 = std::time::Instant::now();
+        let mut s = unsafe { Spin::new(core::ptr::null(), 2_000_000) };
         assert_eq!(s.until(|| false), Err(WaitError::Timeout));
         assert!(t0.elapsed() >= std::time::Duration::from_millis(2));
         assert_eq!(WaitError::result_code(Err(WaitError::Timeout)), 1);
