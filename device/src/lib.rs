@@ -14,6 +14,8 @@
 //! - [`wait`]: bounded spin-waiting (deadline on `%globaltimer`, abort flag);
 //! - [`team`], [`comm`], [`window`], [`ptr`]: who the peers are and where their memory is;
 //! - [`coop`]: groups of threads that act together;
+//! - [`cluster`]: thread block clusters (cluster barrier, transaction barriers, stores into a
+//!   peer block's shared memory);
 //! - [`barrier`]: the LSA barrier (unicast and multimem);
 //! - [`multimem`], [`ll`], [`reduce`]: the data path (NVLink SHARP, LL lines, packed reductions);
 //! - `emu` (host only): the CPU emulator that runs kernels over a grid of OS threads.
@@ -38,6 +40,7 @@ extern crate std;
 
 pub mod arch;
 pub mod barrier;
+pub mod cluster;
 pub mod comm;
 pub mod coop;
 #[cfg(not(target_arch = "nvptx64"))]

@@ -190,7 +190,29 @@ pub(crate) struct Slot {
     mail: Mailboxes,
     dynamic: SharedBuf,
     dynamic_bytes: u32,
-    statics: Mutex<Vec<(&'static str, SharedBuf)>>,
+    statics: Mutex<Vec<StaticArray>>,
+}
+
+/// A block's copy of one [`shared_array!`](crate::shared_array).
+struct StaticArray {
+    name: &'static str,
+    /// Bytes as first declared (the buffer may be larger).
+    size: usize,
+    buf: SharedBuf,
+}
+
+/// Where a pointer into a block's shared memory points.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum SharedLoc {
+    /// `offset` bytes into the dynamic shared memory.
+    Dynamic { offset: usize },
+    /// `offset` bytes into static array `name` (`size` bytes, aligned to `align`).
+    Static {
+        name: &'static str,
+        size: usize,
+        align: usize,
+        offset: usize,
+    },
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -252,7 +274,7 @@ impl Slot {
     }
 
     /// The block's copy of the static shared array `name` (`size` bytes, `align`), zeroed at
-    /// block start.
+    /// block start, for the calling thread (of this slot).
     pub(crate) fn static_shared(
         &self,
         c: &ThreadCtx<'_>,
@@ -263,36 +285,61 @@ impl Slot {
         if let Some(&(_, p)) = c.smem_cache.borrow().iter().find(|(n, _)| *n == name) {
             return p;
         }
-        let mut statics = lock(&self.statics);
-        let p = match statics.iter().find(|(n, _)| *n == name) {
-            Some((_, buf)) if buf.layout.size() < size || buf.layout.align() < align => {
-                let other = buf.layout.size();
-                drop(statics);
-                misuse(
-                    c,
-                    format!(
-                        "shared_array `{name}` declared with {size} bytes here and {other} bytes elsewhere"
-                    ),
-                )
-            }
-            Some((_, buf)) => buf.ptr,
-            None => match SharedBuf::new(size, align) {
-                Some(buf) => {
-                    let p = buf.ptr;
-                    statics.push((name, buf));
-                    p
-                }
-                None => {
-                    drop(statics);
-                    misuse(
-                        c,
-                        format!("cannot allocate {size} bytes for shared_array `{name}`"),
-                    )
-                }
-            },
+        let p = match self.static_array(name, size, align) {
+            Ok(p) => p,
+            Err(detail) => misuse(c, detail),
         };
         c.smem_cache.borrow_mut().push((name, p));
         p
+    }
+
+    /// The slot's copy of the static shared array `name` (`size` bytes, `align`), allocated
+    /// (zeroed) on first use, by a thread of the slot or (`cluster::map`) of another slot of
+    /// its cluster. Err: why it cannot be had (declared larger than elsewhere, out of memory).
+    pub(crate) fn static_array(
+        &self,
+        name: &'static str,
+        size: usize,
+        align: usize,
+    ) -> Result<*mut u8, String> {
+        let mut statics = lock(&self.statics);
+        match statics.iter().find(|a| a.name == name) {
+            Some(a) if a.buf.layout.size() < size || a.buf.layout.align() < align => {
+                let other = a.size;
+                Err(format!(
+                    "shared_array `{name}` declared with {size} bytes here and {other} bytes elsewhere"
+                ))
+            }
+            Some(a) => Ok(a.buf.ptr),
+            None => match SharedBuf::new(size, align) {
+                Some(buf) => {
+                    let p = buf.ptr;
+                    statics.push(StaticArray { name, size, buf });
+                    Ok(p)
+                }
+                None => Err(format!(
+                    "cannot allocate {size} bytes for shared_array `{name}`"
+                )),
+            },
+        }
+    }
+
+    /// Where `p` points in the slot's shared memory (`None`: outside it).
+    pub(crate) fn locate(&self, p: *mut u8) -> Option<SharedLoc> {
+        let a = p.addr();
+        let offset = a.wrapping_sub(self.dynamic.ptr.addr());
+        if offset < self.dynamic_bytes as usize {
+            return Some(SharedLoc::Dynamic { offset });
+        }
+        lock(&self.statics).iter().find_map(|s| {
+            let offset = a.wrapping_sub(s.buf.ptr.addr());
+            (offset < s.size).then_some(SharedLoc::Static {
+                name: s.name,
+                size: s.size,
+                align: s.buf.layout.align(),
+                offset,
+            })
+        })
     }
 
     /// The lanes of warp `warp` that exist (a last, partial warp has fewer than 32).
@@ -616,11 +663,14 @@ impl Slot {
             st.bars.iter_mut().for_each(|b| *b = None);
             st.warps.iter_mut().for_each(Vec::clear);
             // SAFETY: every thread of the slot has finished the previous block and waits for
-            // this mail: nobody touches shared memory meanwhile.
+            // this mail: nobody touches shared memory meanwhile. (Blocks of the same cluster
+            // write here only while the block they write to runs and waits for the data, and
+            // after a cluster barrier that it arrived at after it started: the kernel
+            // contract of `crate::cluster`.)
             unsafe {
                 self.dynamic.clear();
-                for (_, buf) in lock(&self.statics).iter() {
-                    buf.clear();
+                for a in lock(&self.statics).iter() {
+                    a.buf.clear();
                 }
             }
             let me = c.linear;

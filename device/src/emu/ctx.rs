@@ -27,6 +27,13 @@ pub(crate) struct ThreadCtx<'a> {
     pub warp: u32,
     /// `%ctaid` of the block the thread currently runs (a worker runs several in turn).
     pub block_idx: Cell<Dim3>,
+    /// Linear index of that block (`x + y * gx + z * gx * gy`).
+    pub block_linear: Cell<u32>,
+    /// Index of the slot in the launch (its cluster group is `slot_index / cluster_size`).
+    pub slot_index: u32,
+    /// The cluster-barrier generation of the thread's last `cluster::arrive` not yet waited
+    /// for.
+    pub cluster_arrived: Cell<Option<u64>>,
     /// `%ntid`.
     pub block_dim: Dim3,
     /// `%nctaid`.

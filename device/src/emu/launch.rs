@@ -12,6 +12,7 @@ use std::time::Instant;
 use std::vec::Vec;
 
 use super::block::Slot;
+use super::cluster::{self, ClusterGroup};
 use super::ctx::{self, Cancelled, ThreadCtx, Trapped};
 use super::{EmuError, Launch};
 use crate::arch::{Dim3, WARP_SIZE};
@@ -21,6 +22,12 @@ pub(crate) struct LaunchShared {
     failed: AtomicBool,
     error: Mutex<Option<EmuError>>,
     pub(crate) slots: Vec<Slot>,
+    /// Blocks per cluster (1 without clusters).
+    pub(crate) cluster_size: u32,
+    /// Threads per cluster.
+    pub(crate) cluster_threads: u32,
+    /// One per `cluster_size` consecutive slots.
+    pub(crate) clusters: Vec<ClusterGroup>,
     finished: Mutex<usize>,
     finished_cv: Condvar,
 }
@@ -33,7 +40,7 @@ impl LaunchShared {
     }
 
     /// Records `e` (the first error wins) and wakes every waiting thread so that it stops.
-    /// Must not be called with a slot's lock held.
+    /// Must not be called with a slot's or a cluster group's lock held.
     pub(crate) fn fail(&self, e: EmuError) {
         {
             let mut slot = self.error.lock().unwrap_or_else(PoisonError::into_inner);
@@ -44,6 +51,9 @@ impl LaunchShared {
         self.failed.store(true, Ordering::Release);
         for s in &self.slots {
             s.wake_all();
+        }
+        for g in &self.clusters {
+            g.wake_all();
         }
     }
 
@@ -95,6 +105,20 @@ fn check_config(l: &Launch) -> Result<(u32, u32), EmuError> {
     if g.x > i32::MAX as u32 || g.y > 65535 || g.z > 65535 || count(g) > u64::from(u32::MAX) {
         return bad(format!("grid {} exceeds the limits", fmt_dim(g)));
     }
+    let k = l.cluster;
+    if k == 0 || k > super::MAX_CLUSTER_BLOCKS {
+        return bad(format!(
+            "cluster of {k} blocks (1 to {}; more than {} is not portable)",
+            super::MAX_CLUSTER_BLOCKS,
+            crate::cluster::MAX_PORTABLE_SIZE
+        ));
+    }
+    if !g.x.is_multiple_of(k) {
+        return bad(format!(
+            "grid {} with clusters of {k} blocks: the x extent must be a multiple of the cluster size",
+            fmt_dim(g)
+        ));
+    }
     if l.dynamic_shared_bytes > super::MAX_DYNAMIC_SHARED_BYTES {
         return bad(format!(
             "{} bytes of dynamic shared memory (at most {})",
@@ -139,6 +163,11 @@ pub(crate) fn run(l: &Launch, kernel: &(dyn Fn() + Sync)) -> Result<(), EmuError
         Some(r) => r.clamp(1, n_blocks),
         None => (super::DEFAULT_RESIDENT_THREADS / n_threads).clamp(1, n_blocks),
     };
+    // Whole clusters: the blocks of a cluster run in the `size` consecutive slots of one group,
+    // each as the same round of its slot (`n_blocks` is a multiple of the cluster size, so
+    // this stays within the grid).
+    let size = l.cluster;
+    let resident = (resident / size * size).max(size);
     let mut slots = Vec::with_capacity(resident as usize);
     for s in 0..resident {
         let slot = Slot::new(n_threads, l.dynamic_shared_bytes, delinearize(s, l.grid))
@@ -154,6 +183,9 @@ pub(crate) fn run(l: &Launch, kernel: &(dyn Fn() + Sync)) -> Result<(), EmuError
         failed: AtomicBool::new(false),
         error: Mutex::new(None),
         slots,
+        cluster_size: size,
+        cluster_threads: size * n_threads,
+        clusters: (0..resident / size).map(|_| ClusterGroup::new()).collect(),
         finished: Mutex::new(0),
         finished_cv: Condvar::new(),
     };
@@ -240,6 +272,9 @@ fn worker(
         lane: t % WARP_SIZE,
         warp: t / WARP_SIZE,
         block_idx: Cell::new(delinearize(s, l.grid)),
+        block_linear: Cell::new(s),
+        slot_index: s,
+        cluster_arrived: Cell::new(None),
         block_dim: l.block,
         grid_dim: l.grid,
         slot,
@@ -253,12 +288,14 @@ fn worker(
     loop {
         let block = delinearize(b, l.grid);
         ctx.block_idx.set(block);
+        ctx.block_linear.set(b);
         let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(kernel));
         if let Err(payload) = r
             && let Some(e) = report(payload, block, ctx.tid)
         {
             shared.fail(e);
         }
+        cluster::exit(&ctx);
         let next = b
             .checked_add(resident)
             .filter(|&n| n < n_blocks && !shared.failed());

@@ -25,6 +25,20 @@
 //! - Shared memory: every block gets its own **zeroed** copy of each
 //!   [`shared_array!`](crate::shared_array) (one per name, as in the PTX module) and of the
 //!   launch's dynamic shared memory, zeroed again before each block of the slot runs.
+//! - **Clusters** ([`Launch::cluster`], 1-D along `x`): `resident` is rounded down to whole
+//!   clusters (at least one), so the blocks of a cluster are resident together, in
+//!   consecutive slots (each slot starts its block once it finished its previous one); [`cluster::rank`](crate::cluster::rank) is the linear block index modulo the
+//!   cluster size. The cluster barrier (`cluster::arrive` / `wait`, release / acquire) is
+//!   exit-aware as on the GPU: a generation completes once every thread of the cluster that
+//!   has not exited has arrived, and a thread that exits with an arrival it did not wait for
+//!   leaves the barrier. `cluster::map` gives the same [`shared_array!`](crate::shared_array)
+//!   (name and offset) or dynamic shared memory offset in the peer block's slot, allocating
+//!   the peer's copy of a static array if the peer has not used it yet. Shared memory is
+//!   zeroed when a block starts: write into a peer only after a cluster barrier that it
+//!   arrived at after it started, and only while it still waits for the data (the lifetime
+//!   rule of [`crate::cluster`]; breaking it is not detected).
+//!   `Mbarrier` and `store_async_u32` are atomic read-modify-writes of the barrier word (host
+//!   backend of `crate::cluster`) and need nothing from the emulator.
 //! - `%globaltimer` / `clock64` read one process-wide nanosecond clock, so timed waits expire
 //!   in real time and are comparable across blocks and concurrent launches; `nanosleep` sleeps.
 //! - Memory: the `mem` host backend maps every order to an equal or stronger
@@ -41,13 +55,17 @@
 //! [`Launch::run`] returns an [`EmuError`] naming the block and thread when a kernel thread
 //! panics or calls `trap()`, when a barrier or warp collective is misused (caller not in the
 //! lane mask, lanes meeting in different collectives, a mask naming exited lanes, a thread
-//! leaving while its warp waits for it in a collective, a named barrier used with two counts),
+//! leaving while its warp waits for it in a collective, a named barrier used with two counts,
+//! `cluster::arrive` twice without a `cluster::wait`, a `wait` without an `arrive`,
+//! `cluster::map` to a rank outside the cluster or of an address outside shared memory),
 //! and when a block deadlocks: every live thread of a block blocked in barriers/collectives
 //! that cannot complete (e.g. `sync_threads` that half the block skipped). After the first
 //! error every other thread of the launch stops at its next emulated primitive (barrier,
 //! collective, spin-wait poll, timer read). A watchdog ([`Launch::timeout`], default
 //! [`DEFAULT_TIMEOUT`]) fails launches that run too long, e.g. an untimed wait for a peer
-//! that never comes. A thread looping forever *without reaching such a primitive* cannot be
+//! that never comes, or a cluster barrier that a block of the cluster never reaches (a stuck
+//! cluster barrier is not detected as a deadlock: it ends by the watchdog, or as soon as
+//! another thread of the launch fails). A thread looping forever *without reaching such a primitive* cannot be
 //! stopped: such a launch still hangs.
 //!
 //! Memory accesses are not such primitives: the `mem` loads and stores (and `ll::try_load`)
@@ -84,6 +102,7 @@
 //! are left out, as on the GPU; a lane spinning on memory meanwhile delays the answer.
 
 mod block;
+mod cluster;
 pub(crate) mod ctx;
 mod launch;
 pub mod multicast;
@@ -107,6 +126,11 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
 
 /// The largest dynamic shared memory a launch may ask for (227 KiB, sm_90).
 pub const MAX_DYNAMIC_SHARED_BYTES: u32 = 227 * 1024;
+
+/// The most blocks per cluster a launch may ask for ([`Launch::cluster`]; 16 on sm_90 with the
+/// non-portable cluster size attribute, [`MAX_PORTABLE_SIZE`](crate::cluster::MAX_PORTABLE_SIZE)
+/// without).
+pub const MAX_CLUSTER_BLOCKS: u32 = 16;
 
 /// Why an emulated launch failed.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -227,6 +251,7 @@ pub struct Launch {
     block: Dim3,
     dynamic_shared_bytes: u32,
     resident_blocks: Option<u32>,
+    cluster: u32,
     stack_size: usize,
     timeout: Option<Duration>,
 }
@@ -240,6 +265,7 @@ impl Launch {
             block: block.into(),
             dynamic_shared_bytes: 0,
             resident_blocks: None,
+            cluster: 1,
             stack_size: DEFAULT_STACK_SIZE,
             timeout: Some(DEFAULT_TIMEOUT),
         }
@@ -251,9 +277,21 @@ impl Launch {
         self
     }
 
-    /// How many blocks run concurrently (at least 1, at most the grid).
+    /// How many blocks run concurrently (at least 1, at most the grid; with
+    /// [clusters](Launch::cluster), rounded down to whole clusters, at least one).
     pub fn resident_blocks(mut self, n: u32) -> Launch {
         self.resident_blocks = Some(n);
+        self
+    }
+
+    /// Thread block clusters of `blocks` blocks along `x` (default 1: no clusters), as
+    /// `cudaLaunchAttributeClusterDimension` `(blocks, 1, 1)`: block `b` (linear index) is rank
+    /// `b % blocks` of cluster `b / blocks` ([`crate::cluster`]). The grid's `x` extent must be
+    /// a multiple of `blocks`, and `blocks` at most [`MAX_CLUSTER_BLOCKS`]. At least one whole
+    /// cluster is resident ([`resident_blocks`](Launch::resident_blocks)): `blocks` × threads
+    /// per block OS threads.
+    pub fn cluster(mut self, blocks: u32) -> Launch {
+        self.cluster = blocks;
         self
     }
 
@@ -372,6 +410,28 @@ pub(crate) fn dynamic_shared() -> Option<(*mut u8, u32)> {
 /// The block's copy of static shared array `name`.
 pub(crate) fn static_shared(name: &'static str, size: usize, align: usize) -> Option<*mut u8> {
     ctx::with(|c| c.slot.static_shared(c, name, size, align))
+}
+
+/// `(%cluster_ctarank, %cluster_nctarank)`: the calling block's rank in its cluster and the
+/// cluster's size (1 without clusters).
+pub(crate) fn cluster_geometry() -> Option<(u32, u32)> {
+    ctx::with(cluster::geometry)
+}
+
+/// `barrier.cluster.arrive.release` (a no-op outside an emulated launch).
+pub(crate) fn cluster_arrive() {
+    ctx::with(cluster::arrive);
+}
+
+/// `barrier.cluster.wait.acquire` (a no-op outside an emulated launch).
+pub(crate) fn cluster_wait() {
+    ctx::with(cluster::wait);
+}
+
+/// `mapa.shared::cluster`: `p`, in the calling block's shared memory, in the block of cluster
+/// rank `rank` (misuse if `rank` is not in the cluster or `p` not in shared memory).
+pub(crate) fn cluster_map(p: *mut u8, rank: u32) -> Option<*mut u8> {
+    ctx::with(|c| cluster::map(c, p, rank))
 }
 
 /// A spin-loop poll, timer read or sleep: stops the thread if the launch failed, and yields.
