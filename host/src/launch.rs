@@ -239,6 +239,9 @@ impl Drop for Module {
     }
 }
 
+/// Most blocks per cluster a launch may ask for ([`LaunchConfig::cluster`]).
+pub const MAX_CLUSTER: u32 = 8;
+
 /// Grid and block shape of a launch.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LaunchConfig {
@@ -254,6 +257,10 @@ pub struct LaunchConfig {
     /// other's tail. The kernel must call `symcomm_device::arch::grid_dependency_wait` before
     /// touching anything the kernel ahead of it writes (the stream order is otherwise kept).
     pub dependent_launch: bool,
+    /// Blocks per thread block cluster along `x` (`symcomm_device::cluster`; 0 or 1: no
+    /// clusters). The grid's `x` extent must be a multiple of it; at most 8 (the portable
+    /// limit) so that every sm_90 GPU can place a cluster.
+    pub cluster: u32,
 }
 
 impl LaunchConfig {
@@ -265,6 +272,7 @@ impl LaunchConfig {
             block: (threads, 1, 1),
             shared_mem_bytes: 0,
             dependent_launch: false,
+            cluster: 0,
         }
     }
 
@@ -273,6 +281,14 @@ impl LaunchConfig {
     pub fn with_dependent_launch(self) -> Self {
         LaunchConfig {
             dependent_launch: true,
+            ..self
+        }
+    }
+
+    /// This launch in clusters of `blocks` blocks along `x` (see [`cluster`](Self::cluster)).
+    pub fn with_cluster(self, blocks: u32) -> Self {
+        LaunchConfig {
+            cluster: blocks,
             ..self
         }
     }
@@ -327,19 +343,42 @@ impl Function<'_> {
                 cfg.grid, cfg.block
             )));
         }
+        let cluster = cfg.cluster.max(1);
+        if cluster > MAX_CLUSTER || gx % cluster != 0 {
+            return Err(Error::InvalidArgument(format!(
+                "clusters of {cluster} blocks: at most {MAX_CLUSTER}, dividing the grid's x \
+                 extent ({gx})"
+            )));
+        }
         if let Some(entry) = self.emu {
             // SAFETY: forwarded (the caller's argument contract). Emulated launches are
             // synchronous: a dependent launch has nothing to overlap.
             return unsafe { self.launch_emulated(entry, cfg, args) };
         }
+        let mut attrs = Vec::with_capacity(2);
         if cfg.dependent_launch {
-            let mut attr = sys::CUlaunchAttribute {
+            attrs.push(sys::CUlaunchAttribute {
                 id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
                 pad: [0; 4],
                 value: sys::CUlaunchAttributeValue {
                     programmaticStreamSerializationAllowed: 1,
                 },
-            };
+            });
+        }
+        if cluster > 1 {
+            attrs.push(sys::CUlaunchAttribute {
+                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
+                pad: [0; 4],
+                value: sys::CUlaunchAttributeValue {
+                    clusterDim: sys::CUlaunchAttributeValue_union__bindgen_ty_1 {
+                        x: cluster,
+                        y: 1,
+                        z: 1,
+                    },
+                },
+            });
+        }
+        if !attrs.is_empty() {
             let config = sys::CUlaunchConfig {
                 gridDimX: gx,
                 gridDimY: gy,
@@ -349,10 +388,10 @@ impl Function<'_> {
                 blockDimZ: bz,
                 sharedMemBytes: cfg.shared_mem_bytes,
                 hStream: stream,
-                attrs: &mut attr,
-                numAttrs: 1,
+                attrs: attrs.as_mut_ptr(),
+                numAttrs: attrs.len() as u32,
             };
-            // SAFETY: as below; `config` and its one attribute live across the call.
+            // SAFETY: as below; `config` and its attributes live across the call.
             return check("cuLaunchKernelEx", unsafe {
                 sys::cuLaunchKernelEx(&config, self.raw, args.as_mut_ptr(), ptr::null_mut())
             });
@@ -427,7 +466,8 @@ impl Function<'_> {
         let (gx, gy, gz) = cfg.grid;
         let (bx, by, bz) = cfg.block;
         let launch = symcomm_device::emu::Launch::new((gx, gy, gz), (bx, by, bz))
-            .shared(cfg.shared_mem_bytes);
+            .shared(cfg.shared_mem_bytes)
+            .cluster(cfg.cluster.max(1));
         let args: *const *mut c_void = args.as_ptr();
         // SAFETY: `args` holds one pointer per parameter to a value of its type (the caller's
         // contract), alive until this synchronous launch returns; the kernel only reads them.
