@@ -109,6 +109,30 @@ pub fn reversed_per_block(input: &[u32], t: usize) -> Vec<u32> {
         .collect()
 }
 
+/// What `cluster_exchange` writes to `out` for `input` (`blocks × warps × rounds` words) on
+/// `blocks` blocks of `warps` warps in clusters of `size`: for block `b`, round `k`, slot
+/// `r × warps + w` holds the word warp `w` of block `r` of `b`'s cluster sent in round `k`.
+pub fn cluster_exchange(
+    input: &[u32],
+    blocks: usize,
+    warps: usize,
+    size: usize,
+    rounds: usize,
+) -> Vec<u32> {
+    let mut out = Vec::with_capacity(blocks * rounds * size * warps);
+    for b in 0..blocks {
+        let first = b - b % size;
+        for k in 0..rounds {
+            for r in 0..size {
+                for w in 0..warps {
+                    out.push(input[((first + r) * warps + w) * rounds + k]);
+                }
+            }
+        }
+    }
+    out
+}
+
 /// The input of `warp_ops` for `n` threads (n ≥ 71): random words with bit 8 set, a zero at
 /// 33 (warp 1: `vote_all(v != 0)` false) and the only multiple of 97 at 70 (warp 2:
 /// `vote_any(v % 97 == 0)` true).

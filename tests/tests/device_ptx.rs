@@ -53,6 +53,7 @@ fn every_test_kernel_is_exported() {
         "copy_u32",
         "smem_static_reverse",
         "smem_dynamic_reverse",
+        "cluster_exchange",
         "warp_ops",
         "block_votes",
         "timers",
@@ -188,6 +189,21 @@ fn arch_primitives_map_to_their_instructions() {
     has(
         "smem_dynamic_reverse",
         &["symcomm_dynamic_smem", "%dynamic_smem_size"],
+    );
+    has(
+        "cluster_exchange",
+        &[
+            "%cluster_ctarank",
+            "%cluster_nctarank",
+            "mbarrier.init.shared::cta.b64",
+            "fence.mbarrier_init.release.cluster",
+            "barrier.cluster.arrive.release.aligned",
+            "barrier.cluster.wait.acquire.aligned",
+            "mbarrier.arrive.expect_tx.release.cta.shared::cta.b64",
+            "mapa.shared::cluster.u32",
+            "st.async.shared::cluster.mbarrier::complete_tx::bytes.b32",
+            "mbarrier.try_wait.parity.acquire.cluster.shared::cta.b64",
+        ],
     );
     has(
         "warp_ops",

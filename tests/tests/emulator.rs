@@ -110,6 +110,39 @@ fn static_and_dynamic_shared_memory_reverse_each_block() {
 }
 
 #[test]
+fn cluster_exchange_moves_every_word_through_peer_shared_memory() {
+    let mut rng = Rng(11);
+    let (blocks, warps, rounds) = (8usize, 2usize, 3usize);
+    for size in [1usize, 2, 4, 8] {
+        let input: Vec<u32> = (0..blocks * warps * rounds)
+            .map(|_| rng.next_u32())
+            .collect();
+        let mut out = vec![u32::MAX; blocks * rounds * size * warps];
+        let mut geo = vec![u32::MAX; 2 * blocks];
+        let mut status = vec![u32::MAX; blocks];
+        let (i, o, g, st) = (
+            input.as_ptr(),
+            out.as_mut_ptr(),
+            geo.as_mut_ptr(),
+            status.as_mut_ptr(),
+        );
+        let l = Launch::new(blocks as u32, 32 * warps as u32).cluster(size as u32);
+        // SAFETY: clusters of `size` ≤ 8 blocks of `warps` ≤ 8 warps; buffers per the contract.
+        run(l, || unsafe {
+            k::cluster_exchange(i, o, g, st, rounds as u32)
+        })
+        .unwrap();
+        let want = refs::cluster_exchange(&input, blocks, warps, size, rounds);
+        check(&format!("clusters of {size}"), &out, &want);
+        let want_geo: Vec<u32> = (0..blocks)
+            .flat_map(|b| [(b % size) as u32, size as u32])
+            .collect();
+        check("rank, size", &geo, &want_geo);
+        check("wait codes", &status, &vec![0; blocks]);
+    }
+}
+
+#[test]
 fn warp_ops_match_the_ptx_reference() {
     let mut rng = Rng(2);
     let (blocks, t) = (2usize, 64usize);

@@ -186,6 +186,53 @@ fn check_smem_static(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         .map(|()| format!("{blocks} blocks × {t} through a 1 KiB static array")))
 }
 
+fn check_cluster_exchange(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let (blocks, warps, rounds) = (16usize, 4usize, 5usize);
+    let mut shapes = Vec::new();
+    for size in [2usize, 4, 8] {
+        let input: Vec<u32> = (0..blocks * warps * rounds)
+            .map(|_| rng.next_u32())
+            .collect();
+        let n_out = blocks * rounds * size * warps;
+        let (inb, out, geo, status) = (
+            ctx.upload(&input)?,
+            ctx.poisoned::<u32>(n_out)?,
+            ctx.poisoned::<u32>(2 * blocks)?,
+            ctx.poisoned::<u32>(blocks)?,
+        );
+        let (mut a, mut b, mut g, mut st) = (
+            inb.device_ptr(),
+            out.device_ptr(),
+            geo.device_ptr(),
+            status.device_ptr(),
+        );
+        let mut r = rounds as u32;
+        ctx.run(
+            "cluster_exchange",
+            LaunchConfig::linear(blocks as u32, 32 * warps as u32).with_cluster(size as u32),
+            &mut [p(&mut a), p(&mut b), p(&mut g), p(&mut st), p(&mut r)],
+        )?;
+        let want = refs::cluster_exchange(&input, blocks, warps, size, rounds);
+        let want_geo: Vec<u32> = (0..blocks)
+            .flat_map(|b| [(b % size) as u32, size as u32])
+            .collect();
+        let got: Vec<u32> = ctx.download(&out, n_out)?;
+        let got_geo: Vec<u32> = ctx.download(&geo, 2 * blocks)?;
+        let got_status: Vec<u32> = ctx.download(&status, blocks)?;
+        let verdict = compare(&format!("clusters of {size}: words"), &got, &want)
+            .and_then(|()| compare("rank, size", &got_geo, &want_geo))
+            .and_then(|()| compare("wait codes", &got_status, &vec![0; blocks]));
+        if let Err(e) = verdict {
+            return Ok(Err(e));
+        }
+        shapes.push(size.to_string());
+    }
+    Ok(Ok(format!(
+        "{blocks} blocks × {warps} warps, {rounds} rounds, clusters of {}: every word through st.async + mbarrier",
+        shapes.join("/")
+    )))
+}
+
 fn check_smem_dynamic(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let (blocks, t) = (3usize, 128usize);
     let input: Vec<u32> = (0..blocks * t).map(|_| rng.next_u32()).collect();
@@ -1067,6 +1114,7 @@ fn main() -> ExitCode {
     report("geometry", check_geometry(&ctx));
     report("dependent_launch", check_dependent_launch(&ctx));
     report("smem_static", check_smem_static(&ctx, &mut rng));
+    report("cluster_exchange", check_cluster_exchange(&ctx, &mut rng));
     report("smem_dynamic", check_smem_dynamic(&ctx, &mut rng));
     report("warp_ops", check_warp_ops(&ctx, &mut rng));
     report("block_votes", check_block_votes(&ctx, &mut rng));
