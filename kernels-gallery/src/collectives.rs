@@ -505,12 +505,28 @@ impl Collectives {
         stream: CUstream,
         args: A,
     ) -> Result<()> {
+        self.launch_clustered(kind, name, blocks, threads, 1, stream, args)
+    }
+
+    /// [`Self::launch`] in thread block clusters of `cluster` blocks (1: none; a divisor of
+    /// `blocks`, at most `symcomm_host::launch::MAX_CLUSTER`).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) fn launch_clustered<A: KernelArgs>(
+        &self,
+        kind: Kind,
+        name: &str,
+        blocks: u32,
+        threads: u32,
+        cluster: u32,
+        stream: CUstream,
+        args: A,
+    ) -> Result<()> {
         let f = self.module.function(name)?;
         // The kernels stride over `block_dim()`: smaller blocks under emulation.
         let threads = threads.min(self.threads);
         // Every gallery kernel starts with `common::enter`, which waits for the kernel ahead
         // of it: a dependent launch keeps the stream order.
-        let mut cfg = LaunchConfig::linear(blocks, threads);
+        let mut cfg = LaunchConfig::linear(blocks, threads).with_cluster(cluster);
         if self.tuning.dependent_launch.applies(kind == Kind::Ll) {
             cfg = cfg.with_dependent_launch();
         }

@@ -125,13 +125,15 @@ impl Collectives {
         let fused = self.scratch_sym(self.fused_off());
         match algo {
             Algo::OneShot | Algo::TwoShotLl => {
-                // Every rank normalises every row. The one-shot keeps full blocks: cutting
-                // its one or few rows into more segments costs more in joining the blocks of
-                // a row than the narrower blocks gain (2×H200, 1 × 4096: 4.7 µs with one
-                // 512-thread block, 4.9 with four of 128 threads).
+                // Every rank normalises every row. A row that fits one full block stays in
+                // it: a block sum is cheaper than joining blocks (H100, 1 × 4096 at one rank:
+                // 2.8 µs in one 512-thread block, 3.1 in 2–8 narrower ones). A wider row is
+                // cut into blocks as narrow as the plain LL kernels', joined as one cluster
+                // (1 × 8192: 3.8 µs in two 512-thread blocks, 3.3 in eight of 64).
                 let t = self.tuning();
-                let min_threads = if algo == Algo::OneShot {
-                    self.block_threads()
+                let full = self.block_threads();
+                let min_threads = if ppr <= full as u64 {
+                    full
                 } else {
                     t.ll_min_threads
                 };
@@ -144,14 +146,16 @@ impl Collectives {
                     NormArg(args),
                     self.scratch_sym(0),
                     self.ll_cap(),
-                    fused,
                 );
                 let name = if algo == Algo::OneShot {
                     "all_reduce_rmsnorm_one_shot_bf16"
                 } else {
                     "all_reduce_rmsnorm_two_shot_ll_bf16"
                 };
-                self.launch(Kind::Ll, name, s.blocks, threads, stream, a)?;
+                // The blocks of a row meet as one cluster (`segs ≤ MAX_SEGS`, the portable
+                // cluster size; the grid is a multiple of it).
+                let cluster = s.segs as u32;
+                self.launch_clustered(Kind::Ll, name, s.blocks, threads, cluster, stream, a)?;
             }
             Algo::TwoShot | Algo::TwoShotPush => {
                 if bytes as u64 > FUSED_ROW_BYTES || tokens as u64 > split::MAX_ITEMS {

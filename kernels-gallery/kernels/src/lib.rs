@@ -314,9 +314,9 @@ pub unsafe fn bench_fill(dst: *mut u8, count: u64, elem: u32, rank: u32, seed: u
 /// - `scratch` is the gallery scratch window with `cap ≥ tokens × hidden / 8`; every LSA rank
 ///   issues the same sequence of gallery LL launches, each with at most [`plan::LL_COUNTERS`]
 ///   blocks; `status` is null or a valid `u32`;
-/// - `fused` is the fused region of the scratch window; with `a.segs > 1`, `tokens × segs ≤
-///   rmsnorm_split::MAX_ITEMS`, the grid is a multiple of `segs` and every block is resident
-///   (see [`rmsnorm_split::split`]).
+/// - with `a.segs > 1`: `segs ≤ rmsnorm_split::MAX_SEGS`, the grid is a multiple of `segs`
+///   and launched in clusters of `segs` blocks (the blocks of a row, see
+///   [`rmsnorm_split::split`]), every block resident.
 #[kernel]
 pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
     comm: DevComm,
@@ -324,13 +324,12 @@ pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
     a: rmsnorm::NormArgs,
     scratch: SymPtr<u8>,
     cap: u64,
-    fused: SymPtr<u8>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
     common::enter();
     // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_one_shot(&comm, x, a, scratch, cap, fused, timeout_ns, status) }
+    unsafe { rmsnorm::fused_one_shot(&comm, x, a, scratch, cap, timeout_ns, status) }
 }
 
 /// Fused all-reduce + residual add + RMSNorm, two-shot (bf16): see [`rmsnorm`].
@@ -438,11 +437,10 @@ pub unsafe fn all_reduce_rmsnorm_two_shot_ll_bf16(
     a: rmsnorm::NormArgs,
     scratch: SymPtr<u8>,
     cap: u64,
-    fused: SymPtr<u8>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
     common::enter();
     // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_two_shot_ll(&comm, x, a, scratch, cap, fused, timeout_ns, status) }
+    unsafe { rmsnorm::fused_two_shot_ll(&comm, x, a, scratch, cap, timeout_ns, status) }
 }

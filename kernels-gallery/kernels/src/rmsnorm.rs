@@ -20,6 +20,7 @@
 //! squares through tagged slots in the fused scratch region ([`crate::rmsnorm_split`]).
 
 use symcomm_device::arch::{self, FULL_MASK, block_dim, block_idx, grid_dim, thread_idx};
+use symcomm_device::cluster::{self, Mbarrier};
 use symcomm_device::comm::DevComm;
 use symcomm_device::coop::{Coop, Cta};
 use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
@@ -31,9 +32,7 @@ use symcomm_device::wait::WaitError;
 use crate::common::{bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
-use crate::rmsnorm_split::{
-    self as split, bar_slot_off, gather, h_off, inv_off, ll_slot_off, publish,
-};
+use crate::rmsnorm_split::{self as split, bar_slot_off, gather, h_off, inv_off, publish};
 
 /// The row arguments of the RMSNorm kernels (one kernel parameter; `#[repr(C)]`, 56 bytes).
 #[repr(C)]
@@ -279,81 +278,157 @@ fn inv_rms(total: f32, hidden: u64, eps: f32) -> f32 {
 }
 
 // ANCHOR: row_total
-/// Where the blocks of a row meet in an LL fused launch: the fused region's slots, the
-/// launch's tag, the row's segments and the bound of the waits.
+/// Most warp partials of a row in an LL fused launch (segments × warps per block).
+const MAX_ROW_PARTS: usize = split::MAX_SEGS as usize * MAX_WARPS;
+
+/// Where the blocks of a row meet in an LL fused launch. With one segment per row the block
+/// sum is the row's. With `segs > 1` the row's blocks form one thread block cluster (the host
+/// launches clusters of `segs` blocks, so block `b` holds segment `b % segs` of its rows) and
+/// every warp stores its partial sum of squares straight into every block of the cluster
+/// (`cluster::store_async_u32`), counted on that block's transaction barrier; a block waits
+/// on its own barrier for all `segs × warps` partials and adds them in one fixed order, so
+/// every block of the row, on every rank, gets the same bits. No `bar.sync` and no global
+/// memory: on one H100 this join costs about 0.4 µs where tagged slots in global memory,
+/// published and polled through L2, cost 0.6–2.5 µs.
+///
+/// Two partial buffers and two barriers alternate between the rows a block takes in turn: a
+/// warp storing into buffer `k` again, two rows later, has received every block's partials of
+/// the row in between, which each block sent after it had read buffer `k`.
 struct RowJoin {
-    slots: u64,
-    tag: u32,
     segs: u64,
-    abort: *const u32,
+    bars: *mut u64,
+    parts: *mut f32,
+    /// Rows joined so far by this block (picks the buffer and the phase).
+    rounds: u32,
+    /// Whether this block has passed the cluster barrier that follows the barriers' set-up.
+    started: bool,
     timeout_ns: u64,
 }
 
 impl RowJoin {
-    /// The join of launch `ll` (tags from its counter) over the slots of `fused`.
+    /// Sets up the join of a launch with `segs` segments per row: with `segs > 1`, thread 0
+    /// initialises the two barriers and every thread arrives at the cluster barrier (waited
+    /// for at the first row, so the set-up overlaps the data movement). Every thread calls it.
     ///
     /// # Safety
-    /// `fused` is the fused region of the gallery scratch window.
+    /// With `segs > 1` the launch is in clusters of `segs` blocks, `segs ≤ MAX_SEGS`, and the
+    /// grid is a multiple of `segs`.
     #[inline(always)]
-    unsafe fn new(
-        ll: &LlLaunch,
-        comm: &DevComm,
-        fused: SymPtr<u8>,
-        segs: u64,
-        timeout_ns: u64,
-    ) -> RowJoin {
+    unsafe fn new(segs: u64, timeout_ns: u64) -> RowJoin {
+        let bars: *mut u64 = shared_array!(GALLERY_ROW_BARS: [u64; 2]);
+        let parts: *mut f32 = shared_array!(GALLERY_ROW_PARTS: [f32; 2 * MAX_ROW_PARTS]);
+        if segs > 1 {
+            if thread_idx().x == 0 {
+                // SAFETY: this block's shared words, not yet in use by anyone.
+                unsafe {
+                    Mbarrier::new(bars).init(1);
+                    Mbarrier::new(bars.add(1)).init(1);
+                }
+                cluster::fence_init();
+            }
+            cluster::arrive();
+        }
         RowJoin {
-            // SAFETY: the caller's region.
-            slots: unsafe { local_addr(fused) },
-            tag: split::tag(ll.counter()),
             segs,
-            abort: comm.abort_flag_ptr(),
+            bars,
+            parts,
+            rounds: 0,
+            started: segs <= 1,
             timeout_ns,
         }
     }
 
-    /// The sum of squares of the row of item `item` from this thread's share `ss`: the
-    /// block's sum when the row is one segment, else the sum of the partials every block of
-    /// the row publishes in its LL slot (see [`crate::rmsnorm_split`]). After a failed wait
-    /// (`res` is `Err`) it waits for nothing more. Every thread of the block calls it.
+    /// The sum of squares of the row of this block's current item from this thread's share
+    /// `ss`. A failed wait lands in `res` (the total is then not to be trusted, which the
+    /// reported status says). Every thread of the block calls it.
     ///
     /// # Safety
-    /// Every block of the row calls it in this launch (all of them resident), with the same
-    /// join; `item < MAX_ITEMS` when `segs > 1`.
+    /// Every block of the cluster calls it as many times, once per row of the launch's items
+    /// it takes (all blocks of a cluster take the same rows).
     #[inline(always)]
     unsafe fn row_total(
-        &self,
+        &mut self,
         sums: &mut BlockSum,
         ss: f32,
-        item: u64,
         res: &mut Result<(), WaitError>,
     ) -> f32 {
-        let part = sums.sum(ss);
         if self.segs <= 1 {
-            return part;
+            return sums.sum(ss);
         }
-        if thread_idx().x == 0 {
-            // SAFETY: item < MAX_ITEMS (host plan), only this block writes this slot.
-            unsafe { publish(self.slots + ll_slot_off(item), self.tag, part) };
+        if !self.started {
+            // The peers' barriers are initialised and the peers have started.
+            cluster::wait();
+            self.started = true;
         }
-        if res.is_err() {
-            return part;
+        let mut w = ss;
+        let mut m = 16;
+        while m > 0 {
+            w += arch::shfl_xor(FULL_MASK, w, m);
+            m >>= 1;
         }
-        let first = item - item % self.segs;
-        // SAFETY: the row's slots, each published by a resident block of this launch.
-        let got = unsafe {
-            gather(
-                self.slots + ll_slot_off(first),
-                self.segs,
-                self.tag,
-                self.abort,
-                self.timeout_ns,
+        let buf = (self.rounds & 1) as usize;
+        let parity = (self.rounds >> 1) & 1;
+        self.rounds = self.rounds.wrapping_add(1);
+        let warps = block_dim().x.div_ceil(32);
+        let entries = self.segs as u32 * warps;
+        // SAFETY: buffer `buf` of the two, `2 × MAX_ROW_PARTS` words (segs ≤ MAX_SEGS,
+        // warps ≤ MAX_WARPS); barrier `buf` of the two.
+        let (parts, bar) = unsafe {
+            (
+                self.parts.add(buf * MAX_ROW_PARTS),
+                Mbarrier::new(self.bars.add(buf)),
             )
         };
-        got.unwrap_or_else(|e| {
+        let (lane, warp) = (thread_idx().x % 32, thread_idx().x / 32);
+        if thread_idx().x == 0 {
+            // SAFETY: initialised in `new`; one arrival per phase (this one).
+            unsafe { bar.arrive_expect_tx(4 * entries) };
+        }
+        if u64::from(lane) < self.segs {
+            // SAFETY: rank `lane` < segs = the cluster size; that block has started (the
+            // cluster barrier above) and waits for this word in this phase (below).
+            unsafe {
+                let slot = parts.add((cluster::rank() * warps + warp) as usize);
+                cluster::store_async_u32(
+                    cluster::map(slot.cast::<u32>(), lane),
+                    w.to_bits(),
+                    bar.remote(lane),
+                );
+            }
+        }
+        // The wait ignores the abort flag: the blocks of a cluster reach every row whatever
+        // their peers on other ranks do (their receives are bounded), and a block that left
+        // early could exit while a peer still stores into its shared memory. Only a bug times
+        // out here.
+        // SAFETY: initialised; this phase is the current one.
+        if let Err(e) = unsafe { bar.wait_parity(parity, core::ptr::null(), self.timeout_ns) } {
             *res = Err(e);
-            part
-        })
+        }
+        // Lane `l` adds entries `l, l + 32, …`, then the same butterfly as `BlockSum`: one
+        // fixed order on every thread, block and rank.
+        let mut t = 0.0f32;
+        let mut e = lane;
+        while e < entries {
+            // SAFETY: entry `e` < entries ≤ MAX_ROW_PARTS, landed before the barrier's phase
+            // completed (acquired by the wait).
+            t += unsafe { parts.add(e as usize).read_volatile() };
+            e += 32;
+        }
+        let mut m = 16;
+        while m > 0 {
+            t += arch::shfl_xor(FULL_MASK, t, m);
+            m >>= 1;
+        }
+        t
+    }
+
+    /// Ends the join: a block that never joined a row still waits at the cluster barrier it
+    /// arrived at. Every thread calls it last.
+    #[inline(always)]
+    fn finish(self) {
+        if !self.started {
+            cluster::wait();
+        }
     }
 }
 // ANCHOR_END: row_total
@@ -407,10 +482,9 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
 ///
 /// # Safety
 /// `x` holds `tokens × hidden` bf16 on this rank; `scratch` is the gallery scratch window
-/// with `cap ≥ tokens × hidden / 8`; `fused` is its fused region (slots for `tokens × segs`
-/// items when `segs > 1`, and then a grid that is a multiple of `segs` with every block
-/// resident); the rest as [`rmsnorm_residual`]; every LSA rank runs the same sequence of LL
-/// launches.
+/// with `cap ≥ tokens × hidden / 8`; with `segs > 1`, `segs ≤ MAX_SEGS`, the grid is a
+/// multiple of `segs`, launched in clusters of `segs` blocks, every block resident; the rest
+/// as [`rmsnorm_residual`]; every LSA rank runs the same sequence of LL launches.
 #[inline(always)]
 pub unsafe fn fused_one_shot(
     comm: &DevComm,
@@ -418,7 +492,6 @@ pub unsafe fn fused_one_shot(
     a: NormArgs,
     scratch: SymPtr<u8>,
     cap: u64,
-    fused: SymPtr<u8>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
@@ -439,7 +512,7 @@ pub unsafe fn fused_one_shot(
         let inp = local_addr(x);
         let ppr = hidden / 8;
         let segs = u64::from(segs.max(1));
-        let join = RowJoin::new(&ll, comm, fused, segs, timeout_ns);
+        let mut join = RowJoin::new(segs, timeout_ns);
         // Send every pack first (grid-stride, as the one-shot all-reduce), so peers can start.
         let (first, gstride) = grid_stride();
         let mut j = first;
@@ -487,11 +560,12 @@ pub unsafe fn fused_one_shot(
                     // ANCHOR_END: fused_one_shot_pack
                 }
             });
-            let total = join.row_total(&mut sums, thread_sumsq(&h), item, &mut res);
+            let total = join.row_total(&mut sums, thread_sumsq(&h), &mut res);
             let inv = inv_rms(total, hidden, eps);
             write_row(&h, &w, hi, k0, stride, inv, out, residual_out, row_off);
             item += u64::from(grid_dim().x);
         }
+        join.finish();
         ll.end(res, status);
     }
 }
@@ -682,7 +756,6 @@ pub unsafe fn fused_two_shot_ll(
     a: NormArgs,
     scratch: SymPtr<u8>,
     cap: u64,
-    fused: SymPtr<u8>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
@@ -703,7 +776,7 @@ pub unsafe fn fused_two_shot_ll(
         let inp = local_addr(x);
         let ppr = hidden / 8;
         let segs = u64::from(segs.max(1));
-        let join = RowJoin::new(&ll, comm, fused, segs, timeout_ns);
+        let mut join = RowJoin::new(segs, timeout_ns);
         let chunk = plan::slice_len(tokens, n as u64) * ppr;
         let (first, stride) = grid_stride();
         // 1. Each owner gets its rows of our x.
@@ -764,11 +837,12 @@ pub unsafe fn fused_two_shot_ll(
                     }
                 }
             });
-            let total = join.row_total(&mut sums, thread_sumsq(&h), item, &mut res);
+            let total = join.row_total(&mut sums, thread_sumsq(&h), &mut res);
             let inv = inv_rms(total, hidden, eps);
             write_row(&h, &w, end, k0, kstride, inv, out, residual_out, row_off);
             item += u64::from(grid_dim().x);
         }
+        join.finish();
         ll.end(res, status);
     }
 }

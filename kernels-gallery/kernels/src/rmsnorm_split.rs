@@ -7,8 +7,11 @@
 //! items `b, b + g, …`. When `g` is a multiple of `segs` (what [`split`] plans), the items of
 //! a row are all taken in the same pass, by co-resident blocks.
 //!
-//! Combining a row: each block computes the sum of squares of its segment and publishes it in
-//! the item's slot as one 8-byte word `{f32 bits, tag}` ([`slot_word`]), the tag being the
+//! Combining a row in the LL kernels: the blocks of a row form one thread block cluster and
+//! exchange their partial sums through each other's shared memory (`RowJoin` in
+//! [`crate::rmsnorm`]). In the barrier two-shot, whose row owner combines the segments before
+//! pushing the row's scale: each block computes the sum of squares of its segment and
+//! publishes it in the item's slot as one 8-byte word `{f32 bits, tag}` ([`slot_word`]), the tag being the
 //! launch's (never 0, [`tag`]). Every block that needs the row's total reads the `segs` slots
 //! of the row in segment order, polling (bounded) until each carries this launch's tag, so
 //! every block, on every rank, adds the same partials in the same order and gets the same
@@ -19,7 +22,6 @@
 //! | bytes | what |
 //! |---|---|
 //! | `[0, HEADER)` | launch counters of the barrier two-shot (the LL header layout) |
-//! | [`ll_slot_off`] | partials of the LL kernels (written and read on this GPU) |
 //! | [`bar_slot_off`] | partials of the barrier two-shot (written and read on the row's owner) |
 //! | [`inv_off`] | the scales `rsqrt(mean(h²) + eps)` of the barrier two-shot's items (f32 each, pushed by the row's owner) |
 //! | [`h_off`] | the `h` rows of the barrier two-shot |
@@ -34,7 +36,7 @@ use crate::rmsnorm::MAX_PACKS;
 pub const MAX_SEGS: u64 = 8;
 
 /// Most work items (`tokens × segs`) that have a slot: the barrier two-shot refuses more rows,
-/// the LL kernels then keep one block per row (no slots needed).
+/// and [`split`] keeps one block per row beyond it.
 pub const MAX_ITEMS: u64 = 1 << 16;
 
 /// Most threads of a fused launch, all blocks together: every block of a row must be
@@ -49,29 +51,23 @@ pub const SLOT: u64 = 8;
 /// counter per block index).
 pub const HEADER: u64 = plan::LL_HEADER;
 
-/// Byte offset in the fused region of the LL kernels' slot of item `item`.
-#[inline(always)]
-pub const fn ll_slot_off(item: u64) -> u64 {
-    HEADER + item * SLOT
-}
-
 /// Byte offset in the fused region of the barrier two-shot's slot of item `item`.
 #[inline(always)]
 pub const fn bar_slot_off(item: u64) -> u64 {
-    HEADER + (MAX_ITEMS + item) * SLOT
+    HEADER + item * SLOT
 }
 
 /// Byte offset in the fused region of the scale (f32 bits) of item `item` of the barrier
 /// two-shot.
 #[inline(always)]
 pub const fn inv_off(item: u64) -> u64 {
-    HEADER + 2 * MAX_ITEMS * SLOT + item * 4
+    HEADER + MAX_ITEMS * SLOT + item * 4
 }
 
 /// Byte offset in the fused region of row `row`'s `h` copy (barrier two-shot).
 #[inline(always)]
 pub const fn h_off(row: u64, hidden: u64) -> u64 {
-    HEADER + 2 * MAX_ITEMS * SLOT + MAX_ITEMS * 4 + row * hidden * 2
+    HEADER + MAX_ITEMS * SLOT + MAX_ITEMS * 4 + row * hidden * 2
 }
 
 /// Bytes of the fused region before the `h` rows.
@@ -399,7 +395,7 @@ mod tests {
 
     #[test]
     fn the_regions_of_the_fused_scratch_do_not_overlap() {
-        assert!(ll_slot_off(MAX_ITEMS) <= bar_slot_off(0));
+        assert!(HEADER <= bar_slot_off(0));
         assert!(bar_slot_off(MAX_ITEMS) <= inv_off(0));
         assert!(inv_off(MAX_ITEMS) <= H_BASE);
         assert_eq!(H_BASE % 16, 0);

@@ -663,8 +663,8 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
                     };
                     let (wa, ws) = (flat.window(r, A), flat.window(r, SCRATCH));
                     let mut status = 0u32;
-                    // SAFETY: x window, scratch with cap ≥ rows / 8 (one-shot) or a fused
-                    // region of 2 × rows bf16 at 1 MiB (two-shot), local row buffers.
+                    // SAFETY: x window, LL scratch with cap ≥ rows / 8 (the LL kernels) or a
+                    // fused region of 2 × rows bf16 at 4 MiB (barrier two-shot), local rows.
                     unsafe {
                         if variant == 2 {
                             k::all_reduce_rmsnorm_two_shot_ll_bf16(
@@ -673,7 +673,6 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
                                 a,
                                 sym(&ws, 0),
                                 1024,
-                                sym(&ws, 4 << 20),
                                 TIMEOUT,
                                 &mut status,
                             )
@@ -693,7 +692,6 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
                                 a,
                                 sym(&ws, 0),
                                 1024,
-                                sym(&ws, 4 << 20),
                                 TIMEOUT,
                                 &mut status,
                             )
