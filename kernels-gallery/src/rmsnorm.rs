@@ -128,14 +128,17 @@ impl Collectives {
                 // Every rank normalises every row. A row that fits one full block stays in
                 // it: a block sum is cheaper than joining blocks (H100, 1 × 4096 at one rank:
                 // 2.8 µs in one 512-thread block, 3.1 in 2–8 narrower ones). A wider row is
-                // cut into blocks as narrow as the plain LL kernels', joined as one cluster
-                // (1 × 8192: 3.8 µs in two 512-thread blocks, 3.3 in eight of 64).
+                // cut into blocks as narrow as the plain LL kernels', joined as one cluster,
+                // but no narrower than one pack per thread in `MAX_SEGS` blocks (1 × 8192,
+                // two ranks on one H100: 4.4–4.5 µs in two 512-thread blocks, 4.0–4.1 in
+                // eight of 128, 4.7–4.9 in eight of 64 with two packs per thread).
                 let t = self.tuning();
                 let full = self.block_threads();
                 let min_threads = if ppr <= full as u64 {
                     full
                 } else {
-                    t.ll_min_threads
+                    let one_pack = ppr.div_ceil(split::MAX_SEGS).next_multiple_of(32) as u32;
+                    t.ll_min_threads.max(one_pack).min(full)
                 };
                 let (s, threads) =
                     self.fused_shape(tokens as u64, tokens as u64, ppr, min_threads, t.ll_blocks);

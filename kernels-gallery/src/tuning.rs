@@ -20,7 +20,7 @@
 //! | `SYMCOMM_MAX_BLOCKS` | most blocks of a barrier-based kernel (1–128) | 128 |
 //! | `SYMCOMM_MIN_THREADS` | fewest threads per block of a barrier-based kernel (32–512, a multiple of 32): grids take up to `SYMCOMM_MAX_BLOCKS` blocks this narrow before blocks grow (see `plan::spread`) | 128 |
 //! | `SYMCOMM_LL_BLOCKS` | most blocks of an LL kernel (1–64; all must be resident at once) | 64 |
-//! | `SYMCOMM_LL_MIN_THREADS` | the same as `SYMCOMM_MIN_THREADS` for the LL kernels, and for the fused LL kernels on rows wider than one full block | 64 |
+//! | `SYMCOMM_LL_MIN_THREADS` | the same as `SYMCOMM_MIN_THREADS` for the LL kernels, and for the fused LL kernels on rows wider than one full block (there at least one pack per thread in 8 blocks) | 64 |
 //! | `SYMCOMM_TIMEOUT_MS` | bound of every device-side wait | 10 000 |
 //! | `SYMCOMM_PDL` | which launches use programmatic dependent launch: `all`, `ll` (the LL kernels) or `off` ([`DependentLaunch`]) | `all` |
 
