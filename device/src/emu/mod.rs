@@ -27,8 +27,9 @@
 //!   launch's dynamic shared memory, zeroed again before each block of the slot runs.
 //! - **Clusters** ([`Launch::cluster`], 1-D along `x`): `resident` is rounded down to whole
 //!   clusters (at least one), so the blocks of a cluster are resident together, in
-//!   consecutive slots (each slot starts its block once it finished its previous one); [`cluster::rank`](crate::cluster::rank) is the linear block index modulo the
-//!   cluster size. The cluster barrier (`cluster::arrive` / `wait`, release / acquire) is
+//!   consecutive slots (each slot starts its block once it finished its previous one);
+//!   [`cluster::rank`](crate::cluster::rank) is the linear block index modulo the cluster
+//!   size. The cluster barrier (`cluster::arrive` / `wait`, release / acquire) is
 //!   exit-aware as on the GPU: a generation completes once every thread of the cluster that
 //!   has not exited has arrived, and a thread that exits with an arrival it did not wait for
 //!   leaves the barrier. `cluster::map` gives the same [`shared_array!`](crate::shared_array)
