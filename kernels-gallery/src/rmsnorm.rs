@@ -175,11 +175,13 @@ impl Collectives {
                     self.fused_shape(tokens as u64, rows, ppr, t.min_threads, t.max_blocks);
                 args.segs = s.segs as u32;
                 let a = launch_args!(self; x.sym(0), NormArg(args), fused);
-                self.launch(
+                // The blocks of a row meet as one cluster, as in the LL kernels.
+                self.launch_clustered(
                     Kind::Other,
                     "all_reduce_rmsnorm_two_shot_bf16",
                     s.blocks,
                     threads,
+                    s.segs as u32,
                     stream,
                     a,
                 )?;

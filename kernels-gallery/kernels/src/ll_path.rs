@@ -71,12 +71,6 @@ impl LlLaunch {
     }
     // ANCHOR_END: ll_begin
 
-    /// The launch counter this launch read (the same on every thread and every LSA rank).
-    #[inline(always)]
-    pub fn counter(&self) -> u32 {
-        self.counter
-    }
-
     /// Pack `j` of LSA rank `src` in this launch: `own` when `src` is this rank, else the pack
     /// it sent in slot `j` ([`recv_pack`], bounded wait). After a failed wait (its error lands
     /// in `res`; no later call waits) it returns `own`: a result built from it is not to be

@@ -16,8 +16,9 @@
 //!   from what it received (no reduction, no wait).
 //!
 //! Rows may be cut into segments, each one block's work item, so that a few rows still fill
-//! a grid as wide as the plain all-reduce's; the blocks of a row then combine their sums of
-//! squares through tagged slots in the fused scratch region ([`crate::rmsnorm_split`]).
+//! a grid as wide as the plain all-reduce's ([`crate::rmsnorm_split`]); the blocks of a row
+//! form one thread block cluster and combine their sums of squares through each other's
+//! shared memory (`RowJoin`).
 
 use symcomm_device::arch::{self, FULL_MASK, block_dim, block_idx, grid_dim, thread_idx};
 use symcomm_device::cluster::{self, Mbarrier};
@@ -29,10 +30,12 @@ use symcomm_device::reduce::{Bf16, Element};
 use symcomm_device::shared_array;
 use symcomm_device::wait::WaitError;
 
-use crate::common::{bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st};
+use crate::common::{
+    bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, report, rotated, st,
+};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
-use crate::rmsnorm_split::{self as split, bar_slot_off, gather, h_off, inv_off, publish};
+use crate::rmsnorm_split::{self as split, h_off, inv_off};
 
 /// The row arguments of the RMSNorm kernels (one kernel parameter; `#[repr(C)]`, 56 bytes).
 #[repr(C)]
@@ -281,8 +284,8 @@ fn inv_rms(total: f32, hidden: u64, eps: f32) -> f32 {
 /// Most warp partials of a row in an LL fused launch (segments × warps per block).
 const MAX_ROW_PARTS: usize = split::MAX_SEGS as usize * MAX_WARPS;
 
-/// Where the blocks of a row meet in an LL fused launch. With one segment per row the block
-/// sum is the row's. With `segs > 1` the row's blocks form one thread block cluster (the host
+/// Where the blocks of a row meet in a fused launch. With one segment per row the block sum
+/// is the row's. With `segs > 1` the row's blocks form one thread block cluster (the host
 /// launches clusters of `segs` blocks, so block `b` holds segment `b % segs` of its rows) and
 /// every warp stores its partial sum of squares straight into every block of the cluster
 /// (`cluster::store_async_u32`), counted on that block's transaction barrier; a block waits
@@ -294,6 +297,15 @@ const MAX_ROW_PARTS: usize = split::MAX_SEGS as usize * MAX_WARPS;
 /// Two partial buffers and two barriers alternate between the rows a block takes in turn: a
 /// warp storing into buffer `k` again, two rows later, has received every block's partials of
 /// the row in between, which each block sent after it had read buffer `k`.
+///
+/// A block's shared memory must outlive every store into it. In the LL kernels every block of
+/// a cluster joins every row (their receives are bounded), so each block has received all
+/// that is sent to it before it leaves, and the join waits for nothing but its partials. A
+/// kernel whose blocks may skip their rows (the barrier two-shot, after a failed entry
+/// barrier) joins *guarded*: it calls [`depart`](Self::depart) after its last row, so that
+/// [`finish`](Self::finish) keeps every block until all blocks of its cluster have sent their
+/// last partial; a guarded join may then give up, at the abort flag or once a wait has
+/// failed, and the blocks waiting for a block that gave up time out in turn (bounded).
 struct RowJoin {
     segs: u64,
     bars: *mut u64,
@@ -302,7 +314,12 @@ struct RowJoin {
     rounds: u32,
     /// Whether this block has passed the cluster barrier that follows the barriers' set-up.
     started: bool,
+    /// Whether this block has arrived at the closing cluster barrier ([`Self::depart`]).
+    departed: bool,
     timeout_ns: u64,
+    /// Guarded joins only (see above): the abort flag the waits poll; null otherwise.
+    abort: *const u32,
+    guarded: bool,
 }
 
 impl RowJoin {
@@ -315,6 +332,25 @@ impl RowJoin {
     /// grid is a multiple of `segs`.
     #[inline(always)]
     unsafe fn new(segs: u64, timeout_ns: u64) -> RowJoin {
+        // SAFETY: forwarded.
+        unsafe { Self::setup(segs, timeout_ns, core::ptr::null(), false) }
+    }
+
+    /// [`new`](Self::new) for a guarded join (see the type's docs), whose waits poll `abort`.
+    ///
+    /// # Safety
+    /// As [`new`](Self::new); `abort` is null or a valid global `u32`; every block calls
+    /// [`depart`](Self::depart) after its last [`row_total`](Self::row_total).
+    #[inline(always)]
+    unsafe fn guarded(segs: u64, timeout_ns: u64, abort: *const u32) -> RowJoin {
+        // SAFETY: forwarded.
+        unsafe { Self::setup(segs, timeout_ns, abort, true) }
+    }
+
+    /// # Safety
+    /// As [`new`](Self::new) and [`guarded`](Self::guarded).
+    #[inline(always)]
+    unsafe fn setup(segs: u64, timeout_ns: u64, abort: *const u32, guarded: bool) -> RowJoin {
         let bars: *mut u64 = shared_array!(GALLERY_ROW_BARS: [u64; 2]);
         let parts: *mut f32 = shared_array!(GALLERY_ROW_PARTS: [f32; 2 * MAX_ROW_PARTS]);
         if segs > 1 {
@@ -334,7 +370,10 @@ impl RowJoin {
             parts,
             rounds: 0,
             started: segs <= 1,
+            departed: false,
             timeout_ns,
+            abort,
+            guarded,
         }
     }
 
@@ -354,6 +393,10 @@ impl RowJoin {
     ) -> f32 {
         if self.segs <= 1 {
             return sums.sum(ss);
+        }
+        if self.guarded && res.is_err() {
+            // Given up (see the type's docs): the total is not to be trusted anyway.
+            return ss;
         }
         if !self.started {
             // The peers' barriers are initialised and the peers have started.
@@ -396,12 +439,12 @@ impl RowJoin {
                 );
             }
         }
-        // The wait ignores the abort flag: the blocks of a cluster reach every row whatever
-        // their peers on other ranks do (their receives are bounded), and a block that left
-        // early could exit while a peer still stores into its shared memory. Only a bug times
-        // out here.
-        // SAFETY: initialised; this phase is the current one.
-        if let Err(e) = unsafe { bar.wait_parity(parity, core::ptr::null(), self.timeout_ns) } {
+        // Unguarded, the wait ignores the abort flag: the blocks of a cluster reach every row
+        // whatever their peers on other ranks do (their receives are bounded), and a block
+        // that left early could exit while a peer still stores into its shared memory. Only a
+        // bug times out there.
+        // SAFETY: initialised; this phase is the current one; `abort` null or valid (`guarded`).
+        if let Err(e) = unsafe { bar.wait_parity(parity, self.abort, self.timeout_ns) } {
             *res = Err(e);
         }
         // Lane `l` adds entries `l, l + 32, …`, then the same butterfly as `BlockSum`: one
@@ -422,11 +465,27 @@ impl RowJoin {
         t
     }
 
-    /// Ends the join: a block that never joined a row still waits at the cluster barrier it
-    /// arrived at. Every thread calls it last.
+    /// Guarded joins: this block has sent its last partial; arrives at the cluster barrier
+    /// that [`finish`](Self::finish) waits for. Every thread calls it once, after its last
+    /// row and before [`finish`](Self::finish) (work in between overlaps the barrier).
+    #[inline(always)]
+    fn depart(&mut self) {
+        if self.segs > 1 {
+            if !self.started {
+                cluster::wait();
+                self.started = true;
+            }
+            cluster::arrive();
+            self.departed = true;
+        }
+    }
+
+    /// Ends the join: waits at the cluster barrier this block last arrived at (the set-up's if
+    /// it never joined a row, [`depart`](Self::depart)'s if it departed). Every thread calls
+    /// it last.
     #[inline(always)]
     fn finish(self) {
-        if !self.started {
+        if !self.started || self.departed {
             cluster::wait();
         }
     }
@@ -591,18 +650,19 @@ fn each_item(mut f: impl FnMut(usize)) {
 const _: () = assert!(STREAM_ITEMS == 4, "each_item spells out STREAM_ITEMS calls");
 
 /// Fused two-shot: see the module docs. `fused` is byte 0 of the fused region of the scratch
-/// window (see [`crate::rmsnorm_split`]: launch counters, slots and scales for
-/// `tokens × segs` items and room for `tokens × hidden` bf16). Work item `it` (of
-/// `tokens × segs`, row-major) belongs to block `it mod grid`: on the rank owning its row,
-/// that block reduces it before the exit barrier; after it, that block normalises it on every
-/// rank (so the exit barrier of block `b` orders everything block `b` reads).
+/// window (see [`crate::rmsnorm_split`]: scales for `tokens × segs` items and room for
+/// `tokens × hidden` bf16). Work item `it` (of `tokens × segs`, row-major) belongs to block
+/// `it mod grid`: on the rank owning its row, that block reduces it before the exit barrier,
+/// joining the row's other segments in its cluster (`RowJoin`, guarded); after it, that
+/// block normalises it on every rank (so the exit barrier of block `b` orders everything
+/// block `b` reads).
 ///
 /// # Safety
 /// `x` is a window of `tokens × hidden` bf16 on every rank; `residual` holds the same values
 /// on every rank (a replicated residual stream); `comm` has `grid_dim().x` barriers; every
-/// block of the grid is resident; `tokens × segs ≤ MAX_ITEMS` and, with `segs > 1`, the grid
-/// is a multiple of `segs`; every LSA rank runs the same sequence of these launches; the rest
-/// as [`rmsnorm_residual`].
+/// block of the grid is resident; `tokens × segs ≤ MAX_ITEMS` and, with `segs > 1`, the
+/// launch is in clusters of `segs ≤ MAX_SEGS` blocks (the grid a multiple of `segs`); every
+/// LSA rank runs the same sequence of these launches; the rest as [`rmsnorm_residual`].
 #[inline(always)]
 pub unsafe fn fused_two_shot(
     comm: &DevComm,
@@ -634,10 +694,9 @@ pub unsafe fn fused_two_shot(
     let k0 = k0 + u64::from(thread_idx().x);
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        // The fused region's header counts these launches: its tag marks this launch's
-        // partial sums.
-        let launch = LlLaunch::begin(comm, fused, 0);
-        let tag = split::tag(launch.counter());
+        // Guarded: a block whose entry barrier failed skips its rows (`bracketed`), while the
+        // other blocks of its cluster may still send it their partials.
+        let mut join = RowJoin::guarded(segs, timeout_ns, comm.abort_flag_ptr());
         let local = local_addr(fused);
         let mut res: Result<(), WaitError> = Ok(());
         // ANCHOR: fused_two_shot_owner
@@ -671,21 +730,10 @@ pub unsafe fn fused_two_shot(
                         }
                     }
                 });
-                // The row's scale, from the partials of its segments (this GPU's blocks,
-                // through tagged slots), goes with the item: one word per peer.
-                let part = sums.sum(ss);
+                // The row's scale, from the partials of its segments (the blocks of this
+                // cluster), goes with the item: one word per peer.
+                let total = join.row_total(&mut sums, ss, &mut res);
                 if thread_idx().x == 0 {
-                    let mut total = part;
-                    if segs > 1 {
-                        publish(local + bar_slot_off(it), tag, part);
-                        if res.is_ok() {
-                            let slots = local + bar_slot_off(row * segs);
-                            match gather(slots, segs, tag, comm.abort_flag_ptr(), timeout_ns) {
-                                Ok(t) => total = t,
-                                Err(e) => res = Err(e),
-                            }
-                        }
-                    }
                     let inv = inv_rms(total, hidden, eps).to_bits();
                     for q in 0..n {
                         let base = peer_addr(fused, rotated(me, q, n));
@@ -696,6 +744,7 @@ pub unsafe fn fused_two_shot(
                 it += g;
             }
         });
+        join.depart();
         // After the exit barrier of block b, every rank's block b has pushed h and the scale
         // of its items: a pure stream, STREAM_ITEMS items per step with every load issued
         // before any use, no block reduction, no wait. Every rank writes the same bits.
@@ -736,7 +785,8 @@ pub unsafe fn fused_two_shot(
             });
             it += STREAM_ITEMS as u64 * g;
         }
-        launch.end(res, status);
+        join.finish();
+        report(status, res);
     }
 }
 
