@@ -7,6 +7,7 @@
 use std::sync::Arc;
 
 use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
+use symcomm_device::emu::Launch;
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16};
 use symcomm_device::window::Window;
@@ -727,4 +728,79 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
         assert_eq!(o, &out, "variant {variant}: rank {r} out");
     }
     assert!(out.iter().any(|&v| v != 0), "a non-trivial result");
+}
+
+#[test]
+fn a_fused_two_shot_whose_entry_barrier_fails_on_part_of_a_cluster_ends_with_a_timeout() {
+    // Rank 0 cuts its one row into 4 segments, one cluster of 4 blocks; rank 1 launches only
+    // block 0 (no split). Rank 0's block 0 passes its entry barrier and joins its row; blocks
+    // 1–3 time out at theirs and skip the row (the guarded join keeps them alive while block 0
+    // stores its partials into them, which the emulator would not flag if it did not), and
+    // block 0's wait for their partials must end: the launch returns in time, no emulator
+    // error, the timeout reported.
+    let (n, tokens, hidden, threads) = (2u32, 2usize, 256usize, 32u32);
+    let flat = Flat::new(n);
+    let rows = tokens * hidden;
+    let residual: Vec<u16> = (0..rows)
+        .map(|i| Bf16::from_f32(pattern::value(31, 0, i as u64) as f32).0)
+        .collect();
+    let weight: Vec<u16> = (0..hidden)
+        .map(|i| Bf16::from_f32(pattern::value(32, 0, i as u64) as f32).0)
+        .collect();
+    let short = 50_000_000;
+    let statuses: Vec<u32> = std::thread::scope(|s| {
+        let hs: Vec<_> = (0..n)
+            .map(|r| {
+                let (flat, residual, weight) = (&flat, &residual, &weight);
+                s.spawn(move || {
+                    let mut out = vec![0x7f7fu16; rows];
+                    let mut hout = vec![0x7f7fu16; rows];
+                    let (blocks, segs, timeout) = if r == 0 {
+                        (4, 4, short)
+                    } else {
+                        (1, 1, TIMEOUT)
+                    };
+                    let a = k::rmsnorm::NormArgs {
+                        residual: residual.as_ptr() as u64,
+                        weight: weight.as_ptr() as u64,
+                        out: out.as_mut_ptr() as u64,
+                        residual_out: hout.as_mut_ptr() as u64,
+                        tokens: tokens as u64,
+                        hidden: hidden as u64,
+                        eps: 1e-6,
+                        segs,
+                    };
+                    let (wa, ws) = (flat.window(r, A), flat.window(r, SCRATCH));
+                    let comm = flat.comm(r, 4);
+                    let status = std::sync::atomic::AtomicU32::new(0);
+                    let st = status.as_ptr();
+                    let launch = Launch::new(blocks, threads).cluster(segs);
+                    let t0 = std::time::Instant::now();
+                    // SAFETY: x window, fused region at 4 MiB of the scratch window, local
+                    // rows; clusters of `segs` blocks, 4 barriers on both ranks.
+                    let ran = unsafe {
+                        launch.run_unsync(|| {
+                            k::all_reduce_rmsnorm_two_shot_bf16(
+                                comm,
+                                sym(&wa, 0),
+                                a,
+                                sym(&ws, 4 << 20),
+                                timeout,
+                                st,
+                            )
+                        })
+                    };
+                    assert!(ran.is_ok(), "rank {r}: {ran:?}");
+                    assert!(
+                        t0.elapsed().as_secs() < 10,
+                        "rank {r} took {:?}",
+                        t0.elapsed()
+                    );
+                    status.into_inner()
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    assert_eq!(statuses[0], 1, "rank 0 reports the timeout");
 }
