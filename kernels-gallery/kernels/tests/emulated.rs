@@ -618,6 +618,28 @@ fn a_missing_peer_makes_the_barrier_time_out_with_status_1() {
     let _ = F16::from_f32(0.0);
 }
 
+/// The RMSNorm arguments over host rows `residual` (`tokens × hidden` bf16), `weight`,
+/// `out` and `hout` (`residual_out`), eps 1e-6.
+fn norm_args(
+    residual: &[u16],
+    weight: &[u16],
+    out: &mut [u16],
+    hout: &mut [u16],
+    tokens: usize,
+    segs: u32,
+) -> k::rmsnorm::NormArgs {
+    k::rmsnorm::NormArgs {
+        residual: residual.as_ptr() as u64,
+        weight: weight.as_ptr() as u64,
+        out: out.as_mut_ptr() as u64,
+        residual_out: hout.as_mut_ptr() as u64,
+        tokens: tokens as u64,
+        hidden: weight.len() as u64,
+        eps: 1e-6,
+        segs,
+    }
+}
+
 #[test]
 fn fused_rmsnorm_one_shot_and_two_shot_match_the_unfused_kernel() {
     // 0 = one-shot LL, 1 = two-shot with barriers, 2 = two-shot LL.
@@ -652,16 +674,7 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
                 s.spawn(move || {
                     let mut out = vec![0x7f7fu16; rows];
                     let mut hout = vec![0x7f7fu16; rows];
-                    let a = k::rmsnorm::NormArgs {
-                        residual: residual.as_ptr() as u64,
-                        weight: weight.as_ptr() as u64,
-                        out: out.as_mut_ptr() as u64,
-                        residual_out: hout.as_mut_ptr() as u64,
-                        tokens: tokens as u64,
-                        hidden: hidden as u64,
-                        eps: 1e-6,
-                        segs: 1,
-                    };
+                    let a = norm_args(residual, weight, &mut out, &mut hout, tokens, 1);
                     let (wa, ws) = (flat.window(r, A), flat.window(r, SCRATCH));
                     let mut status = 0u32;
                     // SAFETY: x window, LL scratch with cap ≥ rows / 8 (the LL kernels) or a
@@ -711,16 +724,7 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
         .collect();
     let mut out = vec![0u16; rows];
     let mut hout = vec![0u16; rows];
-    let a = k::rmsnorm::NormArgs {
-        residual: residual.as_ptr() as u64,
-        weight: weight.as_ptr() as u64,
-        out: out.as_mut_ptr() as u64,
-        residual_out: hout.as_mut_ptr() as u64,
-        tokens: tokens as u64,
-        hidden: hidden as u64,
-        eps: 1e-6,
-        segs: 1,
-    };
+    let a = norm_args(&residual, &weight, &mut out, &mut hout, tokens, 1);
     // SAFETY: host buffers of the sizes NormArgs gives.
     unsafe { k::rmsnorm_residual_bf16(sum.as_ptr() as u64, a) };
     for (r, (o, h)) in outs.iter().enumerate() {
@@ -760,16 +764,7 @@ fn a_fused_two_shot_whose_entry_barrier_fails_on_part_of_a_cluster_ends_with_a_t
                     } else {
                         (1, 1, TIMEOUT)
                     };
-                    let a = k::rmsnorm::NormArgs {
-                        residual: residual.as_ptr() as u64,
-                        weight: weight.as_ptr() as u64,
-                        out: out.as_mut_ptr() as u64,
-                        residual_out: hout.as_mut_ptr() as u64,
-                        tokens: tokens as u64,
-                        hidden: hidden as u64,
-                        eps: 1e-6,
-                        segs,
-                    };
+                    let a = norm_args(residual, weight, &mut out, &mut hout, tokens, segs);
                     let (wa, ws) = (flat.window(r, A), flat.window(r, SCRATCH));
                     let comm = flat.comm(r, 4);
                     let status = std::sync::atomic::AtomicU32::new(0);
