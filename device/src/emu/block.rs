@@ -268,6 +268,12 @@ impl Slot {
         }
     }
 
+    /// Linear index (in a grid of `grid` blocks) of the block the slot runs or ran last.
+    pub(crate) fn block_linear(&self, grid: Dim3) -> u32 {
+        let b = lock(&self.state).block;
+        b.x + b.y * grid.x + b.z * grid.x * grid.y
+    }
+
     /// The block's dynamic shared memory and its size.
     pub(crate) fn dynamic_shared(&self) -> (*mut u8, u32) {
         (self.dynamic.ptr, self.dynamic_bytes)

@@ -19,6 +19,7 @@
 use std::format;
 use std::string::String;
 use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::vec;
 use std::vec::Vec;
 
 use super::block::{SharedLoc, misuse};
@@ -33,6 +34,9 @@ struct ClusterBar {
     arrived: u32,
     /// Threads of the cluster that have exited.
     exited: u32,
+    /// Of those, the threads of each block of the cluster, by cluster rank (a block whose
+    /// count is the block size has exited: its shared memory is gone).
+    exited_by_rank: Vec<u32>,
     /// Completed generations.
     generation: u64,
 }
@@ -63,8 +67,8 @@ impl ClusterGroup {
     }
 }
 
-/// Index of cluster `cluster` in `bars`, added if missing.
-fn entry(bars: &mut Vec<ClusterBar>, cluster: u32) -> usize {
+/// Index of cluster `cluster` (of `size` blocks) in `bars`, added if missing.
+fn entry(bars: &mut Vec<ClusterBar>, cluster: u32, size: u32) -> usize {
     match bars.iter().position(|b| b.cluster == cluster) {
         Some(i) => i,
         None => {
@@ -72,6 +76,7 @@ fn entry(bars: &mut Vec<ClusterBar>, cluster: u32) -> usize {
                 cluster,
                 arrived: 0,
                 exited: 0,
+                exited_by_rank: vec![0; size as usize],
                 generation: 0,
             });
             bars.len() - 1
@@ -116,7 +121,7 @@ pub(crate) fn arrive(c: &ThreadCtx<'_>) {
     let g = group(c);
     let threads = c.launch.cluster_threads;
     let mut bars = g.lock();
-    let i = entry(&mut bars, cluster_of(c));
+    let i = entry(&mut bars, cluster_of(c), c.launch.cluster_size);
     let bar = &mut bars[i];
     c.cluster_arrived.set(Some(bar.generation));
     bar.arrived += 1;
@@ -169,9 +174,10 @@ pub(crate) fn exit(c: &ThreadCtx<'_>) {
     let g = group(c);
     let threads = c.launch.cluster_threads;
     let mut bars = g.lock();
-    let i = entry(&mut bars, cluster_of(c));
+    let i = entry(&mut bars, cluster_of(c), c.launch.cluster_size);
     let bar = &mut bars[i];
     bar.exited += 1;
+    bar.exited_by_rank[geometry(c).0 as usize] += 1;
     if pending == Some(bar.generation) {
         bar.arrived -= 1;
     }
@@ -213,5 +219,64 @@ pub(crate) fn map(c: &ThreadCtx<'_>, p: *mut u8, rank: u32) -> *mut u8 {
             Ok(base) => base.wrapping_add(offset),
             Err(detail) => misuse(c, detail),
         },
+    }
+}
+
+/// `st.async` into a block of the caller's cluster: `land` (the store and its completion on
+/// the barrier) runs only if `dst` and `bar` are in the shared memory of one block of the
+/// cluster and that block has started and not exited, which stays so while `land` runs (the
+/// group's lock keeps the block's last thread from leaving, and so its slot from clearing
+/// its shared memory for the next block). Otherwise, or when `land` reports a misuse of the
+/// barrier, the caller fails the launch.
+pub(crate) fn store_async(
+    c: &ThreadCtx<'_>,
+    dst: *mut u8,
+    bar: *mut u8,
+    land: &dyn Fn() -> Option<&'static str>,
+) {
+    let size = c.launch.cluster_size;
+    let base = c.slot_index - c.slot_index % size;
+    let slot_of = |r: u32| &c.launch.slots[(base + r) as usize];
+    let Some(rank) = (0..size).find(|&r| slot_of(r).locate(dst).is_some()) else {
+        misuse(
+            c,
+            format!(
+                "cluster::store_async_u32 to {dst:p}, which is not in the shared memory of a block of this cluster"
+            ),
+        );
+    };
+    let slot = slot_of(rank);
+    if slot.locate(bar).is_none() {
+        misuse(
+            c,
+            format!(
+                "cluster::store_async_u32 into cluster rank {rank} signals {bar:p}, which is not in that block's shared memory"
+            ),
+        );
+    }
+    let cluster = cluster_of(c);
+    let target = cluster * size + rank;
+    let block_threads = c.launch.cluster_threads / size;
+    let g = group(c);
+    let problem = {
+        let mut bars = g.lock();
+        let i = entry(&mut bars, cluster, size);
+        let running = slot.block_linear(c.grid_dim);
+        if bars[i].exited_by_rank[rank as usize] == block_threads || running > target {
+            Some(format!(
+                "cluster::store_async_u32 into block {target} (cluster rank {rank}), which has exited: \
+                 write into a peer block only while it still waits for the data"
+            ))
+        } else if running < target {
+            Some(format!(
+                "cluster::store_async_u32 into block {target} (cluster rank {rank}), which has not started: \
+                 write into a peer block only after a cluster barrier it arrived at"
+            ))
+        } else {
+            land().map(|why| format!("cluster::store_async_u32 into cluster rank {rank}: {why}"))
+        }
+    };
+    if let Some(detail) = problem {
+        misuse(c, detail);
     }
 }

@@ -37,9 +37,13 @@
 //!   the peer's copy of a static array if the peer has not used it yet. Shared memory is
 //!   zeroed when a block starts: write into a peer only after a cluster barrier that it
 //!   arrived at after it started, and only while it still waits for the data (the lifetime
-//!   rule of [`crate::cluster`]; breaking it is not detected).
-//!   `Mbarrier` and `store_async_u32` are atomic read-modify-writes of the barrier word (host
-//!   backend of `crate::cluster`) and need nothing from the emulator.
+//!   rule of [`crate::cluster`]). `store_async_u32` checks the rule's hard half: its target
+//!   must be the block that belongs to the writer's cluster and must not have exited (a
+//!   block has exited once all its threads returned), or the launch fails; plain stores
+//!   through a `cluster::map` address are not checked. `Mbarrier` operations are atomic
+//!   read-modify-writes of the barrier word (host backend of `crate::cluster`); using a
+//!   barrier before `init`, an `init` count outside 1 to 2²⁰ − 1 and more arrivals in a
+//!   phase than its count fail the launch.
 //! - `%globaltimer` / `clock64` read one process-wide nanosecond clock, so timed waits expire
 //!   in real time and are comparable across blocks and concurrent launches; `nanosleep` sleeps.
 //! - Memory: the `mem` host backend maps every order to an equal or stronger
@@ -58,7 +62,9 @@
 //! lane mask, lanes meeting in different collectives, a mask naming exited lanes, a thread
 //! leaving while its warp waits for it in a collective, a named barrier used with two counts,
 //! `cluster::arrive` twice without a `cluster::wait`, a `wait` without an `arrive`,
-//! `cluster::map` to a rank outside the cluster or of an address outside shared memory),
+//! `cluster::map` to a rank outside the cluster or of an address outside shared memory,
+//! `store_async_u32` into a block that has not started or has exited, or signalling a
+//! barrier of another block, the `Mbarrier` misuse above),
 //! and when a block deadlocks: every live thread of a block blocked in barriers/collectives
 //! that cannot complete (e.g. `sync_threads` that half the block skipped). After the first
 //! error every other thread of the launch stops at its next emulated primitive (barrier,
@@ -433,6 +439,23 @@ pub(crate) fn cluster_wait() {
 /// rank `rank` (misuse if `rank` is not in the cluster or `p` not in shared memory).
 pub(crate) fn cluster_map(p: *mut u8, rank: u32) -> Option<*mut u8> {
     ctx::with(|c| cluster::map(c, p, rank))
+}
+
+/// `st.async … mbarrier::complete_tx` to `dst`, signalling `bar`, both in a block of the
+/// calling thread's cluster: runs `land` (the store and its completion) if that block is
+/// running, else fails the launch; `None` outside an emulated launch (`land` not run).
+pub(crate) fn cluster_store_async(
+    dst: *mut u8,
+    bar: *mut u8,
+    land: &dyn Fn() -> Option<&'static str>,
+) -> Option<()> {
+    ctx::with(|c| cluster::store_async(c, dst, bar, land))
+}
+
+/// Reports a misuse of a cluster primitive (`detail`) by the calling emulated thread, which
+/// stops; nothing outside an emulated launch.
+pub(crate) fn cluster_misuse(detail: &str) {
+    ctx::with(|c| block::misuse(c, detail.into()));
 }
 
 /// A spin-loop poll, timer read or sleep: stops the thread if the launch failed, and yields.

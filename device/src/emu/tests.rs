@@ -728,3 +728,147 @@ fn a_cluster_barrier_a_block_never_reaches_ends_in_an_error() {
         }
     );
 }
+
+/// The shared words of [`late_or_early_store`]: an initialised barrier and an inbox word.
+fn cluster_target() -> (cluster::Mbarrier, *mut u32) {
+    let word: *mut u64 = crate::shared_array!(EMU_TEST_CLUSTER_LIFE_MBAR: [u64; 1]);
+    let inbox: *mut u32 = crate::shared_array!(EMU_TEST_CLUSTER_LIFE_INBOX: [u32; 1]);
+    // SAFETY: an 8-byte aligned word of this block's shared memory, used only as this barrier.
+    let mbar = unsafe { cluster::Mbarrier::new(word) };
+    if arch::thread_idx().x == 0 {
+        // SAFETY: one arrival per phase; nobody else uses it yet.
+        unsafe { mbar.init(1) };
+        cluster::fence_init();
+    }
+    (mbar, inbox)
+}
+
+/// Thread 0 of the calling block stores one word into cluster rank `to`.
+fn store_to(mbar: cluster::Mbarrier, inbox: *mut u32, to: u32) {
+    if arch::thread_idx().x == 0 {
+        // SAFETY: none for the block `to` (the tests break the lifetime rule on purpose);
+        // the addresses are shared memory of a block of the cluster.
+        unsafe { cluster::store_async_u32(cluster::map(inbox, to), 7, mbar.remote(to)) };
+    }
+}
+
+fn assert_misuse(e: &EmuError, block: u32, needle: &str) {
+    match e {
+        EmuError::Misuse {
+            block: b, detail, ..
+        } if b.x == block && detail.contains(needle) => {}
+        other => panic!("expected a misuse by block {block} naming `{needle}`, got: {other}"),
+    }
+}
+
+/// The lifetime rule of `crate::cluster`, checked: a store into a block of the cluster that
+/// has exited fails the launch (on the GPU it would land in freed shared memory, or in the
+/// next block's).
+#[test]
+fn st_async_into_an_exited_block_is_an_error() {
+    let e = Launch::new(2, 32)
+        .cluster(2)
+        .timeout(Some(Duration::from_secs(30)))
+        .run(|| {
+            let (mbar, inbox) = cluster_target();
+            cluster::sync();
+            if cluster::rank() == 1 {
+                return;
+            }
+            // Block 1 never arrives again: this completes once all its threads have exited.
+            cluster::sync();
+            store_to(mbar, inbox, 1);
+        })
+        .unwrap_err();
+    assert_misuse(&e, 0, "(cluster rank 1), which has exited");
+}
+
+/// ... and so does a store into a block that has not started: here block 3, whose slot
+/// still runs block 1 (of the previous cluster) when block 2 stores without a cluster
+/// barrier first.
+#[test]
+fn st_async_into_a_block_that_has_not_started_is_an_error() {
+    let never = AtomicU32::new(0);
+    let e = Launch::new(4, 32)
+        .cluster(2)
+        .resident_blocks(2)
+        .timeout(Some(Duration::from_secs(30)))
+        .run(|| {
+            match arch::block_idx().x {
+                0 | 3 => {}
+                1 => {
+                    // SAFETY: no abort flag; the launch's failure stops the spin.
+                    let mut spin = unsafe { crate::wait::Spin::new(core::ptr::null(), u64::MAX) };
+                    let _ = spin.until(|| never.load(A::Relaxed) != 0);
+                }
+                _ => {
+                    let (mbar, inbox) = cluster_target();
+                    store_to(mbar, inbox, 1);
+                }
+            }
+        })
+        .unwrap_err();
+    assert_misuse(&e, 2, "block 3 (cluster rank 1), which has not started");
+}
+
+#[test]
+fn st_async_signalling_another_blocks_barrier_is_an_error() {
+    let e = Launch::new(2, 32)
+        .cluster(2)
+        .run(|| {
+            let (mbar, inbox) = cluster_target();
+            cluster::sync();
+            if cluster::rank() == 0 && arch::thread_idx().x == 0 {
+                // SAFETY: none: the word goes to rank 1, its barrier is rank 0's, the misuse
+                // under test.
+                unsafe { cluster::store_async_u32(cluster::map(inbox, 1), 7, mbar.remote(0)) };
+            }
+            cluster::sync();
+        })
+        .unwrap_err();
+    assert_misuse(&e, 0, "which is not in that block's shared memory");
+}
+
+/// Mbarrier misuse the GPU would not survive: a barrier used before `init`, a phase given
+/// more arrivals than its count, an `init` count of zero.
+/// One misuse of a fresh barrier, and a word its error names.
+type MbarCase = (&'static str, fn(cluster::Mbarrier));
+
+#[test]
+fn mbarrier_misuse_is_an_error() {
+    let cases: [MbarCase; 4] = [
+        ("not initialised", |m| {
+            // SAFETY: none: not initialised, the misuse under test.
+            unsafe { m.arrive_expect_tx(4) }
+        }),
+        ("not initialised", |m| {
+            // SAFETY: as above.
+            let _ = unsafe { m.test_parity(0) };
+        }),
+        ("more arrivals than", |m| {
+            // SAFETY: one arrival expected per phase; the second one is the misuse, while
+            // the first phase still waits for its 4 bytes.
+            unsafe {
+                m.init(1);
+                m.arrive_expect_tx(4);
+                m.arrive_expect_tx(0);
+            }
+        }),
+        ("count outside", |m| {
+            // SAFETY: none: a count of zero, the misuse under test.
+            unsafe { m.init(0) }
+        }),
+    ];
+    for (needle, case) in cases {
+        let e = Launch::new(1, 32)
+            .run(|| {
+                let word: *mut u64 = crate::shared_array!(EMU_TEST_MBAR_MISUSE: [u64; 1]);
+                if arch::thread_idx().x == 0 {
+                    // SAFETY: an 8-byte aligned shared word used only as this barrier.
+                    case(unsafe { cluster::Mbarrier::new(word) });
+                }
+            })
+            .unwrap_err();
+        assert_misuse(&e, 0, needle);
+    }
+}

@@ -739,7 +739,8 @@ fn a_fused_two_shot_whose_entry_barrier_fails_on_part_of_a_cluster_ends_with_a_t
     // Rank 0 cuts its one row into 4 segments, one cluster of 4 blocks; rank 1 launches only
     // block 0 (no split). Rank 0's block 0 passes its entry barrier and joins its row; blocks
     // 1–3 time out at theirs and skip the row (the guarded join keeps them alive while block 0
-    // stores its partials into them, which the emulator would not flag if it did not), and
+    // may still store its partials into them; the emulator fails a launch that stores into a
+    // block that has exited), and
     // block 0's wait for their partials must end: the launch returns in time, no emulator
     // error, the timeout reported.
     let (n, tokens, hidden, threads) = (2u32, 2usize, 256usize, 32u32);
