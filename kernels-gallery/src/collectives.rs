@@ -404,7 +404,9 @@ impl Collectives {
             return self.launch(Kind::Ll, "broadcast_ll", blocks, threads, stream, args);
         }
         let args = launch_args!(self; src.sym(0), dst.sym(0), packs, root as i32);
-        let (blocks, threads) = self.tuning.shape(plan::slice_len(packs, self.n as u64));
+        let (blocks, threads) = self
+            .tuning
+            .shape(plan::bcast_slice_len(packs, self.n as u64));
         self.launch(Kind::Other, "broadcast", blocks, threads, stream, args)
     }
 

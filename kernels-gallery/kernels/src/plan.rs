@@ -45,6 +45,42 @@ pub const fn slice_len(packs: u64, n: u64) -> u64 {
     packs.div_ceil(n)
 }
 
+/// Whether the root of a broadcast over `n` ranks moves a slice like the others. With one
+/// or two ranks it does (the data is cut into `n` slices): the root sends each byte once
+/// anyway, and both ranks share the work. With more, it does not (see [`bcast_slice`]).
+#[inline(always)]
+pub const fn bcast_root_moves(n: u64) -> bool {
+    n <= 2
+}
+
+/// `(first, end)` of the packs that rank `rank` reads from the root and stores into every
+/// receiving rank in a broadcast of `packs` packs from `root` over `n` ranks. With
+/// [`bcast_root_moves`], rank `rank` takes [`slice()`] `rank` of `n`. Otherwise the `n − 1`
+/// ranks other than the root split the data, the `i`-th rank after the root
+/// (`i = (rank − root − 1) mod n`) taking slice `i` of `n − 1`, and the root's slice is
+/// empty: it sends each byte over NVLink once (its readers' slices), where `n` slices made
+/// it send `2(n − 1)/n` of the data (also its own slice to every peer).
+#[inline(always)]
+pub const fn bcast_slice(packs: u64, n: u64, rank: u64, root: u64) -> (u64, u64) {
+    if bcast_root_moves(n) {
+        slice(packs, n, rank)
+    } else if rank == root {
+        (0, 0)
+    } else {
+        slice(packs, n - 1, (rank + n - root - 1) % n)
+    }
+}
+
+/// The largest [`bcast_slice`] (what one rank moves at most).
+#[inline(always)]
+pub const fn bcast_slice_len(packs: u64, n: u64) -> u64 {
+    if bcast_root_moves(n) {
+        slice_len(packs, n)
+    } else {
+        slice_len(packs, n - 1)
+    }
+}
+
 /// Blocks for `work` packs processed by `threads`-thread blocks, one pack per thread per
 /// pass, between 1 and `max_blocks`.
 #[inline(always)]
@@ -208,6 +244,34 @@ mod tests {
                 assert_eq!(next, packs, "packs {packs} n {n}");
             }
         }
+    }
+
+    #[test]
+    fn broadcast_slices_cover_every_pack_once_and_leave_the_root_out_from_three_ranks() {
+        for packs in 0..120u64 {
+            for n in 1..10u64 {
+                for root in 0..n {
+                    let mut seen = std::vec![0u32; packs as usize];
+                    for r in 0..n {
+                        let (lo, hi) = bcast_slice(packs, n, r, root);
+                        assert!(lo <= hi && hi <= packs);
+                        assert!(hi - lo <= bcast_slice_len(packs, n));
+                        if r == root && n > 2 {
+                            assert_eq!(lo, hi, "n {n}: the root moves nothing");
+                        }
+                        seen[lo as usize..hi as usize]
+                            .iter_mut()
+                            .for_each(|s| *s += 1);
+                    }
+                    assert!(
+                        seen.iter().all(|&s| s == 1),
+                        "packs {packs} n {n} root {root}: {seen:?}"
+                    );
+                }
+            }
+        }
+        assert_eq!(bcast_slice_len(700, 8), 100);
+        assert_eq!(bcast_slice_len(700, 2), 350);
     }
 
     #[test]
