@@ -23,12 +23,12 @@
 //! 16-byte vector accesses to two 8-byte atomic accesses, one per naturally aligned half (see
 //! [`load_v4_u32`] for what the GPU promises).
 //!
-//! On the host these loads never poll the CPU emulator: a kernel spinning on a bare
-//! [`load`] (`while load(flag, ..) == 0 {}`) is not stopped when its launch fails or its
-//! watchdog fires, and hangs the launch. Spin with [`wait::Spin`](crate::wait::Spin)
-//! ([`Spin::until`](crate::wait::Spin::until) or a loop calling
-//! [`Spin::check`](crate::wait::Spin::check)), which polls the emulator on every failed try
-//! (and bounds the wait on the GPU too).
+//! Under the CPU emulator a load stops its thread once the launch has failed (or its
+//! watchdog fired), so a kernel spinning on a bare [`load`] (`while load(flag, ..) == 0 {}`)
+//! ends with the launch's error; but the spin never yields its core to the threads it waits
+//! for. Spin with [`wait::Spin`](crate::wait::Spin) ([`Spin::until`](crate::wait::Spin::until)
+//! or a loop calling [`Spin::check`](crate::wait::Spin::check)), which polls the emulator on
+//! every failed try (and bounds the wait on the GPU too).
 
 // ANCHOR: scope
 /// The set of threads an ordered access synchronises with.
@@ -921,8 +921,8 @@ mod nvptx {
 /// atomic, what the LL protocol assumes of the GPU), fences are `fence(AcqRel)` /
 /// `fence(SeqCst)`.
 ///
-/// Loads and stores do not poll the emulator (see the module docs): spin with
-/// [`Spin`](crate::wait::Spin) to stay cancellable.
+/// In an emulated launch a load stops its thread once the launch has failed, but never
+/// yields (see the `emu` module docs): spin with [`Spin`](crate::wait::Spin), which does.
 ///
 /// Racing atomics of different sizes on the same bytes are undefined behaviour in Rust when
 /// one of them writes (on the GPU such a race is merely unordered): a 16-byte access (two
@@ -952,6 +952,7 @@ mod host {
     macro_rules! host_word {
         ($ld:ident, $st:ident, $cas:ident, $exch:ident, $nc:ident, $t:ty, $at:ty) => {
             pub unsafe fn $ld(p: *const $t, o: LoadOrder, _s: Scope) -> $t {
+                crate::emu::on_load();
                 // SAFETY: the caller guarantees an aligned, valid `p`.
                 unsafe {
                     match o {

@@ -72,16 +72,19 @@
 //! [`DEFAULT_TIMEOUT`]) fails launches that run too long, e.g. an untimed wait for a peer
 //! that never comes, or a cluster barrier that a block of the cluster never reaches (a stuck
 //! cluster barrier is not detected as a deadlock: it ends by the watchdog, or as soon as
-//! another thread of the launch fails). A thread looping forever *without reaching such a primitive* cannot be
-//! stopped: such a launch still hangs.
+//! another thread of the launch fails). A thread looping forever *without reaching such a primitive or a memory
+//! load* cannot be stopped: such a launch still hangs.
 //!
-//! Memory accesses are not such primitives: the `mem` loads and stores (and `ll::try_load`)
-//! never poll the emulator, so a kernel that spins on a bare load
-//! (`while mem::load(flag, ..) == 0 {}`) never notices a failed launch or the watchdog. Write
-//! spin loops with [`wait::Spin`](crate::wait::Spin) ([`Spin::until`](crate::wait::Spin::until),
-//! or [`Spin::check`](crate::wait::Spin::check) after each failed poll), as every wait of this
-//! crate does: each failed poll reaches the emulator (and on the GPU the loop is bounded by
-//! the abort flag and an optional deadline).
+//! Memory loads are half such a primitive: every `mem` load (and so `ll::try_load`) stops
+//! its thread once the launch has failed, so a kernel that spins on a bare load
+//! (`while mem::load(flag, ..) == 0 {}`) ends with the launch's error (the watchdog's, if
+//! nothing else fails). But a load never yields the CPU, and such a spin keeps a core busy
+//! while the threads it waits for need it (there are far more emulated threads than
+//! cores). Write spin loops with [`wait::Spin`](crate::wait::Spin)
+//! ([`Spin::until`](crate::wait::Spin::until), or [`Spin::check`](crate::wait::Spin::check)
+//! after each failed poll), as every wait of this crate does: each failed poll yields to
+//! the emulator (and on the GPU the loop is bounded by the abort flag and an optional
+//! deadline).
 //!
 //! # What emulation checks, and what it cannot
 //! It checks **logic**: indexing (every element checked by the tests), the use of shared
@@ -456,6 +459,18 @@ pub(crate) fn cluster_store_async(
 /// stops; nothing outside an emulated launch.
 pub(crate) fn cluster_misuse(detail: &str) {
     ctx::with(|c| block::misuse(c, detail.into()));
+}
+
+/// A memory load by the calling thread: stops it if its launch failed (so that a spin on a
+/// bare `mem::load` ends with the launch's error instead of hanging). Unlike [`poll`] it
+/// never yields: most loads are not polls.
+#[inline]
+pub(crate) fn on_load() {
+    ctx::with(|c| {
+        if c.launch.failed() && !std::thread::panicking() {
+            ctx::cancel();
+        }
+    });
 }
 
 /// A spin-loop poll, timer read or sleep: stops the thread if the launch failed, and yields.

@@ -348,6 +348,41 @@ fn the_watchdog_ends_an_endless_wait() {
     assert!(matches!(e, EmuError::Timeout { .. }), "{e}");
 }
 
+/// A spin on a bare `mem::load` (no `Spin`) still ends: the watchdog fails the launch and
+/// the next load stops the thread; so does another thread's trap.
+#[test]
+fn a_spin_on_a_bare_load_ends_with_the_launch() {
+    let mut flag = 0u32;
+    let p = &raw mut flag;
+    let spin = || {
+        // SAFETY: `flag` outlives the launch; only loads here.
+        while unsafe { crate::mem::load(p, crate::mem::LoadOrder::Relaxed, crate::mem::Scope::Sys) }
+            == 0
+        {}
+    };
+    // SAFETY: `p` is only loaded from.
+    let e = unsafe {
+        Launch::new(1, 2)
+            .timeout(Some(Duration::from_millis(200)))
+            .run_unsync(spin)
+    }
+    .unwrap_err();
+    assert!(matches!(e, EmuError::Timeout { .. }), "{e}");
+    // SAFETY: as above.
+    let e = unsafe {
+        Launch::new(2, 2)
+            .timeout(Some(Duration::from_secs(60)))
+            .run_unsync(|| {
+                if arch::block_idx().x == 1 && arch::thread_idx().x == 0 {
+                    arch::trap();
+                }
+                spin();
+            })
+    }
+    .unwrap_err();
+    assert!(matches!(e, EmuError::Trap { .. }), "{e}");
+}
+
 #[test]
 fn bad_configurations_and_nested_launches_are_refused() {
     assert!(matches!(
