@@ -100,6 +100,77 @@ impl Collectives {
         eps: f32,
         stream: CUstream,
     ) -> Result<Algo> {
+        self.fused(forced, x, bufs, None, tokens, hidden, eps, stream)
+    }
+
+    /// Collective: [`all_reduce_rmsnorm_with`](Self::all_reduce_rmsnorm_with) with `out` and
+    /// `residual_out` in registered windows (each at the same offset on every rank, as every
+    /// [`Buf`]), `residual` and `weight` device addresses as in [`NormBuffers`]. The two-shot
+    /// algorithm then writes every rank's rows straight into their `out` and `residual_out`
+    /// (the owner of a row pushes both), which saves its second pass over the rows; the LL
+    /// algorithms run as with [`NormBuffers`]. `out` may be `x` (in place); `residual_out`
+    /// may be the residual; `out` and `residual_out` must not overlap each other, nor
+    /// `residual_out` overlap `x`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn all_reduce_rmsnorm_into(
+        &self,
+        forced: Option<Algo>,
+        x: Buf<'_>,
+        residual: u64,
+        weight: u64,
+        out: Buf<'_>,
+        residual_out: Buf<'_>,
+        tokens: usize,
+        hidden: usize,
+        eps: f32,
+        stream: CUstream,
+    ) -> Result<Algo> {
+        let bytes = tokens
+            .checked_mul(hidden.saturating_mul(2))
+            .ok_or_else(|| {
+                Error::InvalidArgument("all_reduce_rmsnorm_into: size overflows".into())
+            })?;
+        out.check("all_reduce_rmsnorm_into out", bytes)?;
+        residual_out.check("all_reduce_rmsnorm_into residual_out", bytes)?;
+        let (o, r, xp) = (out.device_ptr(), residual_out.device_ptr(), x.device_ptr());
+        let apart = |a: u64, b: u64| a + bytes as u64 <= b || b + bytes as u64 <= a;
+        if !apart(o, r) {
+            return Err(Error::InvalidArgument(
+                "all_reduce_rmsnorm_into: out and residual_out overlap".into(),
+            ));
+        }
+        if !apart(r, xp) {
+            return Err(Error::InvalidArgument(
+                "all_reduce_rmsnorm_into: residual_out overlaps x".into(),
+            ));
+        }
+        if o != xp && !apart(o, xp) {
+            return Err(Error::InvalidArgument(
+                "all_reduce_rmsnorm_into: out overlaps x without being x".into(),
+            ));
+        }
+        let bufs = NormBuffers {
+            residual,
+            weight,
+            out: o,
+            residual_out: r,
+        };
+        let direct = Some((out, residual_out));
+        self.fused(forced, x, bufs, direct, tokens, hidden, eps, stream)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn fused(
+        &self,
+        forced: Option<Algo>,
+        x: Buf<'_>,
+        bufs: NormBuffers,
+        direct: Option<(Buf<'_>, Buf<'_>)>,
+        tokens: usize,
+        hidden: usize,
+        eps: f32,
+        stream: CUstream,
+    ) -> Result<Algo> {
         let mut args = self.norm_args(bufs, tokens, hidden, eps)?;
         let bytes = tokens
             .checked_mul(hidden * 2)
@@ -174,17 +245,20 @@ impl Collectives {
                 let (s, threads) =
                     self.fused_shape(tokens as u64, rows, ppr, t.min_threads, t.max_blocks);
                 args.segs = s.segs as u32;
-                let a = launch_args!(self; x.sym(0), NormArg(args), fused);
                 // The blocks of a row meet as one cluster, as in the LL kernels.
-                self.launch_clustered(
-                    Kind::Other,
-                    "all_reduce_rmsnorm_two_shot_bf16",
-                    s.blocks,
-                    threads,
-                    s.segs as u32,
-                    stream,
-                    a,
-                )?;
+                let (b, k) = (s.blocks, s.segs as u32);
+                match direct {
+                    Some((out, rout)) => {
+                        let a = launch_args!(self; x.sym(0), NormArg(args), fused, out.sym(0), rout.sym(0));
+                        let name = "all_reduce_rmsnorm_two_shot_direct_bf16";
+                        self.launch_clustered(Kind::Other, name, b, threads, k, stream, a)?;
+                    }
+                    None => {
+                        let a = launch_args!(self; x.sym(0), NormArg(args), fused);
+                        let name = "all_reduce_rmsnorm_two_shot_bf16";
+                        self.launch_clustered(Kind::Other, name, b, threads, k, stream, a)?;
+                    }
+                }
             }
         }
         Ok(algo)

@@ -119,6 +119,7 @@ mod tests {
             "broadcast",
             "all_reduce_rmsnorm_one_shot_bf16",
             "all_reduce_rmsnorm_two_shot_bf16",
+            "all_reduce_rmsnorm_two_shot_direct_bf16",
             "all_reduce_rmsnorm_two_shot_ll_bf16",
             "rmsnorm_residual_bf16",
             "bench_fill",

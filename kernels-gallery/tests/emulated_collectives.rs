@@ -310,21 +310,104 @@ impl Rank {
         // The split shapes below do cut a row in two (see `fused_split`).
         let threads = self.g.block_threads();
         assert_eq!(fused_split(1, 1, 128, threads, 2).segs, 2);
+        // Where the outputs go: raw buffers (`residual_out` or, in place, the residual), or
+        // windows through `all_reduce_rmsnorm_into` (the two-shot then pushes the rows
+        // directly): `h` at byte 0 of window b (which then also holds the residual, in
+        // place), `out` after it or, with `out_is_x`, over `x` itself.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mode {
+            Raw { inplace: bool },
+            Windows { inplace: bool, out_is_x: bool },
+        }
+        use Mode::*;
+        let raw = Raw { inplace: false };
         let cases = [
-            // (tokens, hidden, forced, expected, in place)
-            (2, 512, None, Algo::OneShot, false),
-            (8, 512, None, Algo::TwoShotLl, false),
-            (24, 512, None, Algo::TwoShot, false),
-            (1, 1024, None, Algo::OneShot, false),
-            (1, 1024, None, Algo::OneShot, true),
-            (1, 1024, Some(Algo::TwoShotLl), Algo::TwoShotLl, false),
-            (3, 1024, Some(Algo::TwoShotLl), Algo::TwoShotLl, true),
-            (1, 1024, Some(Algo::TwoShot), Algo::TwoShot, false),
-            (n, 1024, Some(Algo::TwoShot), Algo::TwoShot, true),
-            (n + 1, 1024, Some(Algo::TwoShot), Algo::TwoShot, false),
+            // (tokens, hidden, forced, expected, outputs)
+            (2, 512, None, Algo::OneShot, raw),
+            (8, 512, None, Algo::TwoShotLl, raw),
+            (24, 512, None, Algo::TwoShot, raw),
+            (1, 1024, None, Algo::OneShot, raw),
+            (1, 1024, None, Algo::OneShot, Raw { inplace: true }),
+            (1, 1024, Some(Algo::TwoShotLl), Algo::TwoShotLl, raw),
+            (
+                3,
+                1024,
+                Some(Algo::TwoShotLl),
+                Algo::TwoShotLl,
+                Raw { inplace: true },
+            ),
+            (1, 1024, Some(Algo::TwoShot), Algo::TwoShot, raw),
+            (
+                n,
+                1024,
+                Some(Algo::TwoShot),
+                Algo::TwoShot,
+                Raw { inplace: true },
+            ),
+            (n + 1, 1024, Some(Algo::TwoShot), Algo::TwoShot, raw),
+            (
+                24,
+                512,
+                None,
+                Algo::TwoShot,
+                Windows {
+                    inplace: false,
+                    out_is_x: false,
+                },
+            ),
+            (
+                24,
+                512,
+                None,
+                Algo::TwoShot,
+                Windows {
+                    inplace: true,
+                    out_is_x: true,
+                },
+            ),
+            (
+                1,
+                1024,
+                Some(Algo::TwoShot),
+                Algo::TwoShot,
+                Windows {
+                    inplace: true,
+                    out_is_x: false,
+                },
+            ),
+            (
+                n + 1,
+                1024,
+                Some(Algo::TwoShot),
+                Algo::TwoShot,
+                Windows {
+                    inplace: false,
+                    out_is_x: true,
+                },
+            ),
+            (
+                2,
+                512,
+                None,
+                Algo::OneShot,
+                Windows {
+                    inplace: true,
+                    out_is_x: false,
+                },
+            ),
+            (
+                3,
+                1024,
+                Some(Algo::TwoShotLl),
+                Algo::TwoShotLl,
+                Windows {
+                    inplace: false,
+                    out_is_x: true,
+                },
+            ),
         ];
         let mut wrong = 0;
-        for (case, &(tokens, hidden, forced, want, inplace)) in cases.iter().enumerate() {
+        for (case, &(tokens, hidden, forced, want, mode)) in cases.iter().enumerate() {
             let seed = 500 + 16 * case as u32 + tokens as u32;
             let count = tokens * hidden;
             self.prepare(DataType::Bf16, seed, count)?;
@@ -334,31 +417,58 @@ impl Rank {
                     .collect()
             };
             let (res, w) = (bf(seed ^ 0x5555, count), bf(seed ^ 0xaaaa, hidden));
-            residual.copy_from_host(&res)?;
             weight.copy_from_host(&w)?;
             out.fill_bytes(0x7f)?;
             residual_out.fill_bytes(0x7f)?;
+            let wb = self.b_mem.buffer();
+            let res_ptr = match mode {
+                Windows { inplace: true, .. } => {
+                    wb.copy_from_host(&res)?;
+                    wb.device_ptr()
+                }
+                _ => {
+                    residual.copy_from_host(&res)?;
+                    residual.device_ptr()
+                }
+            };
             self.comm.bootstrap().barrier()?;
             let x = Buf::whole(&self.a);
-            let b = if inplace { in_place } else { bufs };
-            let used = self.g.all_reduce_rmsnorm_with(
-                forced,
-                x,
-                b,
-                tokens,
-                hidden,
-                1e-6,
-                std::ptr::null_mut(),
-            )?;
+            let eps = 1e-6;
+            let null = std::ptr::null_mut();
+            let used = match mode {
+                Raw { inplace } => {
+                    let b = if inplace { in_place } else { bufs };
+                    self.g
+                        .all_reduce_rmsnorm_with(forced, x, b, tokens, hidden, eps, null)?
+                }
+                Windows { out_is_x, .. } => {
+                    let h_buf = Buf::new(&self.b, 0);
+                    let out_buf = if out_is_x { x } else { Buf::new(&self.b, rows) };
+                    let (wp, g) = (weight.device_ptr(), &self.g);
+                    g.all_reduce_rmsnorm_into(
+                        forced, x, res_ptr, wp, out_buf, h_buf, tokens, hidden, eps, null,
+                    )?
+                }
+            };
             assert_eq!(used, want, "{tokens} × {hidden}");
             self.g.check_status()?;
             let (mut h_got, mut y_got) = (vec![0u16; count], vec![0u16; count]);
-            if inplace {
-                residual.copy_to_host(&mut h_got)?;
-            } else {
-                residual_out.copy_to_host(&mut h_got)?;
+            match mode {
+                Raw { inplace: true } => residual.copy_to_host(&mut h_got)?,
+                Raw { inplace: false } => residual_out.copy_to_host(&mut h_got)?,
+                Windows { .. } => wb.copy_to_host(&mut h_got)?,
             }
-            out.copy_to_host(&mut y_got)?;
+            match mode {
+                Raw { .. } => out.copy_to_host(&mut y_got)?,
+                Windows { out_is_x: true, .. } => self.a_mem.buffer().copy_to_host(&mut y_got)?,
+                Windows {
+                    out_is_x: false, ..
+                } => {
+                    let mut all = vec![0u16; rows / 2 + count];
+                    wb.copy_to_host(&mut all)?;
+                    y_got.copy_from_slice(&all[rows / 2..]);
+                }
+            }
             for tkn in 0..tokens {
                 let row = tkn * hidden..(tkn + 1) * hidden;
                 let s: Vec<u16> = row
@@ -371,7 +481,7 @@ impl Rank {
                         usize::from(h_got[i] != h[k]) + usize::from(!bf16_close(y_got[i], y[k]));
                     if bad != 0 && wrong == 0 {
                         eprintln!(
-                            "rank {} of {n}: rmsnorm {tokens}x{hidden} {} (in place: {inplace}): \
+                            "rank {} of {n}: rmsnorm {tokens}x{hidden} {} (case {case}): \
                              element {i}: h {:#06x} want {:#06x}, out {:#06x} want {:#06x}",
                             self.comm.rank(),
                             want.name(),
@@ -385,6 +495,37 @@ impl Rank {
                 }
             }
             self.comm.bootstrap().barrier()?;
+        }
+        // Window outputs that overlap where the kernel cannot allow it are refused (the same
+        // on every rank, before any launch).
+        let x = Buf::whole(&self.a);
+        let (rp, wp) = (residual.device_ptr(), weight.device_ptr());
+        let bad = [
+            (
+                Buf::new(&self.b, 0),
+                Buf::new(&self.b, 16),
+                "out and residual_out overlap",
+            ),
+            (
+                Buf::new(&self.b, 0),
+                Buf::new(&self.a, 0),
+                "residual_out overlaps x",
+            ),
+            (
+                Buf::new(&self.a, 16),
+                Buf::new(&self.b, 0),
+                "out overlaps x without being x",
+            ),
+        ];
+        for (o, h, why) in bad {
+            let null = std::ptr::null_mut();
+            match self
+                .g
+                .all_reduce_rmsnorm_into(None, x, rp, wp, o, h, 4, 512, 1e-6, null)
+            {
+                Err(Error::InvalidArgument(m)) if m.contains(why) => {}
+                other => panic!("{why}: got {other:?}"),
+            }
         }
         Ok(wrong)
     }

@@ -2,7 +2,9 @@
 //! module with `Module::load_for_block(PTX, 512)`, so the driver's JIT keeps registers ×
 //! threads within the SM's 64 K registers (no launch fails with "too many resources
 //! requested"); this test assembles the PTX under the same bound and checks that it costs
-//! (almost) nothing: at most a few bytes of spills per kernel.
+//! (almost) nothing: at most a few bytes of spills per kernel, and no arrays in local memory
+//! (a stack frame beyond those spills: what a closure LLVM did not inline leaves behind, its
+//! captures and the arrays of packs it indexes; 6 µs on the fused two-shot of 128 rows).
 
 use std::path::Path;
 
@@ -10,26 +12,28 @@ use symcomm_build::ptxas;
 use symcomm_gallery::kernels;
 use symcomm_gallery_kernels::plan;
 
-/// `(entry, registers, spill store bytes)` for every entry function in a `ptxas -v` report.
-fn registers(report: &str) -> Vec<(String, u32, u32)> {
+/// `(entry, registers, spill store bytes, stack frame bytes)` for every entry function in a
+/// `ptxas -v` report.
+fn registers(report: &str) -> Vec<(String, u32, u32, u32)> {
     let mut out = Vec::new();
     let mut current: Option<String> = None;
-    let mut spills = 0;
+    let (mut spills, mut stack) = (0, 0);
     for line in report.lines() {
         if let Some(rest) = line.split("Compiling entry function '").nth(1) {
             current = rest.split('\'').next().map(str::to_owned);
-            spills = 0;
-        } else if let Some(rest) = line.split("bytes stack frame, ").nth(1)
+            (spills, stack) = (0, 0);
+        } else if let Some((frame, rest)) = line.split_once("bytes stack frame, ")
             && let Some(n) = rest.split(" bytes spill stores").next()
         {
             spills = n.trim().parse().unwrap_or(u32::MAX);
+            stack = frame.trim().parse().unwrap_or(u32::MAX);
         } else if let (Some(name), Some(rest)) = (&current, line.split("Used ").nth(1))
             && let Some(n) = rest
                 .split(" registers")
                 .next()
                 .and_then(|n| n.trim().parse().ok())
         {
-            out.push((name.clone(), n, spills));
+            out.push((name.clone(), n, spills, stack));
             current = None;
         }
     }
@@ -59,7 +63,7 @@ fn every_gallery_kernel_fits_its_launch_block_in_the_register_file() {
     let out = ptxas::assemble_with(&ptxas, &file, "sm_90", &dir, &[&bound]).unwrap();
     let regs = registers(&out.report);
     assert_eq!(regs.len(), kernels::ENTRY_POINTS.len(), "{}", out.report);
-    for (name, n, spills) in regs {
+    for (name, n, spills, stack) in regs {
         assert!(
             n * threads <= 65536,
             "{name} uses {n} registers: {threads} threads need {} > 65536",
@@ -68,6 +72,13 @@ fn every_gallery_kernel_fits_its_launch_block_in_the_register_file() {
         assert!(
             spills <= MAX_SPILL,
             "{name} spills {spills} bytes under {bound} (at most {MAX_SPILL})"
+        );
+        // Known exception, not fixed yet: the f16 two-shot all-reduces and reduce-scatters
+        // keep 128 bytes in local memory (their bf16 and f32 siblings do not).
+        assert!(
+            stack <= MAX_SPILL || name.contains("_f16_"),
+            "{name} has a {stack}-byte stack frame under {bound} (at most {MAX_SPILL}: \
+             an array or a closure's captures in local memory?)"
         );
     }
 }

@@ -354,7 +354,33 @@ pub unsafe fn all_reduce_rmsnorm_two_shot_bf16(
 ) {
     common::enter();
     // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_two_shot(&comm, x, a, fused, timeout_ns, status) }
+    unsafe { rmsnorm::fused_two_shot(&comm, x, a, fused, None, timeout_ns, status) }
+}
+
+/// Fused all-reduce + residual add + RMSNorm, two-shot, writing straight into every rank's
+/// `out` and `residual_out` windows (bf16; `a.out` and `a.residual_out` ignored): see
+/// [`rmsnorm::fused_two_shot`].
+///
+/// # Safety
+/// As [`all_reduce_rmsnorm_two_shot_bf16`], and `out`, `residual_out` are windows of
+/// `tokens × hidden` bf16 on every LSA rank, each the same on every rank; neither overlaps
+/// the scratch window, and `out` does not overlap `residual_out`; `residual_out` may be the
+/// residual, `out` may be `x`.
+#[kernel]
+pub unsafe fn all_reduce_rmsnorm_two_shot_direct_bf16(
+    comm: DevComm,
+    x: SymPtr<u8>,
+    a: rmsnorm::NormArgs,
+    fused: SymPtr<u8>,
+    out: SymPtr<u8>,
+    residual_out: SymPtr<u8>,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    common::enter();
+    let direct = Some((out, residual_out));
+    // SAFETY: the contract above.
+    unsafe { rmsnorm::fused_two_shot(&comm, x, a, fused, direct, timeout_ns, status) }
 }
 
 /// Residual add + RMSNorm of already all-reduced rows `s` (bf16), one block per row: the

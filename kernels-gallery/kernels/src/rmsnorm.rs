@@ -21,6 +21,7 @@
 //! shared memory (`RowJoin`).
 
 use symcomm_device::arch::{self, FULL_MASK, block_dim, block_idx, grid_dim, thread_idx};
+use symcomm_device::barrier::LsaBarrier;
 use symcomm_device::cluster::{self, Mbarrier};
 use symcomm_device::comm::DevComm;
 use symcomm_device::coop::{Coop, Cta};
@@ -30,9 +31,7 @@ use symcomm_device::reduce::{Bf16, Element};
 use symcomm_device::shared_array;
 use symcomm_device::wait::WaitError;
 
-use crate::common::{
-    bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, report, rotated, st,
-};
+use crate::common::{grid_stride, ld, local_addr, pack_off, peer_addr, report, rotated, st};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
 use crate::rmsnorm_split::{self as split, h_off, inv_off};
@@ -663,12 +662,21 @@ const _: () = assert!(STREAM_ITEMS == 4, "each_item spells out STREAM_ITEMS call
 /// block of the grid is resident; `tokens × segs ≤ MAX_ITEMS` and, with `segs > 1`, the
 /// launch is in clusters of `segs ≤ MAX_SEGS` blocks (the grid a multiple of `segs`); every
 /// LSA rank runs the same sequence of these launches; the rest as [`rmsnorm_residual`].
+///
+/// **Direct** (`direct = Some((out, residual_out))`, both windows of `tokens × hidden` bf16 at
+/// the same offset on every rank; `a.out` and `a.residual_out` are then ignored): the owner
+/// pushes `h` straight into every rank's `residual_out` and, once it has the row's scale,
+/// `out = h · scale · w` into every rank's `out`, and the kernel ends at the exit barrier:
+/// no second phase (which costs about 2 µs at 128 rows), for one more push of the rows per
+/// peer. Rows of different owners are disjoint, so `residual_out` may be the residual and
+/// `out` may be `x` (every rank reads and writes only the rows it owns before the barrier).
 #[inline(always)]
 pub unsafe fn fused_two_shot(
     comm: &DevComm,
     x: SymPtr<u8>,
     a: NormArgs,
     fused: SymPtr<u8>,
+    direct: Option<(SymPtr<u8>, SymPtr<u8>)>,
     timeout_ns: u64,
     status: *mut u32,
 ) {
@@ -700,7 +708,12 @@ pub unsafe fn fused_two_shot(
         let local = local_addr(fused);
         let mut res: Result<(), WaitError> = Ok(());
         // ANCHOR: fused_two_shot_owner
-        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
+        // `bracketed`, spelled out: LLVM does not inline a closure this large, and its
+        // captures (the join, the arrays of packs) would then live in local memory.
+        let cta = Cta::new();
+        let mut bar = LsaBarrier::new(&cta, comm, block_idx().x);
+        let mut entered = bar.sync_timeout(&cta, Ordering::Acquire, timeout_ns);
+        if entered.is_ok() {
             let mut sums = BlockSum::new();
             let (lo, hi) = plan::slice(tokens, n as u64, me as u64);
             // Our items `[lo × segs, hi × segs)` that are this block's (≡ b mod grid).
@@ -710,10 +723,17 @@ pub unsafe fn fused_two_shot(
                 let row = it / segs;
                 let row_off = pack_off(row * ppr);
                 let mut ss = 0.0;
+                // Direct only: this thread's packs of `h` and of the weight, kept in
+                // registers for `out` after the join.
+                let mut hv = [U32x4::default(); MAX_PACKS];
+                let mut wv = [U32x4::default(); MAX_PACKS];
                 each_pack(|i| {
                     let k = k0 + i as u64 * stride;
                     if k < end {
                         let o = row_off + pack_off(k);
+                        if direct.is_some() {
+                            wv[i] = ld(weight + pack_off(k));
+                        }
                         let rsd = ld(residual + o);
                         // Our copy first, then the peers in rotated order, as the plain
                         // two-shot all-reduce (the same rounding; and ranks reading the
@@ -723,17 +743,38 @@ pub unsafe fn fused_two_shot(
                             add_lanes(&mut acc, ld(peer_addr(x, rotated(me, p, n)) + o));
                         }
                         let h = add_bf16(round_pack(&acc), rsd);
+                        hv[i] = h;
                         ss += sumsq(h);
+                        // `h` into every rank's scratch, or (direct) its `residual_out`.
+                        let (win, off) = match direct {
+                            Some((_, rout)) => (rout, o),
+                            None => (fused, h_off(row, hidden) + pack_off(k)),
+                        };
                         for q in 0..n {
-                            let base = peer_addr(fused, rotated(me, q, n));
-                            st(base + h_off(row, hidden) + pack_off(k), h);
+                            st(peer_addr(win, rotated(me, q, n)) + off, h);
                         }
                     }
                 });
                 // The row's scale, from the partials of its segments (the blocks of this
-                // cluster), goes with the item: one word per peer.
+                // cluster).
                 let total = join.row_total(&mut sums, ss, &mut res);
-                if thread_idx().x == 0 {
+                if let Some((dout, _)) = direct {
+                    // Direct: the normalised packs into every rank's `out`.
+                    let inv = inv_rms(total, hidden, eps);
+                    each_pack(|i| {
+                        let k = k0 + i as u64 * stride;
+                        if k < end {
+                            let v = scale(hv[i], wv[i], inv);
+                            for q in 0..n {
+                                st(
+                                    peer_addr(dout, rotated(me, q, n)) + row_off + pack_off(k),
+                                    v,
+                                );
+                            }
+                        }
+                    });
+                } else if thread_idx().x == 0 {
+                    // The scale goes with the item: one word per peer.
                     let inv = inv_rms(total, hidden, eps).to_bits();
                     for q in 0..n {
                         let base = peer_addr(fused, rotated(me, q, n));
@@ -743,8 +784,19 @@ pub unsafe fn fused_two_shot(
                 }
                 it += g;
             }
-        });
+            entered = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
+        }
+        bar.finish(&cta);
+        if cta.is_leader() {
+            report(status, entered);
+        }
         join.depart();
+        if direct.is_some() {
+            // Every row is in place on every rank (the exit barrier above).
+            join.finish();
+            report(status, res);
+            return;
+        }
         // After the exit barrier of block b, every rank's block b has pushed h and the scale
         // of its items: a pure stream, STREAM_ITEMS items per step with every load issued
         // before any use, no block reduction, no wait. Every rank writes the same bits.

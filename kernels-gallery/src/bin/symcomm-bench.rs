@@ -13,6 +13,9 @@
 //! - `--iters N` ops captured per CUDA graph (20), `--replays N` timed replays (20),
 //!   `--warmup N` untimed replays (5)
 //! - `--inplace`: in-place variants; `--no-nccl`: symcomm only
+//! - `--fused-windows`: the fused rows write `out` and `residual_out` in a registered window
+//!   (`all_reduce_rmsnorm_into`: the two-shot pushes the rows directly) instead of plain
+//!   device buffers
 //! - `--eager`: no CUDA graphs: each timed round is `--iters` ops launched one by one on the
 //!   stream (host launch costs included, as in an eager PyTorch program)
 //! - `--algos LIST`: all-reduce rows per forced algorithm (`auto,one_shot,two_shot_ll,
@@ -112,6 +115,7 @@ struct Opts {
     eager: bool,
     nccl: bool,
     algos: Vec<Option<Algo>>,
+    fused_windows: bool,
 }
 
 fn parse_bytes(s: &str) -> Option<usize> {
@@ -146,6 +150,7 @@ fn parse_args(mut args: Vec<String>, emulated: bool) -> std::result::Result<Opts
         eager: false,
         nccl: !emulated,
         algos: vec![None],
+        fused_windows: false,
     };
     args.reverse();
     while let Some(a) = args.pop() {
@@ -172,6 +177,7 @@ fn parse_args(mut args: Vec<String>, emulated: bool) -> std::result::Result<Opts
             "--inplace" => o.inplace = true,
             "--eager" => o.eager = true,
             "--no-nccl" => o.nccl = false,
+            "--fused-windows" => o.fused_windows = true,
             "--algos" => {
                 o.algos = parse_list(&value()?, |x| {
                     if x == "auto" {
@@ -525,6 +531,11 @@ struct NormBench {
 const EPS: f32 = 1e-6;
 const MAX_TOKENS: usize = 128;
 const MAX_HIDDEN: usize = 8192;
+/// Bytes of the largest rows.
+const ROWS_MAX: usize = MAX_TOKENS * MAX_HIDDEN * 2;
+/// With `--fused-windows`: where `out` and `residual_out` sit in window b (at least 4 MiB).
+const WIN_OUT: usize = 0;
+const WIN_H: usize = ROWS_MAX;
 
 impl NormBench {
     fn new(r: &Rank<'_>) -> Result<NormBench> {
@@ -585,6 +596,7 @@ impl NormBench {
     fn prepare(&self, r: &Rank<'_>, tokens: usize, hidden: usize, seed: u32) -> Result<()> {
         self.out.fill_bytes(0x7f)?;
         self.residual_out.fill_bytes(0x7f)?;
+        r.b_mem.buffer().fill_bytes(0x7f)?;
         self.sum.fill_bytes(0x7f)?; // each returns once its memset is done
         let n = tokens * hidden;
         self.fill(r, r.a.user_ptr(), n, r.comm.rank() as u32, seed)?;
@@ -593,15 +605,29 @@ impl NormBench {
         r.sync()
     }
 
-    /// Wrong elements of `residual_out` (exact) and `out` (within a bf16 ulp).
-    fn verify(&self, r: &Rank<'_>, tokens: usize, hidden: usize, seed: u32) -> Result<u64> {
+    /// Wrong elements of `residual_out` (exact) and `out` (within a bf16 ulp): the plain
+    /// buffers, or with `windows` those in window b ([`WIN_OUT`], [`WIN_H`]).
+    fn verify(
+        &self,
+        r: &Rank<'_>,
+        tokens: usize,
+        hidden: usize,
+        seed: u32,
+        windows: bool,
+    ) -> Result<u64> {
         let n = tokens * hidden;
         let read = |b: &VmmBuffer, len: usize| -> Result<Vec<u16>> {
             let mut v = vec![0u16; len];
             b.copy_to_host(&mut v)?;
             Ok(v)
         };
-        let (h_got, y_got) = (read(&self.residual_out, n)?, read(&self.out, n)?);
+        let (h_got, y_got) = if windows {
+            let all = read(r.b_mem.buffer(), (WIN_H + ROWS_MAX) / 2)?;
+            let at = |off: usize| all[off / 2..off / 2 + n].to_vec();
+            (at(WIN_H), at(WIN_OUT))
+        } else {
+            (read(&self.residual_out, n)?, read(&self.out, n)?)
+        };
         let (res, w) = (read(&self.residual, n)?, read(&self.weight, hidden)?);
         let ranks = r.comm.size() as u32;
         let mut wrong = 0u64;
@@ -645,14 +671,21 @@ impl NormBench {
         self.prepare(r, tokens, hidden, seed)?;
         r.comm.bootstrap().barrier()?;
         g.clear_status();
-        let algo = g.all_reduce_rmsnorm(x, self.bufs(), tokens, hidden, EPS, s)?;
+        let windows = r.opts.fused_windows;
+        let fused = |st| {
+            if windows {
+                let (o, h) = (Buf::new(r.b, WIN_OUT), Buf::new(r.b, WIN_H));
+                let (res, w) = (self.residual.device_ptr(), self.weight.device_ptr());
+                g.all_reduce_rmsnorm_into(None, x, res, w, o, h, tokens, hidden, EPS, st)
+            } else {
+                g.all_reduce_rmsnorm(x, self.bufs(), tokens, hidden, EPS, st)
+            }
+        };
+        let algo = fused(s)?;
         r.sync()?;
         g.check_status()?;
-        let fused_wrong = sum_over_ranks(r.comm, self.verify(r, tokens, hidden, seed)?)?;
-        let fused_us = time_graph(r, |r| {
-            g.all_reduce_rmsnorm(x, self.bufs(), tokens, hidden, EPS, r.cu_stream())
-                .map(|_| ())
-        })?;
+        let fused_wrong = sum_over_ranks(r.comm, self.verify(r, tokens, hidden, seed, windows)?)?;
+        let fused_us = time_graph(r, |r| fused(r.cu_stream()).map(|_| ()))?;
         // symcomm's plain all-reduce of the same rows.
         let ar_us = time_graph(r, |r| {
             g.all_reduce(
@@ -689,7 +722,7 @@ impl NormBench {
                 r.comm.bootstrap().barrier()?;
                 op(r)?;
                 r.sync()?;
-                let w = sum_over_ranks(r.comm, self.verify(r, tokens, hidden, seed)?)?;
+                let w = sum_over_ranks(r.comm, self.verify(r, tokens, hidden, seed, false)?)?;
                 (Some(time_graph(r, op)?), w)
             }
             None => (None, 0),
