@@ -573,7 +573,8 @@ pub(crate) fn bytes_of(count: usize, t: DataType) -> Result<usize> {
     })
 }
 
-fn overlaps(a: &Buf<'_>, a_len: usize, b: &Buf<'_>, b_len: usize) -> bool {
+/// True when `a_len` bytes of `a` and `b_len` bytes of `b` share a byte (this rank's copies).
+pub(crate) fn overlaps(a: &Buf<'_>, a_len: usize, b: &Buf<'_>, b_len: usize) -> bool {
     let (a0, b0) = (a.device_ptr(), b.device_ptr());
     a0 < b0 + b_len as u64 && b0 < a0 + a_len as u64
 }

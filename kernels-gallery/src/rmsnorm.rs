@@ -17,7 +17,7 @@ use symcomm_gallery_kernels::rmsnorm::{MAX_PACKS, NormArgs, rsqrt};
 use symcomm_gallery_kernels::rmsnorm_split::{self as split, Split};
 
 use crate::buffer::Buf;
-use crate::collectives::{Collectives, Kind, launch_args};
+use crate::collectives::{Collectives, Kind, launch_args, overlaps};
 use crate::tuning::Algo;
 
 /// Most bytes of rows (`tokens × hidden` bf16: 128 × 8192 and beyond) the two-shot fused
@@ -132,28 +132,25 @@ impl Collectives {
             })?;
         out.check("all_reduce_rmsnorm_into out", bytes)?;
         residual_out.check("all_reduce_rmsnorm_into residual_out", bytes)?;
-        let (o, r, xp) = (out.device_ptr(), residual_out.device_ptr(), x.device_ptr());
-        let apart = |a: u64, b: u64| a + bytes as u64 <= b || b + bytes as u64 <= a;
-        if !apart(o, r) {
-            return Err(Error::InvalidArgument(
-                "all_reduce_rmsnorm_into: out and residual_out overlap".into(),
-            ));
+        let refuse = |why: &str| {
+            Err(Error::InvalidArgument(format!(
+                "all_reduce_rmsnorm_into: {why}"
+            )))
+        };
+        if overlaps(&out, bytes, &residual_out, bytes) {
+            return refuse("out and residual_out overlap");
         }
-        if !apart(r, xp) {
-            return Err(Error::InvalidArgument(
-                "all_reduce_rmsnorm_into: residual_out overlaps x".into(),
-            ));
+        if overlaps(&residual_out, bytes, &x, bytes) {
+            return refuse("residual_out overlaps x");
         }
-        if o != xp && !apart(o, xp) {
-            return Err(Error::InvalidArgument(
-                "all_reduce_rmsnorm_into: out overlaps x without being x".into(),
-            ));
+        if out.device_ptr() != x.device_ptr() && overlaps(&out, bytes, &x, bytes) {
+            return refuse("out overlaps x without being x");
         }
         let bufs = NormBuffers {
             residual,
             weight,
-            out: o,
-            residual_out: r,
+            out: out.device_ptr(),
+            residual_out: residual_out.device_ptr(),
         };
         let direct = Some((out, residual_out));
         self.fused(forced, x, bufs, direct, tokens, hidden, eps, stream)
