@@ -85,7 +85,75 @@ impl F16 {
     }
 }
 
+impl F16 {
+    /// [`from_f32`](Self::from_f32) as the hardware computes it: one `cvt.rn.f16.f32` on the
+    /// GPU, the software rounding on the host. The two agree on every input that is not a
+    /// NaN (round to nearest even, subnormals kept, overflow to ±infinity); a NaN becomes
+    /// the canonical quiet NaN `0x7fff` on the GPU.
+    ///
+    /// Kernels use this rather than `from_f32`: the software rounding branches on the
+    /// exponent, and eight of those per 16-byte pack kept LLVM from unrolling the lane loops
+    /// of [`Accumulator`], which then lived in local memory.
+    #[inline(always)]
+    pub fn round(x: f32) -> F16 {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let h: u16;
+            // SAFETY: a register-only conversion.
+            unsafe {
+                core::arch::asm!(
+                    "cvt.rn.f16.f32 {h}, {x};",
+                    h = out(reg16) h,
+                    x = in(reg32) x,
+                    options(pure, nomem, nostack),
+                )
+            };
+            F16(h)
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            F16::from_f32(x)
+        }
+    }
+
+    /// [`to_f32`](Self::to_f32) as the hardware computes it: one exact `cvt.f32.f16` on the
+    /// GPU (a NaN keeps its sign and payload, quieted), `to_f32` on the host.
+    #[inline(always)]
+    pub fn widen(self) -> f32 {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let f: f32;
+            // SAFETY: a register-only conversion.
+            unsafe {
+                core::arch::asm!(
+                    "cvt.f32.f16 {f}, {h};",
+                    f = out(reg32) f,
+                    h = in(reg16) self.0,
+                    options(pure, nomem, nostack),
+                )
+            };
+            f
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            self.to_f32()
+        }
+    }
+}
+
 impl Bf16 {
+    /// The same as [`from_f32`](Self::from_f32) (which has no branch but the NaN test).
+    #[inline(always)]
+    pub fn round(x: f32) -> Bf16 {
+        Bf16::from_f32(x)
+    }
+
+    /// The same as [`to_f32`](Self::to_f32) (a shift).
+    #[inline(always)]
+    pub fn widen(self) -> f32 {
+        self.to_f32()
+    }
+
     /// Rounds `x` to the nearest bfloat16 (ties to even; NaN stays a quiet NaN).
     pub const fn from_f32(x: f32) -> Bf16 {
         let b = x.to_bits();
@@ -277,13 +345,13 @@ macro_rules! element16 {
             const LANES: usize = 8;
             #[inline(always)]
             fn get(v: &U32x4, i: usize) -> f32 {
-                $t((v.0[i / 2] >> (16 * (i % 2))) as u16).to_f32()
+                $t((v.0[i / 2] >> (16 * (i % 2))) as u16).widen()
             }
             #[inline(always)]
             fn put(v: &mut U32x4, i: usize, a: f32) {
                 let shift = 16 * (i % 2);
                 let w = &mut v.0[i / 2];
-                *w = (*w & !(0xffff << shift)) | (u32::from($t::from_f32(a).0) << shift);
+                *w = (*w & !(0xffff << shift)) | (u32::from($t::round(a).0) << shift);
             }
         }
     )*};

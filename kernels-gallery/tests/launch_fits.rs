@@ -73,10 +73,8 @@ fn every_gallery_kernel_fits_its_launch_block_in_the_register_file() {
             spills <= MAX_SPILL,
             "{name} spills {spills} bytes under {bound} (at most {MAX_SPILL})"
         );
-        // Known exception, not fixed yet: the f16 two-shot all-reduces and reduce-scatters
-        // keep 128 bytes in local memory (their bf16 and f32 siblings do not).
         assert!(
-            stack <= MAX_SPILL || name.contains("_f16_"),
+            stack <= MAX_SPILL,
             "{name} has a {stack}-byte stack frame under {bound} (at most {MAX_SPILL}: \
              an array or a closure's captures in local memory?)"
         );

@@ -789,8 +789,23 @@ fn check_reduce(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let n = 4096usize;
     // Finite under every interpretation: clear the top exponent bit of each 16-bit half.
     let random_pack = |rng: &mut Rng| U32x4([0; 4].map(|_| rng.next_u32() & 0xbfff_bfff));
-    let a: Vec<U32x4> = (0..n).map(|_| random_pack(rng)).collect();
-    let b: Vec<U32x4> = (0..n).map(|_| random_pack(rng)).collect();
+    let mut a: Vec<U32x4> = (0..n).map(|_| random_pack(rng)).collect();
+    let mut b: Vec<U32x4> = (0..n).map(|_| random_pack(rng)).collect();
+    // Where the f16 rounding turns: sums past the largest finite value (to ±infinity, or back
+    // to 65504), subnormal sums, ties. The GPU rounds with `cvt.rn.f16.f32`, the host in
+    // software: both must agree bit for bit. No NaN (the GPU's is canonical, the host keeps
+    // the payload).
+    let edges: [(u32, u32); 6] = [
+        (0x7bff_fbff, 0x7bff_fbff), // 65504 + 65504 = inf; -65504 - 65504 = -inf
+        (0x7bff_7bff, 0x3c00_0001), // 65504 + 1 rounds back to 65504; + min subnormal
+        (0x7800_7bff, 0x7800_0010), // 32768 + 32768 = 65536: inf; 65504 + tiny
+        (0x0001_03ff, 0x8001_0001), // subnormals: to zero; to the smallest normal
+        (0x3f80_4000, 0x3f80_c000), // bf16: 1 + 1; 2 - 2 (and as f16)
+        (0x3c01_3c00, 0x1000_1000), // f16 ties: 1 + 2^-11 to even (1), 1 + 2^-10 + 2^-11 up
+    ];
+    for (i, &(x, y)) in edges.iter().enumerate() {
+        (a[i], b[i]) = (U32x4([x; 4]), U32x4([y; 4]));
+    }
     let ops = layout::REDUCE_OPS;
     let (ba, bb, bo) = (
         ctx.upload(&a)?,
