@@ -105,10 +105,13 @@ impl Collectives {
 
     /// Collective: [`all_reduce_rmsnorm_with`](Self::all_reduce_rmsnorm_with) with `out` and
     /// `residual_out` in registered windows (each at the same offset on every rank, as every
-    /// [`Buf`]), `residual` and `weight` device addresses as in [`NormBuffers`]. The two-shot
-    /// algorithm then writes every rank's rows straight into their `out` and `residual_out`
-    /// (the owner of a row pushes both), which saves its second pass over the rows; the LL
-    /// algorithms run as with [`NormBuffers`]. `out` may be `x` (in place); `residual_out`
+    /// [`Buf`]), `residual` and `weight` device addresses as in [`NormBuffers`]. Up to
+    /// [`Tuning::fused_direct_max`](crate::tuning::Tuning::fused_direct_max) bytes of rows
+    /// (`SYMCOMM_FUSED_DIRECT_MAX`; no limit by default) the two-shot algorithm then writes
+    /// every rank's rows straight into their `out` and `residual_out` (the owner of a row
+    /// pushes both), which saves its second pass over the rows but sends `h` and `out` over
+    /// the links, 1.5× a plain all-reduce's bytes; above it, and for the LL algorithms, it
+    /// runs as with [`NormBuffers`]. `out` may be `x` (in place); `residual_out`
     /// may be the residual; `out` and `residual_out` must not overlap each other, nor
     /// `residual_out` overlap `x`.
     #[allow(clippy::too_many_arguments)]
@@ -244,7 +247,10 @@ impl Collectives {
                 args.segs = s.segs as u32;
                 // The blocks of a row meet as one cluster, as in the LL kernels.
                 let (b, k) = (s.blocks, s.segs as u32);
-                match direct {
+                // Without direct writes `out` may still be `x`: the second pass of block b
+                // writes the rows of the items ≡ b (mod grid), which only block b of their
+                // owner read, before the exit barrier block b has passed.
+                match direct.filter(|_| tuning.fused_direct(bytes)) {
                     Some((out, rout)) => {
                         let a = launch_args!(self; x.sym(0), NormArg(args), fused, out.sym(0), rout.sym(0));
                         let name = "all_reduce_rmsnorm_two_shot_direct_bf16";

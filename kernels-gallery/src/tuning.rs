@@ -12,6 +12,7 @@
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 64 KiB (256 KiB on 2 ranks, 128 KiB on 3: [`Tuning::for_ranks`]) |
 //! | `SYMCOMM_FUSED_ONE_SHOT_MAX` / `SYMCOMM_FUSED_TWO_SHOT_LL_MAX` | the same limits for the fused all-reduce + RMSNorm | 64 KiB (as the one-shot's on 2 and 3 ranks) / 256 KiB |
 //! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel (never above the one-shot limit by default) | 64 KiB |
+//! | `SYMCOMM_FUSED_DIRECT_MAX` | largest fused two-shot (bytes of rows) with window outputs (`all_reduce_rmsnorm_into`) whose row owners write every rank's `out` and `residual_out` themselves; above it they push `h` once and every rank normalises locally | no limit |
 //! | `SYMCOMM_LL_MAX` | largest all-gather / reduce-scatter / all-to-all (bytes, nccl-tests size) on LL kernels | 256 KiB |
 //! | `SYMCOMM_PUSH_SCRATCH` | bytes of slots of the pipelined push (stores-only) all-reduce and reduce-scatter, i.e. their scratch size (plus a few KiB of counters); 0 = off | 32 MiB |
 //! | `SYMCOMM_PUSH_SLOTS` | slots per block and peer of the pipelined push kernels (2–16; steps in flight) | 2 |
@@ -107,6 +108,12 @@ pub struct Tuning {
     pub fused_one_shot_max: usize,
     /// Largest fused all-reduce + RMSNorm (bytes of rows) that runs two-shot on LL lines.
     pub fused_two_shot_ll_max: usize,
+    /// Largest fused two-shot with window outputs (bytes of rows) that runs direct: the
+    /// owner of a row pushes both `h` and `out` to every rank, and there is no second pass.
+    /// Above it, the owner pushes `h` (and its scale) once and every rank writes its own
+    /// `out` and `residual_out` in a second pass: the same NVLink traffic as a plain
+    /// all-reduce, where direct adds half of it again (see `Collectives::all_reduce_rmsnorm_into`).
+    pub fused_direct_max: usize,
     /// Largest all-gather / reduce-scatter / all-to-all in bytes (the larger of input and
     /// output, as nccl-tests counts size) that runs on the LL kernels.
     pub ll_max: usize,
@@ -193,6 +200,10 @@ impl Default for Tuning {
             two_shot_ll_max: 64 << 10,
             fused_one_shot_max: 64 << 10,
             fused_two_shot_ll_max: 256 << 10,
+            // Ranks sharing one H100 (the only measurement yet): direct was faster at every
+            // shape (4 ranks, 128 × 8192: 19.3 against 26.8 µs), but there every "peer"
+            // store is local memory; over NVLink direct moves 1.5× the bytes.
+            fused_direct_max: usize::MAX,
             // 4×H200, bf16: LL all-gather / reduce-scatter at 512 KiB–1 MiB took 10–16 µs, the
             // barrier kernels 11–13 µs already at 2 MiB (reduce-scatter at 1 MiB: 1.40× NCCL).
             ll_max: 256 << 10,
@@ -289,6 +300,9 @@ impl Tuning {
         }
         if let Some(n) = num("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", 0, LL_TWO_SHOT_LIMIT)? {
             t.fused_two_shot_ll_max = n as usize;
+        }
+        if let Some(n) = num("SYMCOMM_FUSED_DIRECT_MAX", 0, u64::MAX)? {
+            t.fused_direct_max = usize::try_from(n).unwrap_or(usize::MAX);
         }
         if let Some(n) = num("SYMCOMM_LL_MAX", 0, LL_LIMIT)? {
             t.ll_max = n as usize;
@@ -411,6 +425,7 @@ impl Tuning {
             two_shot_ll_max,
             fused_one_shot_max,
             fused_two_shot_ll_max,
+            fused_direct_max,
             ll_max,
             max_blocks,
             min_threads,
@@ -430,6 +445,7 @@ impl Tuning {
             ("SYMCOMM_TWO_SHOT_LL_MAX", s(&two_shot_ll_max)),
             ("SYMCOMM_FUSED_ONE_SHOT_MAX", s(&fused_one_shot_max)),
             ("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", s(&fused_two_shot_ll_max)),
+            ("SYMCOMM_FUSED_DIRECT_MAX", s(&fused_direct_max)),
             ("SYMCOMM_LL_MAX", s(&ll_max)),
             ("SYMCOMM_MAX_BLOCKS", s(&max_blocks)),
             ("SYMCOMM_MIN_THREADS", s(&min_threads)),
@@ -447,6 +463,12 @@ impl Tuning {
     /// two-shot needs its scratch, `push_scratch > 0`), else by size.
     pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
         self.all_reduce_algo_with(self.algo, bytes)
+    }
+
+    /// Whether a fused two-shot with window outputs of `bytes` of rows writes them direct
+    /// (`bytes <= fused_direct_max`) rather than in a second pass on every rank.
+    pub fn fused_direct(&self, bytes: usize) -> bool {
+        bytes <= self.fused_direct_max
     }
 
     /// The protocol of the fused all-reduce + residual + RMSNorm for `bytes` of rows. Its LL
@@ -630,6 +652,7 @@ mod tests {
             ("SYMCOMM_TWO_SHOT_LL_MAX", "2048"),
             ("SYMCOMM_FUSED_ONE_SHOT_MAX", "3072"),
             ("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", "4096"),
+            ("SYMCOMM_FUSED_DIRECT_MAX", "1048576"),
             ("SYMCOMM_LL_MAX", "5120"),
             ("SYMCOMM_MAX_BLOCKS", "7"),
             ("SYMCOMM_MIN_THREADS", "64"),
@@ -802,6 +825,18 @@ mod tests {
         assert!(e.to_string().contains("SYMCOMM_MAX_BLOCKS"), "{e}");
         let t = Tuning::from_lookup(lookup(&[("SYMCOMM_TIMEOUT_MS", "250")])).unwrap();
         assert_eq!(t.timeout_ns, 250_000_000);
+    }
+
+    #[test]
+    fn the_fused_direct_limit_is_inclusive_and_zero_turns_it_off() {
+        assert!(Tuning::default().fused_direct(crate::rmsnorm::FUSED_ROW_BYTES as usize));
+        let t = Tuning::from_lookup(lookup(&[("SYMCOMM_FUSED_DIRECT_MAX", "1048576")])).unwrap();
+        assert!(t.fused_direct(1 << 20));
+        assert!(!t.fused_direct((1 << 20) + 16));
+        let t = Tuning::from_lookup(lookup(&[("SYMCOMM_FUSED_DIRECT_MAX", "0")])).unwrap();
+        assert!(!t.fused_direct(16));
+        let e = Tuning::from_lookup(lookup(&[("SYMCOMM_FUSED_DIRECT_MAX", "-1")])).unwrap_err();
+        assert!(e.to_string().contains("SYMCOMM_FUSED_DIRECT_MAX"), "{e}");
     }
 
     #[test]

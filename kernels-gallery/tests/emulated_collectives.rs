@@ -36,13 +36,15 @@ const AR_BYTES: usize = 251 * 16;
 
 /// Small thresholds so that small sizes exercise every path: LL below 2 KiB (data movement)
 /// or 4 KiB (one-shot), barrier kernels above, pipelined push kernels from 8 KiB with 1 KiB of
-/// slots (steps of a few packs: many steps, slots reused).
+/// slots (steps of a few packs: many steps, slots reused). The fused two-shot with window
+/// outputs runs direct up to 8 KiB of rows and with its second pass above.
 fn tuning() -> Tuning {
     Tuning {
         one_shot_max: 4096,
         two_shot_ll_max: 16 << 10,
         fused_one_shot_max: 4096,
         fused_two_shot_ll_max: 16 << 10,
+        fused_direct_max: 8 << 10,
         ll_max: 2048,
         max_blocks: 2,
         ll_blocks: 2,
@@ -312,8 +314,10 @@ impl Rank {
         assert_eq!(fused_split(1, 1, 128, threads, 2).segs, 2);
         // Where the outputs go: raw buffers (`residual_out` or, in place, the residual), or
         // windows through `all_reduce_rmsnorm_into` (the two-shot then pushes the rows
-        // directly): `h` at byte 0 of window b (which then also holds the residual, in
-        // place), `out` after it or, with `out_is_x`, over `x` itself.
+        // directly up to `fused_direct_max`, 8 KiB: the 1 × 1024 cases and, on 2 and 3 ranks,
+        // (n + 1) × 1024; the others take its second pass): `h` at byte 0 of window b (which
+        // then also holds the residual, in place), `out` after it or, with `out_is_x`, over
+        // `x` itself.
         #[derive(Clone, Copy, PartialEq)]
         enum Mode {
             Raw { inplace: bool },

@@ -14,8 +14,8 @@
 //!   `--warmup N` untimed replays (5)
 //! - `--inplace`: in-place variants; `--no-nccl`: symcomm only
 //! - `--fused-windows`: the fused rows write `out` and `residual_out` in a registered window
-//!   (`all_reduce_rmsnorm_into`: the two-shot pushes the rows directly) instead of plain
-//!   device buffers
+//!   (`all_reduce_rmsnorm_into`: up to `SYMCOMM_FUSED_DIRECT_MAX` the two-shot pushes the
+//!   rows directly, algo `direct`) instead of plain device buffers
 //! - `--eager`: no CUDA graphs: each timed round is `--iters` ops launched one by one on the
 //!   stream (host launch costs included, as in an eager PyTorch program)
 //! - `--algos LIST`: all-reduce rows per forced algorithm (`auto,one_shot,two_shot_ll,
@@ -733,7 +733,12 @@ impl NormBench {
             bytes,
             tokens,
             hidden,
-            algo.name(),
+            // The two-shot that writes window outputs itself (`all_reduce_rmsnorm_into`).
+            if windows && algo == Algo::TwoShot && g.tuning().fused_direct(bytes) {
+                "direct"
+            } else {
+                algo.name()
+            },
             fused_us,
             fused_wrong,
             ar_us,
