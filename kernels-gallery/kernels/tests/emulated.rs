@@ -9,7 +9,7 @@ use std::sync::Arc;
 use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
 use symcomm_device::emu::Launch;
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::reduce::{Bf16, F16};
+use symcomm_device::reduce::Bf16;
 use symcomm_device::window::Window;
 use symcomm_gallery_kernels as k;
 use symcomm_gallery_kernels::{pattern, plan};
@@ -247,6 +247,14 @@ fn f32_pattern(seed: u32, rank: u32, count: usize, first: u64) -> Vec<f32> {
         .collect()
 }
 
+/// Elements `0..count` of pattern `seed` of `rank` as bf16 bits.
+fn bf16_pattern(seed: u32, rank: u32, count: usize) -> Vec<u16> {
+    f32_pattern(seed, rank, count, 0)
+        .into_iter()
+        .map(|v| Bf16::from_f32(v).0)
+        .collect()
+}
+
 /// Writes `src_count` values of pattern `seed` to region `A` of every rank (its own values)
 /// and poisons region `B` of every rank with `b_count` NaNs.
 fn fill_a_and_poison_b(flat: &Flat, n: u32, seed: u32, src_count: usize, b_count: usize) {
@@ -358,9 +366,7 @@ fn two_shot_ll_all_reduce_is_right_for_ragged_slices_launch_after_launch() {
         let cap = 256u64;
         for launch in 0..3u32 {
             for r in 0..n {
-                let v: Vec<u16> = (0..count)
-                    .map(|i| Bf16::from_f32(pattern::value(launch + 80, r, i as u64) as f32).0)
-                    .collect();
+                let v = bf16_pattern(launch + 80, r, count);
                 flat.write(r, A, &v);
                 flat.write(r, B, &vec![0x7f7fu16; count]);
             }
@@ -438,9 +444,7 @@ fn one_shot_ll_all_reduce_is_right_launch_after_launch_across_banks() {
     let cap = 1024u64;
     for launch in 0..4u32 {
         for r in 0..n {
-            let v: Vec<u16> = (0..count)
-                .map(|i| Bf16::from_f32(pattern::value(launch, r, i as u64) as f32).0)
-                .collect();
+            let v = bf16_pattern(launch, r, count);
             flat.write(r, A, &v);
             flat.write(r, B, &vec![0x7f7fu16; count]);
         }
@@ -615,7 +619,6 @@ fn a_missing_peer_makes_the_barrier_time_out_with_status_1() {
         )
     };
     assert_eq!(status, 1);
-    let _ = F16::from_f32(0.0);
 }
 
 /// The RMSNorm arguments over host rows `residual` (`tokens × hidden` bf16), `weight`,
@@ -654,19 +657,10 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
     // One emulated thread holds MAX_PACKS packs of a row: hidden = 8 × MAX_PACKS.
     let (tokens, hidden) = (3usize, 8 * k::rmsnorm::MAX_PACKS);
     let rows = tokens * hidden;
-    let bf = |v: i32| Bf16::from_f32(v as f32).0;
     for r in 0..n {
-        let x: Vec<u16> = (0..rows)
-            .map(|i| bf(pattern::value(21, r, i as u64)))
-            .collect();
-        flat.write(r, A, &x);
+        flat.write(r, A, &bf16_pattern(21, r, rows));
     }
-    let residual: Vec<u16> = (0..rows)
-        .map(|i| bf(pattern::value(22, 0, i as u64)))
-        .collect();
-    let weight: Vec<u16> = (0..hidden)
-        .map(|i| bf(pattern::value(23, 0, i as u64)))
-        .collect();
+    let (residual, weight) = (bf16_pattern(22, 0, rows), bf16_pattern(23, 0, hidden));
     let outs: Vec<(Vec<u16>, Vec<u16>)> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)
             .map(|r| {
@@ -720,7 +714,7 @@ fn fused_rmsnorm_matches_unfused(variant: u32) {
     });
     // The unfused kernel on the exact sums.
     let sum: Vec<u16> = (0..rows)
-        .map(|i| bf(pattern::sum(21, n, i as u64)))
+        .map(|i| Bf16::from_f32(pattern::sum(21, n, i as u64) as f32).0)
         .collect();
     let mut out = vec![0u16; rows];
     let mut hout = vec![0u16; rows];
@@ -746,12 +740,7 @@ fn a_fused_two_shot_whose_entry_barrier_fails_on_part_of_a_cluster_ends_with_a_t
     let (n, tokens, hidden, threads) = (2u32, 2usize, 256usize, 32u32);
     let flat = Flat::new(n);
     let rows = tokens * hidden;
-    let residual: Vec<u16> = (0..rows)
-        .map(|i| Bf16::from_f32(pattern::value(31, 0, i as u64) as f32).0)
-        .collect();
-    let weight: Vec<u16> = (0..hidden)
-        .map(|i| Bf16::from_f32(pattern::value(32, 0, i as u64) as f32).0)
-        .collect();
+    let (residual, weight) = (bf16_pattern(31, 0, rows), bf16_pattern(32, 0, hidden));
     let short = 50_000_000;
     let statuses: Vec<u32> = std::thread::scope(|s| {
         let hs: Vec<_> = (0..n)
