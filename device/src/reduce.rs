@@ -139,6 +139,32 @@ impl F16 {
             self.to_f32()
         }
     }
+
+    /// Rounds `lo` and `hi` to binary16 and packs them into one word, `lo` in bits 0–15:
+    /// [`round`](Self::round) of both, in one `cvt.rn.f16x2.f32` on the GPU (sm_80 and
+    /// later; a NaN becomes the canonical `0x7fff`), `from_f32` of both on the host.
+    #[inline(always)]
+    pub fn pack2(lo: f32, hi: f32) -> u32 {
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let d: u32;
+            // SAFETY: a register-only conversion (`hi` goes to the upper half of `d`).
+            unsafe {
+                core::arch::asm!(
+                    "cvt.rn.f16x2.f32 {d}, {hi}, {lo};",
+                    d = out(reg32) d,
+                    hi = in(reg32) hi,
+                    lo = in(reg32) lo,
+                    options(pure, nomem, nostack),
+                )
+            };
+            d
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            u32::from(F16::from_f32(lo).0) | u32::from(F16::from_f32(hi).0) << 16
+        }
+    }
 }
 
 impl Bf16 {
@@ -294,6 +320,20 @@ pub trait Element: Copy {
     fn get(v: &U32x4, i: usize) -> Self::Acc;
     /// Rounds `a` to the element type and stores it in lane `i` of `v`.
     fn put(v: &mut U32x4, i: usize, a: Self::Acc);
+    /// Rounds lanes `0..LANES` of `a` and packs them: [`put`](Self::put) of each by default;
+    /// the 16-bit floats round two lanes per instruction on the GPU (`cvt.rn.bf16x2.f32`,
+    /// `cvt.rn.f16x2.f32`: the same bits as `put` for every value but NaN, which comes out
+    /// canonical there).
+    #[inline(always)]
+    fn pack(a: &[Self::Acc; 8]) -> U32x4 {
+        let mut out = U32x4::default();
+        let mut i = 0;
+        while i < Self::LANES {
+            Self::put(&mut out, i, a[i]);
+            i += 1;
+        }
+        out
+    }
 }
 
 macro_rules! element32 {
@@ -353,6 +393,15 @@ macro_rules! element16 {
                 let w = &mut v.0[i / 2];
                 *w = (*w & !(0xffff << shift)) | (u32::from($t::round(a).0) << shift);
             }
+            #[inline(always)]
+            fn pack(a: &[f32; 8]) -> U32x4 {
+                U32x4([
+                    $t::pack2(a[0], a[1]),
+                    $t::pack2(a[2], a[3]),
+                    $t::pack2(a[4], a[5]),
+                    $t::pack2(a[6], a[7]),
+                ])
+            }
         }
     )*};
 }
@@ -364,11 +413,11 @@ element16! {
 /// `a op b` lane by lane, computed in `T::Acc` and rounded once per lane.
 #[inline(always)]
 pub fn reduce_pack<T: Element, O: ReduceOp>(a: U32x4, b: U32x4) -> U32x4 {
-    let mut out = U32x4::default();
-    for i in 0..T::LANES {
-        T::put(&mut out, i, O::apply(T::get(&a, i), T::get(&b, i)));
+    let mut acc = [T::Acc::default(); 8];
+    for (i, x) in acc.iter_mut().enumerate().take(T::LANES) {
+        *x = O::apply(T::get(&a, i), T::get(&b, i));
     }
-    out
+    T::pack(&acc)
 }
 
 /// A running reduction of packed vectors in the accumulation type; rounds once in
@@ -404,11 +453,7 @@ impl<T: Element, O: ReduceOp> Accumulator<T, O> {
     /// The result, rounded to `T`.
     #[inline(always)]
     pub fn finish(&self) -> U32x4 {
-        let mut out = U32x4::default();
-        for (i, a) in self.acc.iter().enumerate().take(T::LANES) {
-            T::put(&mut out, i, *a);
-        }
-        out
+        T::pack(&self.acc)
     }
 }
 

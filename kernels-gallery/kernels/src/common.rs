@@ -184,13 +184,7 @@ impl<T: Element, O: ReduceOp> Acc<T, O> {
     /// The result, rounded to `T`.
     #[inline(always)]
     pub fn finish(&self) -> U32x4 {
-        let mut out = U32x4::default();
-        let mut i = 0;
-        while i < T::LANES {
-            T::put(&mut out, i, self.a[i]);
-            i += 1;
-        }
-        out
+        T::pack(&self.a)
     }
 }
 // ANCHOR_END: acc
