@@ -25,6 +25,32 @@ pub struct F16(pub u16);
 #[repr(transparent)]
 pub struct Bf16(pub u16);
 
+/// The body of `F16::pack2` / `Bf16::pack2`: the `cvt.rn.*x2.f32` instruction `$cvt` on the
+/// GPU, `$t::from_f32` of both lanes on the host.
+macro_rules! pack2 {
+    ($t:ident, $cvt:literal, $lo:expr, $hi:expr) => {{
+        #[cfg(target_arch = "nvptx64")]
+        {
+            let d: u32;
+            // SAFETY: a register-only conversion (`hi` goes to the upper half of `d`).
+            unsafe {
+                core::arch::asm!(
+                    concat!($cvt, " {d}, {hi}, {lo};"),
+                    d = out(reg32) d,
+                    hi = in(reg32) $hi,
+                    lo = in(reg32) $lo,
+                    options(pure, nomem, nostack),
+                )
+            };
+            d
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            u32::from($t::from_f32($lo).0) | u32::from($t::from_f32($hi).0) << 16
+        }
+    }};
+}
+
 impl F16 {
     /// Rounds `x` to the nearest binary16 (ties to even; overflow to ±infinity; NaN stays a
     /// quiet NaN).
@@ -145,25 +171,7 @@ impl F16 {
     /// later; a NaN becomes the canonical `0x7fff`), `from_f32` of both on the host.
     #[inline(always)]
     pub fn pack2(lo: f32, hi: f32) -> u32 {
-        #[cfg(target_arch = "nvptx64")]
-        {
-            let d: u32;
-            // SAFETY: a register-only conversion (`hi` goes to the upper half of `d`).
-            unsafe {
-                core::arch::asm!(
-                    "cvt.rn.f16x2.f32 {d}, {hi}, {lo};",
-                    d = out(reg32) d,
-                    hi = in(reg32) hi,
-                    lo = in(reg32) lo,
-                    options(pure, nomem, nostack),
-                )
-            };
-            d
-        }
-        #[cfg(not(target_arch = "nvptx64"))]
-        {
-            u32::from(F16::from_f32(lo).0) | u32::from(F16::from_f32(hi).0) << 16
-        }
+        pack2!(F16, "cvt.rn.f16x2.f32", lo, hi)
     }
 }
 
@@ -207,25 +215,7 @@ impl Bf16 {
     /// emulator) it is `from_f32`.
     #[inline(always)]
     pub fn pack2(lo: f32, hi: f32) -> u32 {
-        #[cfg(target_arch = "nvptx64")]
-        {
-            let d: u32;
-            // SAFETY: a register-only conversion (`hi` goes to the upper half of `d`).
-            unsafe {
-                core::arch::asm!(
-                    "cvt.rn.bf16x2.f32 {d}, {hi}, {lo};",
-                    d = out(reg32) d,
-                    hi = in(reg32) hi,
-                    lo = in(reg32) lo,
-                    options(pure, nomem, nostack),
-                )
-            };
-            d
-        }
-        #[cfg(not(target_arch = "nvptx64"))]
-        {
-            u32::from(Bf16::from_f32(lo).0) | u32::from(Bf16::from_f32(hi).0) << 16
-        }
+        pack2!(Bf16, "cvt.rn.bf16x2.f32", lo, hi)
     }
 }
 
