@@ -127,6 +127,8 @@ mod tests {
             "all_reduce_multimem_two_shot_f32_sum",
             "all_reduce_multimem_one_shot_bf16_sum",
             "all_reduce_multimem_two_shot_bf16_sum",
+            "all_reduce_multimem_one_shot_f16_sum",
+            "all_reduce_multimem_two_shot_f16_sum",
         ] {
             assert!(entries.contains(&name), "{name} missing");
         }

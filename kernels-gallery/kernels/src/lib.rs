@@ -426,6 +426,8 @@ multimem_entries! {
         all_reduce_multimem_two_shot_f32_sum, "f32";
     multimem_ops::McBf16 => all_reduce_multimem_one_shot_bf16_sum,
         all_reduce_multimem_two_shot_bf16_sum, "bf16";
+    multimem_ops::McF16 => all_reduce_multimem_one_shot_f16_sum,
+        all_reduce_multimem_two_shot_f16_sum, "f16";
 }
 
 entry! {

@@ -8,7 +8,8 @@
 //! - two-shot: rank `r` `ld_reduce`s its slice and `multimem.st`s the sum to every rank at
 //!   once (entry barrier; exit barrier publishes the stores).
 //!
-//! Only sums (the switch adds) of f32 and bf16 (fp32 accumulation in the switch).
+//! Only sums (the switch adds) of f32, bf16 and f16 (fp32 accumulation in the switch for the
+//! 16-bit types).
 
 use symcomm_device::comm::DevComm;
 use symcomm_device::mem::{F32x4, Ordering, U32x4};
@@ -36,6 +37,8 @@ pub trait McPack {
 pub struct McF32;
 /// bf16 lanes (fp32 accumulation).
 pub struct McBf16;
+/// f16 lanes (fp32 accumulation).
+pub struct McF16;
 
 impl McPack for McF32 {
     #[inline(always)]
@@ -60,6 +63,19 @@ impl McPack for McBf16 {
     unsafe fn st_all(p: u64, v: U32x4) {
         // SAFETY: forwarded.
         unsafe { multimem::st_v4_bf16x2(p as *mut U32x4, v) }
+    }
+}
+
+impl McPack for McF16 {
+    #[inline(always)]
+    unsafe fn ld_reduce(p: u64) -> U32x4 {
+        // SAFETY: forwarded.
+        unsafe { multimem::ld_reduce_add_v4_f16x2(p as *const U32x4) }
+    }
+    #[inline(always)]
+    unsafe fn st_all(p: u64, v: U32x4) {
+        // SAFETY: forwarded.
+        unsafe { multimem::st_v4_f16x2(p as *mut U32x4, v) }
     }
 }
 

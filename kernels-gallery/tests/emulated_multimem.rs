@@ -1,0 +1,181 @@
+//! The multimem (NVLink SHARP) all-reduce kernels, which the shared GPU node must never run,
+//! on the CPU emulator: real host runtime (`SymmetricMemory`, windows, `DevComm` with an LSA
+//! multicast range), ranks as threads, the emulator standing in for the switch (`ld_reduce`
+//! folds every copy, `multimem.st` writes every copy). This checks what the kernels decide
+//! (slices, multicast addressing, the barrier brackets), not the switch.
+
+use std::time::Duration;
+
+use symcomm::backend::{self, Backend, emulated_launch};
+use symcomm::cuda::VmmBuffer;
+use symcomm::{CommOptions, Communicator, DevComm, Requirements, Result, SymmetricMemory};
+use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Bf16, F16};
+use symcomm_device::window::Window as DeviceWindow;
+use symcomm_gallery::DataType;
+use symcomm_gallery_kernels as k;
+use symcomm_gallery_kernels::pattern;
+
+const BLOCKS: u32 = 2;
+const THREADS: u32 = 32;
+const TIMEOUT_NS: u64 = 20_000_000_000;
+/// 37 packs: not a multiple of 2, 3 or 4 ranks, so the two-shot's slices are ragged.
+const PACKS: u64 = 37;
+
+/// A gallery multimem kernel as the emulator calls it.
+type Kernel = unsafe fn(symcomm_device::comm::DevComm, SymPtr<u8>, SymPtr<u8>, u64, u64, *mut u32);
+
+/// Every multimem kernel: (name, element type, one-shot?, kernel).
+fn kernels() -> [(&'static str, DataType, bool, Kernel); 6] {
+    [
+        (
+            "one-shot f32",
+            DataType::F32,
+            true,
+            k::all_reduce_multimem_one_shot_f32_sum,
+        ),
+        (
+            "two-shot f32",
+            DataType::F32,
+            false,
+            k::all_reduce_multimem_two_shot_f32_sum,
+        ),
+        (
+            "one-shot bf16",
+            DataType::Bf16,
+            true,
+            k::all_reduce_multimem_one_shot_bf16_sum,
+        ),
+        (
+            "two-shot bf16",
+            DataType::Bf16,
+            false,
+            k::all_reduce_multimem_two_shot_bf16_sum,
+        ),
+        (
+            "one-shot f16",
+            DataType::F16,
+            true,
+            k::all_reduce_multimem_one_shot_f16_sum,
+        ),
+        (
+            "two-shot f16",
+            DataType::F16,
+            false,
+            k::all_reduce_multimem_two_shot_f16_sum,
+        ),
+    ]
+}
+
+/// Little-endian bytes of the small integer `v` as `t`.
+fn encode(t: DataType, v: i32) -> Vec<u8> {
+    match t {
+        DataType::F32 => (v as f32).to_le_bytes().to_vec(),
+        DataType::Bf16 => Bf16::from_f32(v as f32).0.to_le_bytes().to_vec(),
+        DataType::F16 => F16::from_f32(v as f32).0.to_le_bytes().to_vec(),
+        DataType::I32 => v.to_le_bytes().to_vec(),
+    }
+}
+
+/// Runs `f` on `n` in-process ranks of an emulated job; panics naming the failed rank.
+fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator) -> Result<T> + Sync) -> Vec<T> {
+    backend::use_backend(Backend::Emulated).unwrap();
+    let comms = Communicator::init_threads_with(n, Duration::from_secs(30), |r| {
+        CommOptions::new().device(r)
+    })
+    .unwrap();
+    let f = &f;
+    std::thread::scope(|s| {
+        let handles: Vec<_> = comms.into_iter().map(|c| s.spawn(move || f(c))).collect();
+        handles
+            .into_iter()
+            .enumerate()
+            .map(|(r, h)| match h.join() {
+                Ok(Ok(v)) => v,
+                Ok(Err(e)) => panic!("rank {r}: {e}"),
+                Err(_) => panic!("rank {r} panicked"),
+            })
+            .collect()
+    })
+}
+
+/// One rank: every kernel out of place (`src` → `dst` window) and the two-shots in place
+/// (`src` → `src`), each output poisoned first (status words zeroed: kernels write only
+/// errors). Returns one line per wrong output (empty: all right).
+fn rank(comm: Communicator) -> Result<Vec<String>> {
+    let (me, n) = (comm.rank() as u32, comm.size() as u32);
+    let bytes = (PACKS * 16) as usize;
+    let (src, dst) = (
+        SymmetricMemory::alloc(&comm, bytes)?,
+        SymmetricMemory::alloc(&comm, bytes)?,
+    );
+    let (ws, wd) = (comm.register_window(&src)?, comm.register_window(&dst)?);
+    let dev = DevComm::create(
+        &comm,
+        Requirements::new().lsa_barriers(BLOCKS).lsa_multimem(true),
+    )?;
+    let status = VmmBuffer::new(comm.device() as i32, 4)?;
+    let mut wrong = Vec::new();
+    for (case, (name, t, one_shot, kernel)) in kernels().into_iter().enumerate() {
+        for in_place in [false, true] {
+            // In place, a one-shot rank could overwrite its input while a peer still reads it
+            // (its contract has `dst` apart); the two-shot reads and writes only its own slice.
+            if one_shot && in_place {
+                continue;
+            }
+            let seed = 900 + 2 * case as u32 + u32::from(in_place);
+            let count = bytes / t.size();
+            let input: Vec<u8> = (0..count)
+                .flat_map(|i| encode(t, pattern::value(seed, me, i as u64)))
+                .collect();
+            src.buffer().copy_from_host(&input)?;
+            dst.buffer().fill_bytes(0x7f)?;
+            status.fill_bytes(0)?;
+            comm.bootstrap().barrier()?;
+            let out = if in_place { &ws } else { &wd };
+            let (raw, s_ptr, o_ptr, st) = (
+                dev.raw(),
+                SymPtr::new(ws.device_ptr() as *const DeviceWindow, 0),
+                SymPtr::new(out.device_ptr() as *const DeviceWindow, 0),
+                status.device_ptr() as *mut u32,
+            );
+            // SAFETY: both windows hold PACKS packs on every rank and are bound to the LSA
+            // multicast range; BLOCKS barriers; every rank launches the same shape.
+            unsafe {
+                emulated_launch(BLOCKS, THREADS, || {
+                    kernel(raw, s_ptr, o_ptr, PACKS, TIMEOUT_NS, st)
+                })?
+            };
+            comm.bootstrap().barrier()?;
+            let mut code = [0u32];
+            status.copy_to_host(&mut code)?;
+            let mut got = vec![0u8; bytes];
+            let mem = if in_place { &src } else { &dst };
+            mem.buffer().copy_to_host(&mut got)?;
+            let want: Vec<u8> = (0..count)
+                .flat_map(|i| encode(t, pattern::sum(seed, n, i as u64)))
+                .collect();
+            let bad = got
+                .chunks(t.size())
+                .zip(want.chunks(t.size()))
+                .filter(|(g, w)| g != w)
+                .count();
+            let place = if in_place { "in place" } else { "out of place" };
+            if bad != 0 || code[0] != 0 {
+                wrong.push(format!(
+                    "rank {me}/{n}: {name} {place}: {bad} of {count} wrong, status {}",
+                    code[0]
+                ));
+            }
+        }
+    }
+    Ok(wrong)
+}
+
+#[test]
+fn multimem_all_reduces_sum_every_rank_on_the_emulated_switch() {
+    for n in [2, 3, 4] {
+        let wrong: Vec<String> = on_ranks(n, rank).into_iter().flatten().collect();
+        assert!(wrong.is_empty(), "{}", wrong.join("\n"));
+    }
+}
