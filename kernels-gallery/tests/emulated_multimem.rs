@@ -4,11 +4,9 @@
 //! folds every copy, `multimem.st` writes every copy). This checks what the kernels decide
 //! (slices, multicast addressing, the barrier brackets), not the switch.
 
-use std::time::Duration;
-
 use symcomm::backend::{self, Backend, emulated_launch};
 use symcomm::cuda::VmmBuffer;
-use symcomm::{CommOptions, Communicator, DevComm, Requirements, Result, SymmetricMemory};
+use symcomm::{Communicator, DevComm, Requirements, Result, SymmetricMemory};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16};
 use symcomm_device::window::Window as DeviceWindow;
@@ -75,28 +73,6 @@ fn encode(t: DataType, v: i32) -> Vec<u8> {
         DataType::F16 => F16::from_f32(v as f32).0.to_le_bytes().to_vec(),
         DataType::I32 => v.to_le_bytes().to_vec(),
     }
-}
-
-/// Runs `f` on `n` in-process ranks of an emulated job; panics naming the failed rank.
-fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator) -> Result<T> + Sync) -> Vec<T> {
-    backend::use_backend(Backend::Emulated).unwrap();
-    let comms = Communicator::init_threads_with(n, Duration::from_secs(30), |r| {
-        CommOptions::new().device(r)
-    })
-    .unwrap();
-    let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = comms.into_iter().map(|c| s.spawn(move || f(c))).collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(r, h)| match h.join() {
-                Ok(Ok(v)) => v,
-                Ok(Err(e)) => panic!("rank {r}: {e}"),
-                Err(_) => panic!("rank {r} panicked"),
-            })
-            .collect()
-    })
 }
 
 /// One rank: every kernel out of place (`src` → `dst` window) and the two-shots in place
@@ -174,8 +150,15 @@ fn rank(comm: Communicator) -> Result<Vec<String>> {
 
 #[test]
 fn multimem_all_reduces_sum_every_rank_on_the_emulated_switch() {
+    backend::use_backend(Backend::Emulated).unwrap();
     for n in [2, 3, 4] {
-        let wrong: Vec<String> = on_ranks(n, rank).into_iter().flatten().collect();
+        let mut wrong = Vec::new();
+        for (r, res) in symcomm::ranks::run_ranks(Some(n), rank) {
+            match res {
+                Ok(lines) => wrong.extend(lines),
+                Err(e) => wrong.push(format!("rank {r}/{n}: {e}")),
+            }
+        }
         assert!(wrong.is_empty(), "{}", wrong.join("\n"));
     }
 }
