@@ -109,9 +109,7 @@ impl F16 {
         }
         f32::from_bits(sign | ((exp + 112) << 23) | (mant << 13))
     }
-}
 
-impl F16 {
     /// [`from_f32`](Self::from_f32) as the hardware computes it: one `cvt.rn.f16.f32` on the
     /// GPU, the software rounding on the host. The two agree on every input that is not a
     /// NaN (round to nearest even, subnormals kept, overflow to ±infinity); a NaN becomes

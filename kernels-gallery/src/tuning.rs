@@ -112,7 +112,8 @@ pub struct Tuning {
     /// owner of a row pushes both `h` and `out` to every rank, and there is no second pass.
     /// Above it, the owner pushes `h` (and its scale) once and every rank writes its own
     /// `out` and `residual_out` in a second pass: the same NVLink traffic as a plain
-    /// all-reduce, where direct adds half of it again (see `Collectives::all_reduce_rmsnorm_into`).
+    /// all-reduce, where direct adds half of it again (see
+    /// `Collectives::all_reduce_rmsnorm_into`).
     pub fused_direct_max: usize,
     /// Largest all-gather / reduce-scatter / all-to-all in bytes (the larger of input and
     /// output, as nccl-tests counts size) that runs on the LL kernels.
