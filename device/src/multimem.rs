@@ -1,8 +1,11 @@
 //! Multimem (NVLink SHARP) accesses: one instruction on a **multicast address** reaches the
 //! copies of every GPU bound to the multicast object.
 //!
-//! - `ld_reduce_*`: loads the value at the address from every bound GPU and returns their sum
-//!   (16-bit floats accumulated in `f32` by the switch, `.acc::f32`);
+//! - `ld_reduce_{add,min,max}_*`: loads the value at the address from every bound GPU and
+//!   returns their sum (16-bit floats accumulated in `f32` by the switch, `.acc::f32`),
+//!   minimum or maximum (lane by lane for packed 16-bit floats; NaN inputs as the PTX ISA
+//!   specifies for the switch). PTX has `min`/`max` for the 16-bit floats and the integers,
+//!   not for `f32`/`f64`;
 //! - `st_*`: stores the value into every bound GPU's copy;
 //! - `red_add_*`: adds the value into every bound GPU's copy.
 //!
@@ -17,11 +20,12 @@
 //! naturally aligned (16 bytes for vector forms).
 //!
 //! On the host (CPU emulation), a multicast address that the emulated host runtime registered
-//! ([`crate::emu::multicast`]) resolves to the LSA peers' copies: `ld_reduce` sums them (16-bit
-//! floats in `f32`, rounded once), `st` stores to each, `red_add` adds atomically to each;
-//! loads and stores are relaxed atomic words (one 8-byte word for `f64`/`u64`, else one
-//! 4-byte word per element or packed pair), as the GPU's `.relaxed.sys`. Any other address is taken to be the caller's only
-//! copy (a single rank).
+//! ([`crate::emu::multicast`]) resolves to the LSA peers' copies: `ld_reduce` folds them in
+//! member order (16-bit floats in `f32`, rounded once; a NaN lane gives way to a number in
+//! `min`/`max`, as `f32::min`), `st` stores to each, `red_add` adds atomically to each; loads
+//! and stores are relaxed atomic words (one 8-byte word for `f64`/`u64`/`i64`, else one 4-byte
+//! word per element or packed pair), as the GPU's `.relaxed.sys`. Any other address is taken
+//! to be the caller's only copy (a single rank).
 
 use crate::mem::{F32x4, Ordering, U32x4};
 
@@ -32,9 +36,9 @@ use nvptx as backend;
 use host as backend;
 
 macro_rules! doc_ld_reduce {
-    ($(#[$m:meta])* $name:ident, $t:ty, $ret:ty, $ptx:literal) => {
-        $(#[$m])*
-        #[doc = concat!("Sum over every bound GPU of the value at `p` (`", $ptx, "`).")]
+    ($($name:ident, $t:ty, $what:literal, $ptx:literal;)*) => {$(
+        #[doc = concat!($what, " over every bound GPU of the value at `p` ",
+            "(`multimem.ld_reduce.relaxed.sys.global.", $ptx, "`).")]
         ///
         /// # Safety
         /// - `p` is a naturally aligned multicast address of bound memory, readable on every
@@ -43,11 +47,11 @@ macro_rules! doc_ld_reduce {
         /// # Ordering
         /// Relaxed at system scope.
         #[inline(always)]
-        pub unsafe fn $name(p: *const $t) -> $ret {
+        pub unsafe fn $name(p: *const $t) -> $t {
             // SAFETY: forwarded.
             unsafe { backend::$name(p) }
         }
-    };
+    )*};
 }
 
 macro_rules! doc_st {
@@ -87,66 +91,34 @@ macro_rules! doc_red {
     };
 }
 
-doc_ld_reduce!(
-    ld_reduce_add_f32,
-    f32,
-    f32,
-    "multimem.ld_reduce.relaxed.sys.global.add.f32"
-);
-doc_ld_reduce!(
-    ld_reduce_add_v4_f32,
-    F32x4,
-    F32x4,
-    "multimem.ld_reduce.relaxed.sys.global.add.v4.f32"
-);
-doc_ld_reduce!(
-    ld_reduce_add_f16x2,
-    u32,
-    u32,
-    "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.f16x2"
-);
-doc_ld_reduce!(
-    ld_reduce_add_v4_f16x2,
-    U32x4,
-    U32x4,
-    "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.f16x2"
-);
-doc_ld_reduce!(
-    ld_reduce_add_bf16x2,
-    u32,
-    u32,
-    "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.bf16x2"
-);
-doc_ld_reduce!(
-    ld_reduce_add_v4_bf16x2,
-    U32x4,
-    U32x4,
-    "multimem.ld_reduce.relaxed.sys.global.add.acc::f32.v4.bf16x2"
-);
-doc_ld_reduce!(
-    ld_reduce_add_f64,
-    f64,
-    f64,
-    "multimem.ld_reduce.relaxed.sys.global.add.f64"
-);
-doc_ld_reduce!(
-    ld_reduce_add_u32,
-    u32,
-    u32,
-    "multimem.ld_reduce.relaxed.sys.global.add.u32"
-);
-doc_ld_reduce!(
-    ld_reduce_add_s32,
-    i32,
-    i32,
-    "multimem.ld_reduce.relaxed.sys.global.add.s32"
-);
-doc_ld_reduce!(
-    ld_reduce_add_u64,
-    u64,
-    u64,
-    "multimem.ld_reduce.relaxed.sys.global.add.u64"
-);
+doc_ld_reduce! {
+    ld_reduce_add_f32, f32, "Sum", "add.f32";
+    ld_reduce_add_v4_f32, F32x4, "Sum", "add.v4.f32";
+    ld_reduce_add_f16x2, u32, "Sum", "add.acc::f32.f16x2";
+    ld_reduce_add_v4_f16x2, U32x4, "Sum", "add.acc::f32.v4.f16x2";
+    ld_reduce_add_bf16x2, u32, "Sum", "add.acc::f32.bf16x2";
+    ld_reduce_add_v4_bf16x2, U32x4, "Sum", "add.acc::f32.v4.bf16x2";
+    ld_reduce_add_f64, f64, "Sum", "add.f64";
+    ld_reduce_add_u32, u32, "Sum (wrapping)", "add.u32";
+    ld_reduce_add_s32, i32, "Sum (wrapping)", "add.s32";
+    ld_reduce_add_u64, u64, "Sum (wrapping)", "add.u64";
+    ld_reduce_min_f16x2, u32, "Lane-wise minimum", "min.f16x2";
+    ld_reduce_min_v4_f16x2, U32x4, "Lane-wise minimum", "min.v4.f16x2";
+    ld_reduce_min_bf16x2, u32, "Lane-wise minimum", "min.bf16x2";
+    ld_reduce_min_v4_bf16x2, U32x4, "Lane-wise minimum", "min.v4.bf16x2";
+    ld_reduce_min_u32, u32, "Minimum", "min.u32";
+    ld_reduce_min_s32, i32, "Minimum", "min.s32";
+    ld_reduce_min_u64, u64, "Minimum", "min.u64";
+    ld_reduce_min_s64, i64, "Minimum", "min.s64";
+    ld_reduce_max_f16x2, u32, "Lane-wise maximum", "max.f16x2";
+    ld_reduce_max_v4_f16x2, U32x4, "Lane-wise maximum", "max.v4.f16x2";
+    ld_reduce_max_bf16x2, u32, "Lane-wise maximum", "max.bf16x2";
+    ld_reduce_max_v4_bf16x2, U32x4, "Lane-wise maximum", "max.v4.bf16x2";
+    ld_reduce_max_u32, u32, "Maximum", "max.u32";
+    ld_reduce_max_s32, i32, "Maximum", "max.s32";
+    ld_reduce_max_u64, u64, "Maximum", "max.u64";
+    ld_reduce_max_s64, i64, "Maximum", "max.s64";
+}
 
 doc_st!(st_f32, f32, "multimem.st.relaxed.sys.global.f32");
 doc_st!(st_v4_f32, F32x4, "multimem.st.relaxed.sys.global.v4.f32");
@@ -216,7 +188,7 @@ mod nvptx {
                 let v: $t;
                 // SAFETY: the public wrapper's caller guarantees `p`.
                 unsafe {
-                    asm!(concat!("multimem.ld_reduce.relaxed.sys.global.add.", $ty, " {v}, [{p}];"),
+                    asm!(concat!("multimem.ld_reduce.relaxed.sys.global.", $ty, " {v}, [{p}];"),
                          v = out($cls) v, p = in(reg64) p, options(nostack))
                 };
                 v
@@ -231,7 +203,7 @@ mod nvptx {
                 let (a, b, c, d): ($e, $e, $e, $e);
                 // SAFETY: the public wrapper's caller guarantees `p`.
                 unsafe {
-                    asm!(concat!("multimem.ld_reduce.relaxed.sys.global.add.", $ty,
+                    asm!(concat!("multimem.ld_reduce.relaxed.sys.global.", $ty,
                                  " {{{a}, {b}, {c}, {d}}}, [{p}];"),
                          a = out(reg32) a, b = out(reg32) b, c = out(reg32) c, d = out(reg32) d,
                          p = in(reg64) p, options(nostack))
@@ -311,16 +283,37 @@ mod nvptx {
         };
     }
 
-    ld_reduce1!(ld_reduce_add_f32, f32, reg32, "f32");
-    ld_reduce4!(ld_reduce_add_v4_f32, F32x4, f32, "v4.f32");
-    ld_reduce1!(ld_reduce_add_f16x2, u32, reg32, "acc::f32.f16x2");
-    ld_reduce4!(ld_reduce_add_v4_f16x2, U32x4, u32, "acc::f32.v4.f16x2");
-    ld_reduce1!(ld_reduce_add_bf16x2, u32, reg32, "acc::f32.bf16x2");
-    ld_reduce4!(ld_reduce_add_v4_bf16x2, U32x4, u32, "acc::f32.v4.bf16x2");
-    ld_reduce1!(ld_reduce_add_f64, f64, reg64, "f64");
-    ld_reduce1!(ld_reduce_add_u32, u32, reg32, "u32");
-    ld_reduce1!(ld_reduce_add_s32, i32, reg32, "s32");
-    ld_reduce1!(ld_reduce_add_u64, u64, reg64, "u64");
+    ld_reduce1!(ld_reduce_add_f32, f32, reg32, "add.f32");
+    ld_reduce4!(ld_reduce_add_v4_f32, F32x4, f32, "add.v4.f32");
+    ld_reduce1!(ld_reduce_add_f16x2, u32, reg32, "add.acc::f32.f16x2");
+    ld_reduce4!(ld_reduce_add_v4_f16x2, U32x4, u32, "add.acc::f32.v4.f16x2");
+    ld_reduce1!(ld_reduce_add_bf16x2, u32, reg32, "add.acc::f32.bf16x2");
+    ld_reduce4!(
+        ld_reduce_add_v4_bf16x2,
+        U32x4,
+        u32,
+        "add.acc::f32.v4.bf16x2"
+    );
+    ld_reduce1!(ld_reduce_add_f64, f64, reg64, "add.f64");
+    ld_reduce1!(ld_reduce_add_u32, u32, reg32, "add.u32");
+    ld_reduce1!(ld_reduce_add_s32, i32, reg32, "add.s32");
+    ld_reduce1!(ld_reduce_add_u64, u64, reg64, "add.u64");
+    ld_reduce1!(ld_reduce_min_f16x2, u32, reg32, "min.f16x2");
+    ld_reduce4!(ld_reduce_min_v4_f16x2, U32x4, u32, "min.v4.f16x2");
+    ld_reduce1!(ld_reduce_min_bf16x2, u32, reg32, "min.bf16x2");
+    ld_reduce4!(ld_reduce_min_v4_bf16x2, U32x4, u32, "min.v4.bf16x2");
+    ld_reduce1!(ld_reduce_min_u32, u32, reg32, "min.u32");
+    ld_reduce1!(ld_reduce_min_s32, i32, reg32, "min.s32");
+    ld_reduce1!(ld_reduce_min_u64, u64, reg64, "min.u64");
+    ld_reduce1!(ld_reduce_min_s64, i64, reg64, "min.s64");
+    ld_reduce1!(ld_reduce_max_f16x2, u32, reg32, "max.f16x2");
+    ld_reduce4!(ld_reduce_max_v4_f16x2, U32x4, u32, "max.v4.f16x2");
+    ld_reduce1!(ld_reduce_max_bf16x2, u32, reg32, "max.bf16x2");
+    ld_reduce4!(ld_reduce_max_v4_bf16x2, U32x4, u32, "max.v4.bf16x2");
+    ld_reduce1!(ld_reduce_max_u32, u32, reg32, "max.u32");
+    ld_reduce1!(ld_reduce_max_s32, i32, reg32, "max.s32");
+    ld_reduce1!(ld_reduce_max_u64, u64, reg64, "max.u64");
+    ld_reduce1!(ld_reduce_max_s64, i64, reg64, "max.s64");
 
     st1!(st_f32, f32, reg32, "f32");
     st4!(st_v4_f32, F32x4, "v4.f32");
@@ -377,7 +370,7 @@ mod host {
         }
     }
 
-    /// True when `T` is one 8-byte word: `f64`, `u64` (16-byte vectors are four 4-byte words).
+    /// True when `T` is one 8-byte word: `f64`, `u64`, `i64` (16-byte vectors are four 4-byte words).
     const fn one_u64<T>() -> bool {
         core::mem::size_of::<T>() == 8
     }
@@ -393,7 +386,7 @@ mod host {
     }
 
     /// Reads `T` (4, 8 or 16 bytes, every bit pattern valid) at `q` as relaxed atomic words of
-    /// its elements: one 8-byte word for `f64`/`u64`, else 4-byte words (one per element or
+    /// its elements: one 8-byte word for `f64`/`u64`/`i64`, else 4-byte words (one per element or
     /// packed pair, as the GPU's `.v4` forms and the `red` updates here). The GPU's multimem
     /// accesses are `.relaxed.sys`, and other emulated threads access the copies concurrently,
     /// so a non-atomic access would be a data race; word sizes match the `red` updates, since
@@ -401,7 +394,7 @@ mod host {
     ///
     /// # Safety
     /// `q` is valid for an aligned read of `T`, and `T` is a plain-old-data type of this
-    /// module (`u32`, `i32`, `u64`, `f32`, `f64`, [`F32x4`], [`U32x4`]).
+    /// module (`u32`, `i32`, `u64`, `i64`, `f32`, `f64`, [`F32x4`], [`U32x4`]).
     unsafe fn load_relaxed<T: Copy>(q: *const T) -> T {
         const { assert!(words_fit::<T>()) };
         let mut out = core::mem::MaybeUninit::<T>::uninit();
@@ -487,9 +480,6 @@ mod host {
     fn bf16_pack(l: [f32; 2]) -> u32 {
         u32::from(Bf16::from_f32(l[0]).0) | u32::from(Bf16::from_f32(l[1]).0) << 16
     }
-    fn add2(a: [f32; 2], b: [f32; 2]) -> [f32; 2] {
-        [a[0] + b[0], a[1] + b[1]]
-    }
     fn lanes8(v: U32x4, lanes: fn(u32) -> [f32; 2]) -> [f32; 8] {
         let mut out = [0.0; 8];
         for (i, w) in v.0.iter().enumerate() {
@@ -499,12 +489,6 @@ mod host {
         }
         out
     }
-    fn add8(mut a: [f32; 8], b: [f32; 8]) -> [f32; 8] {
-        for (x, y) in a.iter_mut().zip(b) {
-            *x += y;
-        }
-        a
-    }
     fn pack8(l: [f32; 8], pack: fn([f32; 2]) -> u32) -> U32x4 {
         U32x4([
             pack([l[0], l[1]]),
@@ -513,21 +497,33 @@ mod host {
             pack([l[6], l[7]]),
         ])
     }
+    /// `f` lane by lane.
+    fn zip<const N: usize>(a: [f32; N], b: [f32; N], f: fn(f32, f32) -> f32) -> [f32; N] {
+        core::array::from_fn(|i| f(a[i], b[i]))
+    }
 
-    macro_rules! ld_wrapping {
-        ($($name:ident, $t:ty, $add:expr;)*) => {$(
+    macro_rules! ld_scalar {
+        ($($name:ident, $t:ty, $fold:expr;)*) => {$(
             pub unsafe fn $name(p: *const $t) -> $t {
                 // SAFETY: forwarded.
-                unsafe { ld_fold(p, |v| v, $add) }
+                unsafe { ld_fold(p, |v| v, $fold) }
             }
         )*};
     }
-    ld_wrapping! {
+    ld_scalar! {
         ld_reduce_add_f32, f32, |a: f32, v: f32| a + v;
         ld_reduce_add_f64, f64, |a: f64, v: f64| a + v;
         ld_reduce_add_u32, u32, u32::wrapping_add;
         ld_reduce_add_s32, i32, i32::wrapping_add;
         ld_reduce_add_u64, u64, u64::wrapping_add;
+        ld_reduce_min_u32, u32, u32::min;
+        ld_reduce_min_s32, i32, i32::min;
+        ld_reduce_min_u64, u64, u64::min;
+        ld_reduce_min_s64, i64, i64::min;
+        ld_reduce_max_u32, u32, u32::max;
+        ld_reduce_max_s32, i32, i32::max;
+        ld_reduce_max_u64, u64, u64::max;
+        ld_reduce_max_s64, i64, i64::max;
     }
 
     pub unsafe fn ld_reduce_add_v4_f32(p: *const F32x4) -> F32x4 {
@@ -540,35 +536,32 @@ mod host {
             )
         }
     }
-    pub unsafe fn ld_reduce_add_f16x2(p: *const u32) -> u32 {
-        // SAFETY: forwarded; lanes accumulate in f32 and round once (`.acc::f32`).
-        f16_pack(unsafe { ld_fold(p, f16_lanes, |a, v| add2(a, f16_lanes(v))) })
+
+    /// Packed 16-bit forms, scalar (`u32`, two lanes) and `.v4` (eight lanes): every lane is
+    /// widened to `f32`, folded over the copies by `$f` and rounded once (`.acc::f32` for
+    /// sums; a minimum or maximum is one of the inputs, so its rounding is exact).
+    macro_rules! ld_packed {
+        ($($one:ident, $four:ident, $lanes:ident, $pack:ident, $f:expr;)*) => {$(
+            pub unsafe fn $one(p: *const u32) -> u32 {
+                // SAFETY: forwarded.
+                $pack(unsafe { ld_fold(p, $lanes, |a, v| zip(a, $lanes(v), $f)) })
+            }
+            pub unsafe fn $four(p: *const U32x4) -> U32x4 {
+                // SAFETY: forwarded.
+                let acc = unsafe {
+                    ld_fold(p, |v| lanes8(v, $lanes), |a, v| zip(a, lanes8(v, $lanes), $f))
+                };
+                pack8(acc, $pack)
+            }
+        )*};
     }
-    pub unsafe fn ld_reduce_add_bf16x2(p: *const u32) -> u32 {
-        // SAFETY: forwarded; lanes accumulate in f32 and round once (`.acc::f32`).
-        bf16_pack(unsafe { ld_fold(p, bf16_lanes, |a, v| add2(a, bf16_lanes(v))) })
-    }
-    pub unsafe fn ld_reduce_add_v4_f16x2(p: *const U32x4) -> U32x4 {
-        // SAFETY: forwarded; as the scalar form, lane by lane.
-        let acc = unsafe {
-            ld_fold(
-                p,
-                |v| lanes8(v, f16_lanes),
-                |a, v| add8(a, lanes8(v, f16_lanes)),
-            )
-        };
-        pack8(acc, f16_pack)
-    }
-    pub unsafe fn ld_reduce_add_v4_bf16x2(p: *const U32x4) -> U32x4 {
-        // SAFETY: forwarded; as the scalar form, lane by lane.
-        let acc = unsafe {
-            ld_fold(
-                p,
-                |v| lanes8(v, bf16_lanes),
-                |a, v| add8(a, lanes8(v, bf16_lanes)),
-            )
-        };
-        pack8(acc, bf16_pack)
+    ld_packed! {
+        ld_reduce_add_f16x2, ld_reduce_add_v4_f16x2, f16_lanes, f16_pack, |a, b| a + b;
+        ld_reduce_add_bf16x2, ld_reduce_add_v4_bf16x2, bf16_lanes, bf16_pack, |a, b| a + b;
+        ld_reduce_min_f16x2, ld_reduce_min_v4_f16x2, f16_lanes, f16_pack, f32::min;
+        ld_reduce_min_bf16x2, ld_reduce_min_v4_bf16x2, bf16_lanes, bf16_pack, f32::min;
+        ld_reduce_max_f16x2, ld_reduce_max_v4_f16x2, f16_lanes, f16_pack, f32::max;
+        ld_reduce_max_bf16x2, ld_reduce_max_v4_bf16x2, bf16_lanes, bf16_pack, f32::max;
     }
 
     macro_rules! st_all {
@@ -720,5 +713,69 @@ mod tests {
         for c in &copies {
             assert_eq!(c[2..], [7, 6]);
         }
+    }
+
+    #[test]
+    fn min_and_max_pick_per_type_and_per_lane() {
+        use crate::reduce::Bf16;
+        /// One copy: an i32 word, an f16x2 word, a 64-bit word, eight bf16 lanes.
+        #[repr(C, align(16))]
+        struct Copy4 {
+            s: i32,
+            h: u32,
+            d: i64,
+            v: U32x4,
+        }
+        let ints = [-5i32, 3, 2];
+        // f16x2, low lane first: (1, -2), (-1, 0.5), (2, 4).
+        let halves = [0xc000_3c00u32, 0x3800_bc00, 0x4400_4000];
+        let longs = [-1i64, 1, 7];
+        let lane = |c: usize, i: usize| ((i * 3 + c * 5) % 7) as f32 - 3.0 + 0.25 * c as f32;
+        let bf = |f: f32| u32::from(Bf16::from_f32(f).0);
+        let packed = |c: usize| {
+            U32x4(core::array::from_fn(|w| {
+                bf(lane(c, 2 * w)) | bf(lane(c, 2 * w + 1)) << 16
+            }))
+        };
+        let mut copies: std::vec::Vec<Copy4> = (0..3)
+            .map(|c| Copy4 {
+                s: ints[c],
+                h: halves[c],
+                d: longs[c],
+                v: packed(c),
+            })
+            .collect();
+        let bases: std::vec::Vec<u64> = copies.iter_mut().map(|c| (&raw mut *c) as u64).collect();
+        let mc = 0x6e00_0000_0000u64;
+        // SAFETY: each copy is 32 bytes of `copies`, which outlives `range` and is only read
+        // through the multimem calls meanwhile.
+        let range = unsafe { crate::emu::multicast::register(mc, 32, &bases) }.unwrap();
+        let fold = |f: fn(f32, f32) -> f32| {
+            U32x4(core::array::from_fn(|w| {
+                let pick = |i| bf((0..3).map(|c| lane(c, i)).reduce(f).unwrap());
+                pick(2 * w) | pick(2 * w + 1) << 16
+            }))
+        };
+        unsafe {
+            assert_eq!(ld_reduce_min_s32(mc as *const i32), -5);
+            assert_eq!(ld_reduce_max_s32(mc as *const i32), 3);
+            assert_eq!(ld_reduce_min_u32(mc as *const u32), 2);
+            assert_eq!(ld_reduce_max_u32(mc as *const u32), -5i32 as u32);
+            let h = (mc + 4) as *const u32;
+            assert_eq!(ld_reduce_min_f16x2(h), 0xc000_bc00); // (-1, -2)
+            assert_eq!(ld_reduce_max_f16x2(h), 0x4400_4000); // (2, 4)
+            assert_eq!(ld_reduce_min_s64((mc + 8) as *const i64), -1);
+            assert_eq!(ld_reduce_max_s64((mc + 8) as *const i64), 7);
+            assert_eq!(ld_reduce_min_u64((mc + 8) as *const u64), 1);
+            assert_eq!(ld_reduce_max_u64((mc + 8) as *const u64), u64::MAX);
+            let v = (mc + 16) as *const U32x4;
+            assert_eq!(ld_reduce_min_v4_bf16x2(v).0, fold(f32::min).0);
+            assert_eq!(ld_reduce_max_v4_bf16x2(v).0, fold(f32::max).0);
+            // The minimum of every lane is one copy's lane, and not always the same copy's.
+            let first = ld_reduce_min_bf16x2(v.cast());
+            assert_eq!(first, fold(f32::min).0[0]);
+            assert_ne!(fold(f32::min).0, packed(0).0);
+        }
+        drop(range);
     }
 }

@@ -319,7 +319,7 @@ fn ll_lines_are_single_16_byte_relaxed_system_accesses() {
 }
 
 #[test]
-fn multimem_forms_are_emitted_with_fp32_accumulation() {
+fn multimem_forms_are_emitted_and_16_bit_sums_accumulate_in_fp32() {
     has(
         "multimem_ops",
         &[
@@ -333,6 +333,20 @@ fn multimem_forms_are_emitted_with_fp32_accumulation() {
             "multimem.ld_reduce.relaxed.sys.global.add.u32",
             "multimem.ld_reduce.relaxed.sys.global.add.s32",
             "multimem.ld_reduce.relaxed.sys.global.add.u64",
+            "multimem.ld_reduce.relaxed.sys.global.min.v4.bf16x2",
+            "multimem.ld_reduce.relaxed.sys.global.max.v4.f16x2",
+            "multimem.ld_reduce.relaxed.sys.global.min.bf16x2",
+            "multimem.ld_reduce.relaxed.sys.global.max.bf16x2",
+            "multimem.ld_reduce.relaxed.sys.global.min.f16x2",
+            "multimem.ld_reduce.relaxed.sys.global.max.f16x2",
+            "multimem.ld_reduce.relaxed.sys.global.min.u32",
+            "multimem.ld_reduce.relaxed.sys.global.max.u32",
+            "multimem.ld_reduce.relaxed.sys.global.min.s32",
+            "multimem.ld_reduce.relaxed.sys.global.max.s32",
+            "multimem.ld_reduce.relaxed.sys.global.min.u64",
+            "multimem.ld_reduce.relaxed.sys.global.max.u64",
+            "multimem.ld_reduce.relaxed.sys.global.min.s64",
+            "multimem.ld_reduce.relaxed.sys.global.max.s64",
             "multimem.st.relaxed.sys.global.v4.f32",
             "multimem.st.relaxed.sys.global.v4.bf16x2",
             "multimem.st.relaxed.sys.global.v4.f16x2",

@@ -1136,14 +1136,29 @@ pub unsafe fn multimem_ops(mc: *mut U32x4, out: *mut U32x4) {
         let s2 = multimem::ld_reduce_add_s32(p.cast());
         let d = multimem::ld_reduce_add_f64(p.cast());
         let u = multimem::ld_reduce_add_u64(p.cast());
-        *out = v4;
-        *out.add(1) = h4;
+        // Minimum and maximum: the 16-bit floats (scalar and `.v4`) and the integers.
+        let lo4 = multimem::ld_reduce_min_v4_bf16x2(mc);
+        let hi4 = multimem::ld_reduce_max_v4_f16x2(mc);
+        let m = multimem::ld_reduce_min_bf16x2(p.cast())
+            ^ multimem::ld_reduce_max_bf16x2(p.cast())
+            ^ multimem::ld_reduce_min_f16x2(p.cast())
+            ^ multimem::ld_reduce_max_f16x2(p.cast())
+            ^ multimem::ld_reduce_min_u32(p.cast())
+            ^ multimem::ld_reduce_max_u32(p.cast())
+            ^ multimem::ld_reduce_min_s32(p.cast()) as u32
+            ^ multimem::ld_reduce_max_s32(p.cast()) as u32;
+        let m64 = multimem::ld_reduce_min_u64(p.cast())
+            ^ multimem::ld_reduce_max_u64(p.cast())
+            ^ multimem::ld_reduce_min_s64(p.cast()) as u64
+            ^ multimem::ld_reduce_max_s64(p.cast()) as u64;
+        *out = U32x4(core::array::from_fn(|i| v4.0[i] ^ lo4.0[i]));
+        *out.add(1) = U32x4(core::array::from_fn(|i| h4.0[i] ^ hi4.0[i]));
         *out.add(2) = U32x4::from(f4);
         *out.add(3) = U32x4([
             s[0] ^ s[1],
-            s[2] ^ s[3],
+            s[2] ^ s[3] ^ m,
             s2 as u32,
-            (d.to_bits() ^ u) as u32,
+            (d.to_bits() ^ u ^ m64) as u32,
         ]);
         multimem::st_v4_f32(mc.cast(), f4);
         multimem::st_v4_bf16x2(mc.add(1), v4);
