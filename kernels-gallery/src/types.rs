@@ -123,14 +123,73 @@ mod tests {
             "all_reduce_rmsnorm_two_shot_ll_bf16",
             "rmsnorm_residual_bf16",
             "bench_fill",
-            "all_reduce_multimem_one_shot_f32_sum",
-            "all_reduce_multimem_two_shot_f32_sum",
-            "all_reduce_multimem_one_shot_bf16_sum",
-            "all_reduce_multimem_two_shot_bf16_sum",
-            "all_reduce_multimem_one_shot_f16_sum",
-            "all_reduce_multimem_two_shot_f16_sum",
         ] {
             assert!(entries.contains(&name), "{name} missing");
+        }
+        // Multimem: what the switch reduces (f32 sums only; PTX has no f32 min/max there).
+        for t in DataType::ALL {
+            for op in RedOp::ALL {
+                let name = format!("all_reduce_multimem_one_shot_{}_{}", t.name(), op.name());
+                let want = t != DataType::F32 || op == RedOp::Sum;
+                assert_eq!(entries.contains(&name.as_str()), want, "{name}");
+                let two = name.replace("one_shot", "two_shot");
+                assert_eq!(entries.contains(&two.as_str()), want, "{two}");
+            }
+        }
+    }
+
+    /// The PTX of entry `name`, up to the next entry.
+    fn body(name: &str) -> &'static str {
+        let ptx = crate::kernels::PTX;
+        let start = ptx.find(&format!(".entry {name}(")).expect(name);
+        let end = ptx[start + 1..]
+            .find(".entry ")
+            .map_or(ptx.len(), |e| start + 1 + e);
+        &ptx[start..end]
+    }
+
+    #[test]
+    fn each_multimem_kernel_asks_the_switch_for_its_type_and_operator() {
+        let ld = "multimem.ld_reduce.relaxed.sys.global.";
+        for (t, op, form, store) in [
+            (DataType::F32, RedOp::Sum, "add.v4.f32", "v4.f32"),
+            (
+                DataType::Bf16,
+                RedOp::Sum,
+                "add.acc::f32.v4.bf16x2",
+                "v4.bf16x2",
+            ),
+            (
+                DataType::F16,
+                RedOp::Sum,
+                "add.acc::f32.v4.f16x2",
+                "v4.f16x2",
+            ),
+            (DataType::I32, RedOp::Sum, "add.s32", "v4.f32"),
+            (DataType::Bf16, RedOp::Min, "min.v4.bf16x2", "v4.bf16x2"),
+            (DataType::Bf16, RedOp::Max, "max.v4.bf16x2", "v4.bf16x2"),
+            (DataType::F16, RedOp::Min, "min.v4.f16x2", "v4.f16x2"),
+            (DataType::F16, RedOp::Max, "max.v4.f16x2", "v4.f16x2"),
+            (DataType::I32, RedOp::Min, "min.s32", "v4.f32"),
+            (DataType::I32, RedOp::Max, "max.s32", "v4.f32"),
+        ] {
+            let (t, op) = (t.name(), op.name());
+            let one = body(&format!("all_reduce_multimem_one_shot_{t}_{op}"));
+            let two = body(&format!("all_reduce_multimem_two_shot_{t}_{op}"));
+            for (kernel, shot) in [(one, "one"), (two, "two")] {
+                let want = format!("{ld}{form} ");
+                assert!(kernel.contains(&want), "{shot}-shot {t} {op}: no `{want}`");
+                // One kind of reduction per kernel.
+                let kinds = kernel.matches(ld).count();
+                assert_eq!(kinds, kernel.matches(&want).count(), "{shot}-shot {t} {op}");
+            }
+            // Only the two-shot stores through the switch.
+            let st = format!("multimem.st.relaxed.sys.global.{store} ");
+            assert!(two.contains(&st), "two-shot {t} {op}: no `{st}`");
+            assert!(
+                !one.contains("multimem.st."),
+                "one-shot {t} {op} stores through the switch"
+            );
         }
     }
 

@@ -1,8 +1,9 @@
 //! The multimem (NVLink SHARP) all-reduce kernels, which the shared GPU node must never run,
 //! on the CPU emulator: real host runtime (`SymmetricMemory`, windows, `DevComm` with an LSA
 //! multicast range), ranks as threads, the emulator standing in for the switch (`ld_reduce`
-//! folds every copy, `multimem.st` writes every copy). This checks what the kernels decide
-//! (slices, multicast addressing, the barrier brackets), not the switch.
+//! folds every copy by the operator, `multimem.st` writes every copy). This checks what the
+//! kernels decide (slices, multicast addressing, the barrier brackets, which instruction each
+//! type and operator uses), not the switch.
 
 use symcomm::backend::{self, Backend, emulated_launch};
 use symcomm::cuda::VmmBuffer;
@@ -10,7 +11,7 @@ use symcomm::{Communicator, DevComm, Requirements, Result, SymmetricMemory};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16};
 use symcomm_device::window::Window as DeviceWindow;
-use symcomm_gallery::DataType;
+use symcomm_gallery::{DataType, RedOp};
 use symcomm_gallery_kernels as k;
 use symcomm_gallery_kernels::pattern;
 
@@ -23,46 +24,90 @@ const PACKS: u64 = 37;
 /// A gallery multimem kernel as the emulator calls it.
 type Kernel = unsafe fn(symcomm_device::comm::DevComm, SymPtr<u8>, SymPtr<u8>, u64, u64, *mut u32);
 
-/// Every multimem kernel: (name, element type, one-shot?, kernel).
-fn kernels() -> [(&'static str, DataType, bool, Kernel); 6] {
-    [
-        (
-            "one-shot f32",
-            DataType::F32,
-            true,
-            k::all_reduce_multimem_one_shot_f32_sum,
-        ),
-        (
-            "two-shot f32",
-            DataType::F32,
-            false,
-            k::all_reduce_multimem_two_shot_f32_sum,
-        ),
-        (
-            "one-shot bf16",
-            DataType::Bf16,
-            true,
-            k::all_reduce_multimem_one_shot_bf16_sum,
-        ),
-        (
-            "two-shot bf16",
-            DataType::Bf16,
-            false,
-            k::all_reduce_multimem_two_shot_bf16_sum,
-        ),
-        (
-            "one-shot f16",
-            DataType::F16,
-            true,
-            k::all_reduce_multimem_one_shot_f16_sum,
-        ),
-        (
-            "two-shot f16",
-            DataType::F16,
-            false,
-            k::all_reduce_multimem_two_shot_f16_sum,
-        ),
-    ]
+/// Every multimem kernel pair: (element type, operator, one-shot, two-shot).
+const PAIRS: [(DataType, RedOp, Kernel, Kernel); 10] = [
+    (
+        DataType::F32,
+        RedOp::Sum,
+        k::all_reduce_multimem_one_shot_f32_sum,
+        k::all_reduce_multimem_two_shot_f32_sum,
+    ),
+    (
+        DataType::Bf16,
+        RedOp::Sum,
+        k::all_reduce_multimem_one_shot_bf16_sum,
+        k::all_reduce_multimem_two_shot_bf16_sum,
+    ),
+    (
+        DataType::F16,
+        RedOp::Sum,
+        k::all_reduce_multimem_one_shot_f16_sum,
+        k::all_reduce_multimem_two_shot_f16_sum,
+    ),
+    (
+        DataType::I32,
+        RedOp::Sum,
+        k::all_reduce_multimem_one_shot_i32_sum,
+        k::all_reduce_multimem_two_shot_i32_sum,
+    ),
+    (
+        DataType::Bf16,
+        RedOp::Min,
+        k::all_reduce_multimem_one_shot_bf16_min,
+        k::all_reduce_multimem_two_shot_bf16_min,
+    ),
+    (
+        DataType::Bf16,
+        RedOp::Max,
+        k::all_reduce_multimem_one_shot_bf16_max,
+        k::all_reduce_multimem_two_shot_bf16_max,
+    ),
+    (
+        DataType::F16,
+        RedOp::Min,
+        k::all_reduce_multimem_one_shot_f16_min,
+        k::all_reduce_multimem_two_shot_f16_min,
+    ),
+    (
+        DataType::F16,
+        RedOp::Max,
+        k::all_reduce_multimem_one_shot_f16_max,
+        k::all_reduce_multimem_two_shot_f16_max,
+    ),
+    (
+        DataType::I32,
+        RedOp::Min,
+        k::all_reduce_multimem_one_shot_i32_min,
+        k::all_reduce_multimem_two_shot_i32_min,
+    ),
+    (
+        DataType::I32,
+        RedOp::Max,
+        k::all_reduce_multimem_one_shot_i32_max,
+        k::all_reduce_multimem_two_shot_i32_max,
+    ),
+];
+
+/// Every multimem kernel: (name, element type, operator, one-shot?, kernel).
+fn kernels() -> Vec<(String, DataType, RedOp, bool, Kernel)> {
+    PAIRS
+        .into_iter()
+        .flat_map(|(t, op, one, two)| {
+            [("one-shot", true, one), ("two-shot", false, two)].map(|(shot, is_one, f)| {
+                let name = format!("{shot} {} {}", t.name(), op.name());
+                (name, t, op, is_one, f)
+            })
+        })
+        .collect()
+}
+
+/// The expected element `i` of `op` over ranks `0..n` of the pattern under `seed`.
+fn expected(op: RedOp, seed: u32, n: u32, i: u64) -> i32 {
+    match op {
+        RedOp::Sum => pattern::sum(seed, n, i),
+        RedOp::Min => pattern::min(seed, n, i),
+        RedOp::Max => pattern::max(seed, n, i),
+    }
 }
 
 /// Little-endian bytes of the small integer `v` as `t`.
@@ -92,7 +137,7 @@ fn rank(comm: Communicator) -> Result<Vec<String>> {
     )?;
     let status = VmmBuffer::new(comm.device() as i32, 4)?;
     let mut wrong = Vec::new();
-    for (case, (name, t, one_shot, kernel)) in kernels().into_iter().enumerate() {
+    for (case, (name, t, op, one_shot, kernel)) in kernels().into_iter().enumerate() {
         for in_place in [false, true] {
             // In place, a one-shot rank could overwrite its input while a peer still reads it
             // (its contract has `dst` apart); the two-shot reads and writes only its own slice.
@@ -129,7 +174,7 @@ fn rank(comm: Communicator) -> Result<Vec<String>> {
             let mem = if in_place { &src } else { &dst };
             mem.buffer().copy_to_host(&mut got)?;
             let want: Vec<u8> = (0..count)
-                .flat_map(|i| encode(t, pattern::sum(seed, n, i as u64)))
+                .flat_map(|i| encode(t, expected(op, seed, n, i as u64)))
                 .collect();
             let bad = got
                 .chunks(t.size())
@@ -149,7 +194,7 @@ fn rank(comm: Communicator) -> Result<Vec<String>> {
 }
 
 #[test]
-fn multimem_all_reduces_sum_every_rank_on_the_emulated_switch() {
+fn multimem_all_reduces_reduce_every_rank_on_the_emulated_switch() {
     backend::use_backend(Backend::Emulated).unwrap();
     for n in [2, 3, 4] {
         let mut wrong = Vec::new();

@@ -397,9 +397,9 @@ pub unsafe fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) {
 }
 
 macro_rules! multimem_entries {
-    ($($p:ty => $one:ident, $two:ident, $t:literal;)*) => {$(
+    ($($p:ty => $one:ident, $two:ident, $what:literal;)*) => {$(
         entry! {
-            #[doc = concat!("Multimem one-shot all-reduce, sum of ", $t,
+            #[doc = concat!("Multimem one-shot all-reduce, ", $what,
                 " (compiled and loaded only; see [`multimem_ops`]).")]
             ///
             /// # Safety
@@ -411,7 +411,7 @@ macro_rules! multimem_entries {
         }
 
         entry! {
-            #[doc = concat!("Multimem two-shot all-reduce, sum of ", $t,
+            #[doc = concat!("Multimem two-shot all-reduce, ", $what,
                 " (compiled and loaded only; see [`multimem_ops`]).")]
             ///
             /// # Safety
@@ -423,11 +423,25 @@ macro_rules! multimem_entries {
 
 multimem_entries! {
     multimem_ops::McF32 => all_reduce_multimem_one_shot_f32_sum,
-        all_reduce_multimem_two_shot_f32_sum, "f32";
+        all_reduce_multimem_two_shot_f32_sum, "sum of f32";
     multimem_ops::McBf16 => all_reduce_multimem_one_shot_bf16_sum,
-        all_reduce_multimem_two_shot_bf16_sum, "bf16";
+        all_reduce_multimem_two_shot_bf16_sum, "sum of bf16";
     multimem_ops::McF16 => all_reduce_multimem_one_shot_f16_sum,
-        all_reduce_multimem_two_shot_f16_sum, "f16";
+        all_reduce_multimem_two_shot_f16_sum, "sum of f16";
+    multimem_ops::McI32 => all_reduce_multimem_one_shot_i32_sum,
+        all_reduce_multimem_two_shot_i32_sum, "wrapping sum of i32";
+    multimem_ops::McBf16Min => all_reduce_multimem_one_shot_bf16_min,
+        all_reduce_multimem_two_shot_bf16_min, "minimum of bf16";
+    multimem_ops::McBf16Max => all_reduce_multimem_one_shot_bf16_max,
+        all_reduce_multimem_two_shot_bf16_max, "maximum of bf16";
+    multimem_ops::McF16Min => all_reduce_multimem_one_shot_f16_min,
+        all_reduce_multimem_two_shot_f16_min, "minimum of f16";
+    multimem_ops::McF16Max => all_reduce_multimem_one_shot_f16_max,
+        all_reduce_multimem_two_shot_f16_max, "maximum of f16";
+    multimem_ops::McI32Min => all_reduce_multimem_one_shot_i32_min,
+        all_reduce_multimem_two_shot_i32_min, "minimum of i32";
+    multimem_ops::McI32Max => all_reduce_multimem_one_shot_i32_max,
+        all_reduce_multimem_two_shot_i32_max, "maximum of i32";
 }
 
 entry! {

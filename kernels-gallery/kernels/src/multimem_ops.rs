@@ -8,8 +8,9 @@
 //! - two-shot: rank `r` `ld_reduce`s its slice and `multimem.st`s the sum to every rank at
 //!   once (entry barrier; exit barrier publishes the stores).
 //!
-//! Only sums (the switch adds) of f32, bf16 and f16 (fp32 accumulation in the switch for the
-//! 16-bit types).
+//! What the switch can reduce: sums of f32, bf16, f16 (fp32 accumulation in the switch for the
+//! 16-bit types) and i32 (wrapping); minimum and maximum of bf16, f16 and i32 (PTX has no f32
+//! `min`/`max` for multimem).
 
 use symcomm_device::comm::DevComm;
 use symcomm_device::mem::{F32x4, Ordering, U32x4};
@@ -33,12 +34,26 @@ pub trait McPack {
     unsafe fn st_all(p: u64, v: U32x4);
 }
 
-/// f32 lanes.
+/// f32 lanes, sum.
 pub struct McF32;
-/// bf16 lanes (fp32 accumulation).
+/// bf16 lanes, sum (fp32 accumulation).
 pub struct McBf16;
-/// f16 lanes (fp32 accumulation).
+/// f16 lanes, sum (fp32 accumulation).
 pub struct McF16;
+/// bf16 lanes, minimum.
+pub struct McBf16Min;
+/// bf16 lanes, maximum.
+pub struct McBf16Max;
+/// f16 lanes, minimum.
+pub struct McF16Min;
+/// f16 lanes, maximum.
+pub struct McF16Max;
+/// i32 lanes, wrapping sum.
+pub struct McI32;
+/// i32 lanes, minimum.
+pub struct McI32Min;
+/// i32 lanes, maximum.
+pub struct McI32Max;
 
 impl McPack for McF32 {
     #[inline(always)]
@@ -53,34 +68,61 @@ impl McPack for McF32 {
     }
 }
 
-impl McPack for McBf16 {
-    #[inline(always)]
-    unsafe fn ld_reduce(p: u64) -> U32x4 {
-        // SAFETY: forwarded.
-        unsafe { multimem::ld_reduce_add_v4_bf16x2(p as *const U32x4) }
-    }
-    #[inline(always)]
-    unsafe fn st_all(p: u64, v: U32x4) {
-        // SAFETY: forwarded.
-        unsafe { multimem::st_v4_bf16x2(p as *mut U32x4, v) }
-    }
+/// Packed 16-bit lanes: one `.v4` `ld_reduce` and one `.v4` store per pack.
+macro_rules! mc_packed {
+    ($($name:ident: $ld:ident, $st:ident;)*) => {$(
+        impl McPack for $name {
+            #[inline(always)]
+            unsafe fn ld_reduce(p: u64) -> U32x4 {
+                // SAFETY: forwarded.
+                unsafe { multimem::$ld(p as *const U32x4) }
+            }
+            #[inline(always)]
+            unsafe fn st_all(p: u64, v: U32x4) {
+                // SAFETY: forwarded.
+                unsafe { multimem::$st(p as *mut U32x4, v) }
+            }
+        }
+    )*};
+}
+mc_packed! {
+    McBf16: ld_reduce_add_v4_bf16x2, st_v4_bf16x2;
+    McF16: ld_reduce_add_v4_f16x2, st_v4_f16x2;
+    McBf16Min: ld_reduce_min_v4_bf16x2, st_v4_bf16x2;
+    McBf16Max: ld_reduce_max_v4_bf16x2, st_v4_bf16x2;
+    McF16Min: ld_reduce_min_v4_f16x2, st_v4_f16x2;
+    McF16Max: ld_reduce_max_v4_f16x2, st_v4_f16x2;
 }
 
-impl McPack for McF16 {
-    #[inline(always)]
-    unsafe fn ld_reduce(p: u64) -> U32x4 {
-        // SAFETY: forwarded.
-        unsafe { multimem::ld_reduce_add_v4_f16x2(p as *const U32x4) }
-    }
-    #[inline(always)]
-    unsafe fn st_all(p: u64, v: U32x4) {
-        // SAFETY: forwarded.
-        unsafe { multimem::st_v4_f16x2(p as *mut U32x4, v) }
-    }
+/// i32 lanes: PTX has no vector form of the integer `ld_reduce`, so a pack takes four scalar
+/// ones; the result goes out as one `.v4.f32` store, which moves the bits unchanged (a store
+/// does no arithmetic).
+macro_rules! mc_words {
+    ($($name:ident: $ld:ident;)*) => {$(
+        impl McPack for $name {
+            #[inline(always)]
+            unsafe fn ld_reduce(p: u64) -> U32x4 {
+                // SAFETY: forwarded; word k lies inside the 16-byte pack.
+                U32x4(core::array::from_fn(|k| unsafe {
+                    multimem::$ld((p + 4 * k as u64) as *const i32) as u32
+                }))
+            }
+            #[inline(always)]
+            unsafe fn st_all(p: u64, v: U32x4) {
+                // SAFETY: forwarded.
+                unsafe { multimem::st_v4_f32(p as *mut F32x4, F32x4::from(v)) }
+            }
+        }
+    )*};
+}
+mc_words! {
+    McI32: ld_reduce_add_s32;
+    McI32Min: ld_reduce_min_s32;
+    McI32Max: ld_reduce_max_s32;
 }
 
-/// Multimem one-shot all-reduce (sum) of `packs` packs: `dst` (local) = sum of every rank's
-/// `src`.
+/// Multimem one-shot all-reduce of `packs` packs: `dst` (local) = `P`'s reduction of every
+/// rank's `src`.
 ///
 /// # Safety
 /// `src` is a window bound to the communicator's LSA multicast object (`comm.lsa_multimem`
@@ -111,7 +153,7 @@ pub unsafe fn one_shot<P: McPack>(
     }
 }
 
-/// Multimem two-shot all-reduce (sum): rank `r` reduces slice `r` in the switch and stores
+/// Multimem two-shot all-reduce: rank `r` reduces slice `r` in the switch and stores
 /// the result to every rank's `dst` through the multicast address.
 ///
 /// # Safety
