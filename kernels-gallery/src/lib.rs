@@ -18,8 +18,8 @@
 //! | all-reduce + residual + RMSNorm (bf16) | one-shot LL, normalise locally | rows split across ranks, `h` pushed, normalised locally |
 //!
 //! Types f32, bf16, f16, i32 with sum/min/max (16-bit floats accumulate in f32); multimem
-//! (NVLink SHARP) variants of the all-reduce (sums of f32, bf16, f16) are compiled and tested
-//! on the emulator but never selected. Sizes and offsets are multiples of 16 bytes. Every rank
+//! (NVLink SHARP) variants of the all-reduce (sums of f32, bf16, f16, i32; min/max of bf16,
+//! f16, i32) are compiled and tested on the emulator but never selected. Sizes and offsets are multiples of 16 bytes. Every rank
 //! must make the same calls in the same order with the same environment ([`Tuning`] lists the
 //! knobs, e.g. `SYMCOMM_ALGO`).
 //!

@@ -400,7 +400,7 @@ macro_rules! multimem_entries {
     ($($p:ty => $one:ident, $two:ident, $what:literal;)*) => {$(
         entry! {
             #[doc = concat!("Multimem one-shot all-reduce, ", $what,
-                " (compiled and loaded only; see [`multimem_ops`]).")]
+                " (never launched on GPUs: see [`multimem_ops`]).")]
             ///
             /// # Safety
             /// - `src` is a window bound to the LSA multicast object of `comm` (present), holding
@@ -412,7 +412,7 @@ macro_rules! multimem_entries {
 
         entry! {
             #[doc = concat!("Multimem two-shot all-reduce, ", $what,
-                " (compiled and loaded only; see [`multimem_ops`]).")]
+                " (never launched on GPUs: see [`multimem_ops`]).")]
             ///
             /// # Safety
             /// As the one-shot kernel, with `dst` also a window bound to the multicast object.
