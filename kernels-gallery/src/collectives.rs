@@ -19,7 +19,7 @@ use symcomm_gallery_kernels::plan;
 use crate::buffer::Buf;
 use crate::kernels;
 use crate::tuning::{Algo, Tuning};
-use crate::types::{DataType, RedOp, reducing_kernel};
+use crate::types::{DataType, RedOp, multimem_reduces, reducing_kernel};
 
 /// The argument tuple of a gallery kernel launched by `$this` (a [`Collectives`]):
 /// `(comm, $mid…, timeout_ns, status)`, the first and last parameters that every entry
@@ -132,7 +132,10 @@ impl Collectives {
             Some(mem) => Some((comm.register_window(&mem)?, mem)),
             None => None,
         };
-        let dev = DevComm::create(comm, Requirements::new().lsa_barriers(tuning.max_blocks))?;
+        let req = Requirements::new()
+            .lsa_barriers(tuning.max_blocks)
+            .lsa_multimem(tuning.multimem);
+        let dev = DevComm::create(comm, req)?;
         Ok(Collectives {
             module,
             scratch,
@@ -225,7 +228,10 @@ impl Collectives {
     }
 
     /// [`all_reduce`](Self::all_reduce) with `algo` forced when it can run (see
-    /// [`Tuning::all_reduce_algo_with`]); every rank must pass the same `algo`.
+    /// [`Tuning::all_reduce_algo_with`]); every rank must pass the same `algo`. A multimem
+    /// algorithm also needs a type and operator the switch reduces ([`multimem_reduces`]:
+    /// not f32 min/max), and the one-shot an output apart from the input (in place it runs
+    /// the multimem two-shot, which reads and writes only its own slice).
     #[allow(clippy::too_many_arguments)]
     pub fn all_reduce_with(
         &self,
@@ -241,7 +247,7 @@ impl Collectives {
         src.check("all_reduce source", bytes)?;
         dst.check("all_reduce destination", bytes)?;
         no_partial_overlap("all_reduce", &src, bytes, &dst, bytes)?;
-        let algo = self.tuning.all_reduce_algo_with(algo, bytes);
+        let algo = self.all_reduce_algo(algo, bytes, t, op, src.same_as(&dst));
         if bytes == 0 {
             return Ok(algo);
         }
@@ -271,8 +277,38 @@ impl Collectives {
                 let slice = plan::slice_len(packs, self.n as u64);
                 self.launch_pipelined(&name, src, dst, packs, slice, stream)?;
             }
+            // Only with the multicast range (`Tuning::multimem`, which `new` asked for).
+            Algo::MultimemOneShot => {
+                let name = reducing_kernel("all_reduce_multimem_one_shot", t, op);
+                self.launch_barriered(&name, src, dst, packs, packs, stream)?;
+            }
+            Algo::MultimemTwoShot => {
+                let name = reducing_kernel("all_reduce_multimem_two_shot", t, op);
+                let slice = plan::slice_len(packs, self.n as u64);
+                self.launch_barriered(&name, src, dst, packs, slice, stream)?;
+            }
         }
         Ok(algo)
+    }
+
+    /// The algorithm [`all_reduce_with`](Self::all_reduce_with) runs for `forced`, `bytes`, `t`
+    /// and `op`, in place or not: [`Tuning::all_reduce_algo_with`], after the multimem
+    /// algorithms' own conditions (a type and operator the switch reduces; the one-shot only
+    /// out of place, else the two-shot).
+    pub fn all_reduce_algo(
+        &self,
+        forced: Option<Algo>,
+        bytes: usize,
+        t: DataType,
+        op: RedOp,
+        in_place: bool,
+    ) -> Algo {
+        let forced = match forced {
+            Some(a) if a.is_multimem() && !multimem_reduces(t, op) => None,
+            Some(Algo::MultimemOneShot) if in_place => Some(Algo::MultimemTwoShot),
+            a => a,
+        };
+        self.tuning.all_reduce_algo_with(forced, bytes)
     }
 
     /// `bytes` per rank times the number of ranks: the size of a buffer holding every rank's

@@ -231,7 +231,8 @@ impl Collectives {
                 let cluster = s.segs as u32;
                 self.launch_clustered(Kind::Ll, name, s.blocks, threads, cluster, stream, a)?;
             }
-            Algo::TwoShot | Algo::TwoShotPush => {
+            // The barrier two-shot: the mapping above leaves nothing else.
+            _ => {
                 if bytes as u64 > FUSED_ROW_BYTES || tokens as u64 > split::MAX_ITEMS {
                     return Err(Error::InvalidArgument(format!(
                         "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \

@@ -8,7 +8,8 @@
 //!
 //! | variable | meaning | default |
 //! |---|---|---|
-//! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot_ll`, `two_shot` or `two_shot_push` | by size |
+//! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot_ll`, `two_shot`, `two_shot_push`, `multimem_one_shot` or `multimem_two_shot` (the last two only with `SYMCOMM_NVLS=1`) | by size |
+//! | `SYMCOMM_NVLS` | `1`: ask for the LSA multicast range (NVLink SHARP), which the multimem algorithms need; the runtime refuses it without the same opt-in ([`Tuning::multimem`]) | off |
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 64 KiB (256 KiB on 2 ranks, 128 KiB on 3: [`Tuning::for_ranks`]) |
 //! | `SYMCOMM_FUSED_ONE_SHOT_MAX` / `SYMCOMM_FUSED_TWO_SHOT_LL_MAX` | the same limits for the fused all-reduce + RMSNorm | 64 KiB (as the one-shot's on 2 and 3 ranks) / 256 KiB |
 //! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel (never above the one-shot limit by default) | 64 KiB |
@@ -70,6 +71,14 @@ pub enum Algo {
     /// stores: every NVLink transfer is a store; pipelined in steps per block, paced by
     /// counters (entry and exit barrier only).
     TwoShotPush,
+    /// NVLink SHARP: every rank `multimem.ld_reduce`s the whole buffer through the multicast
+    /// address (between an entry and an exit barrier). Only when forced, with
+    /// [`Tuning::multimem`] on; never run on our test node.
+    MultimemOneShot,
+    /// NVLink SHARP: rank `r` `multimem.ld_reduce`s slice `r` and `multimem.st`s the result to
+    /// every rank at once. Only when forced, with [`Tuning::multimem`] on; never run on our
+    /// test node.
+    MultimemTwoShot,
 }
 
 impl Algo {
@@ -80,7 +89,14 @@ impl Algo {
             Algo::TwoShotLl => "two_shot_ll",
             Algo::TwoShot => "two_shot",
             Algo::TwoShotPush => "two_shot_push",
+            Algo::MultimemOneShot => "multimem_one_shot",
+            Algo::MultimemTwoShot => "multimem_two_shot",
         }
+    }
+
+    /// True for the NVLink SHARP algorithms.
+    pub const fn is_multimem(self) -> bool {
+        matches!(self, Algo::MultimemOneShot | Algo::MultimemTwoShot)
     }
 
     /// Parses [`Algo::name`].
@@ -90,6 +106,8 @@ impl Algo {
             "two_shot_ll" => Some(Algo::TwoShotLl),
             "two_shot" => Some(Algo::TwoShot),
             "two_shot_push" => Some(Algo::TwoShotPush),
+            "multimem_one_shot" => Some(Algo::MultimemOneShot),
+            "multimem_two_shot" => Some(Algo::MultimemTwoShot),
             _ => None,
         }
     }
@@ -144,6 +162,13 @@ pub struct Tuning {
     /// Which kernels are launched with programmatic dependent launch
     /// (`symcomm::launch::LaunchConfig::dependent_launch`; see [`DependentLaunch`]).
     pub dependent_launch: DependentLaunch,
+    /// Ask for the LSA multicast range (NVLink SHARP) when the collectives are created, so
+    /// that a forced multimem algorithm ([`Algo::MultimemOneShot`],
+    /// [`Algo::MultimemTwoShot`]) can run; without it they fall back to the choice by size.
+    /// On GPUs the runtime refuses multicast unless every rank has `SYMCOMM_NVLS=1` (which
+    /// also sets this); set it only on machines where creating multicast objects is allowed.
+    /// The multimem kernels have run on the CPU emulator only.
+    pub multimem: bool,
 }
 
 /// Which gallery launches use programmatic dependent launch: the kernel may start while the
@@ -229,6 +254,7 @@ impl Default for Tuning {
             rs_push_min: usize::MAX,
             // 2×H200: never slower, 0.1–0.5 µs faster per collective (see `DependentLaunch`).
             dependent_launch: DependentLaunch::All,
+            multimem: false,
         }
     }
 }
@@ -275,9 +301,15 @@ impl Tuning {
         if let Some(v) = get("SYMCOMM_ALGO") {
             t.algo = Some(Algo::parse(&v).ok_or_else(|| Error::Env {
                 var: "SYMCOMM_ALGO".into(),
-                reason: format!("{v:?} is not one_shot, two_shot_ll, two_shot or two_shot_push"),
+                reason: format!(
+                    "{v:?} is not one_shot, two_shot_ll, two_shot, two_shot_push, \
+                     multimem_one_shot or multimem_two_shot"
+                ),
             })?);
         }
+        // The runtime's own opt-in: only `1` turns multicast on (anything else leaves it off,
+        // as `symcomm` reads it).
+        t.multimem = get(symcomm::cuda::multicast::NVLS_ENV).as_deref() == Some("1");
         let num = |var: &str, min: u64, max: u64| -> Result<Option<u64>> {
             match get(var) {
                 None => Ok(None),
@@ -438,6 +470,7 @@ impl Tuning {
             push_min,
             rs_push_min,
             dependent_launch: _,
+            multimem,
         } = *self;
         let s = |v: &dyn ToString| v.to_string();
         vec![
@@ -456,12 +489,14 @@ impl Tuning {
             ("SYMCOMM_PUSH_SLOTS", s(&push_slots)),
             ("SYMCOMM_PUSH_MIN", s(&push_min)),
             ("SYMCOMM_RS_PUSH_MIN", s(&rs_push_min)),
+            ("SYMCOMM_NVLS", s(&u8::from(multimem))),
         ]
     }
 
     /// The all-reduce algorithm for `bytes`: the forced one if it can run (the LL kernels
     /// need the data to fit the LL scratch: `one_shot_max`, `two_shot_ll_max`; the push
-    /// two-shot needs its scratch, `push_scratch > 0`), else by size.
+    /// two-shot needs its scratch, `push_scratch > 0`; the multimem ones need
+    /// [`Tuning::multimem`]), else by size. The choice by size never picks multimem.
     pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
         self.all_reduce_algo_with(self.algo, bytes)
     }
@@ -478,9 +513,9 @@ impl Tuning {
     /// barriers; 16 × 4096 rows 10.6 µs two-shot on LL lines against 11.0 µs one-shot), so it
     /// has its own limits ([`Tuning::fused_one_shot_max`], [`Tuning::fused_two_shot_ll_max`];
     /// 64 and 256 KiB by default). A forced `SYMCOMM_ALGO` applies as for the plain
-    /// all-reduce.
+    /// all-reduce, except a multimem one (there is no fused multimem kernel).
     pub fn fused_algo(&self, bytes: usize) -> Algo {
-        if self.algo.is_some() {
+        if self.algo.is_some_and(|a| !a.is_multimem()) {
             return self.all_reduce_algo(bytes);
         }
         if bytes <= self.fused_one_shot_max {
@@ -501,6 +536,7 @@ impl Tuning {
             Some(Algo::TwoShotLl) if bytes <= self.two_shot_ll_max => Algo::TwoShotLl,
             Some(Algo::TwoShotPush) if push_on => Algo::TwoShotPush,
             Some(Algo::TwoShot) => Algo::TwoShot,
+            Some(a) if a.is_multimem() && self.multimem => a,
             _ if bytes <= self.one_shot_max => Algo::OneShot,
             _ if bytes <= self.two_shot_ll_max => Algo::TwoShotLl,
             _ if push_on && bytes >= self.push_min => Algo::TwoShotPush,
@@ -663,6 +699,7 @@ mod tests {
             ("SYMCOMM_PUSH_SLOTS", "3"),
             ("SYMCOMM_PUSH_MIN", "12345"),
             ("SYMCOMM_RS_PUSH_MIN", "54321"),
+            ("SYMCOMM_NVLS", "1"),
         ];
         assert_eq!(names, set.iter().map(|p| p.0).collect::<Vec<_>>());
         for (var, v) in set {
@@ -760,6 +797,44 @@ mod tests {
         // The two-shot LL limit (two slices of 1 MiB / 8 per sender) sizes the scratch.
         assert_eq!(t.ll_cap_packs(8), 16384);
         assert_eq!(t.ll_cap_packs(1), 131072);
+    }
+
+    #[test]
+    fn multimem_runs_only_when_forced_and_asked_for() {
+        for a in [Algo::MultimemOneShot, Algo::MultimemTwoShot] {
+            assert_eq!(Algo::parse(a.name()), Some(a));
+            assert!(a.is_multimem());
+            let set = [("SYMCOMM_ALGO", a.name())];
+            // Without SYMCOMM_NVLS=1 (or with another value) the choice is by size.
+            for nvls in [None, Some("0"), Some("yes")] {
+                let mut vars = set.to_vec();
+                vars.extend(nvls.map(|v| ("SYMCOMM_NVLS", v)));
+                let t = Tuning::from_lookup(lookup(&vars)).unwrap();
+                assert!(!t.multimem, "{nvls:?}");
+                assert_eq!(t.all_reduce_algo(4096), Algo::OneShot);
+                assert_eq!(t.all_reduce_algo(1 << 20), Algo::TwoShot);
+            }
+            let on = Tuning::from_lookup(lookup(&[set[0], ("SYMCOMM_NVLS", "1")])).unwrap();
+            assert!(on.multimem);
+            assert_eq!(on.all_reduce_algo(4096), a);
+            assert_eq!(on.all_reduce_algo(1 << 30), a);
+            // There is no fused multimem kernel: the fused choice stays by size.
+            assert_eq!(on.fused_algo(8 << 10), Algo::OneShot);
+            assert_eq!(on.fused_algo(1 << 20), Algo::TwoShot);
+        }
+        // The choice by size never picks it, multicast or not.
+        let on = Tuning::from_lookup(lookup(&[("SYMCOMM_NVLS", "1")])).unwrap();
+        for bytes in [16, 4096, 1 << 20, 1 << 30] {
+            assert!(!on.all_reduce_algo(bytes).is_multimem(), "{bytes}");
+        }
+        for a in [
+            Algo::OneShot,
+            Algo::TwoShotLl,
+            Algo::TwoShot,
+            Algo::TwoShotPush,
+        ] {
+            assert!(!a.is_multimem() && Algo::parse(a.name()) == Some(a));
+        }
     }
 
     #[test]

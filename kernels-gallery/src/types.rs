@@ -86,8 +86,15 @@ impl fmt::Display for RedOp {
     }
 }
 
+/// True when NVLink SHARP can reduce `t` with `op` (`multimem.ld_reduce`): every type's sum,
+/// and minima and maxima of every type but f32 (PTX has no f32 `min`/`max` there).
+pub fn multimem_reduces(t: DataType, op: RedOp) -> bool {
+    t != DataType::F32 || op == RedOp::Sum
+}
+
 /// The kernel of `collective` (`all_reduce_one_shot`, `all_reduce_two_shot`,
-/// `all_reduce_two_shot_push`, `reduce_scatter`) for `t` and `op`.
+/// `all_reduce_two_shot_push`, `all_reduce_multimem_one_shot`, `reduce_scatter`, …) for `t`
+/// and `op`.
 pub fn reducing_kernel(collective: &str, t: DataType, op: RedOp) -> String {
     format!("{collective}_{}_{}", t.name(), op.name())
 }
@@ -129,8 +136,8 @@ mod tests {
         // Multimem: what the switch reduces (f32 sums only; PTX has no f32 min/max there).
         for t in DataType::ALL {
             for op in RedOp::ALL {
-                let name = format!("all_reduce_multimem_one_shot_{}_{}", t.name(), op.name());
-                let want = t != DataType::F32 || op == RedOp::Sum;
+                let name = reducing_kernel("all_reduce_multimem_one_shot", t, op);
+                let want = multimem_reduces(t, op);
                 assert_eq!(entries.contains(&name.as_str()), want, "{name}");
                 let two = name.replace("one_shot", "two_shot");
                 assert_eq!(entries.contains(&two.as_str()), want, "{two}");

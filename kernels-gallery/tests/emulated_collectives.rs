@@ -534,8 +534,9 @@ impl Rank {
         Ok(wrong)
     }
 
-    /// The multimem all-reduce kernels (never selected by the host API) through the emulated
-    /// multicast range, launched by name from the gallery module.
+    /// The multimem all-reduce kernels through the emulated multicast range, launched by name
+    /// from the gallery module (the host API runs them only when forced: see
+    /// `forced_multimem_all_reduces_run_through_the_host_api_only_with_multicast`).
     fn multimem(&self) -> Result<usize> {
         let dev = DevComm::create(
             &self.comm,
@@ -611,6 +612,78 @@ fn every_collective_matches_its_reference_with_2_4_and_8_thread_ranks() {
         );
         assert_eq!(wrong, 0, "{n} ranks: {wrong} wrong elements");
     }
+}
+
+impl Rank {
+    /// All-reduces through forced multimem algorithms (the emulator stands in for the
+    /// switch): `(type, op, forced, in place, algorithm that must run)`. Returns the wrong
+    /// elements of this rank.
+    fn run_multimem(&self, cases: &[(DataType, RedOp, Algo, bool, Algo)]) -> Result<usize> {
+        let n = self.n() as u32;
+        let mut wrong = 0;
+        for (k, &(t, op, forced, in_place, want)) in cases.iter().enumerate() {
+            let seed = 700 + k as u32;
+            let count = AR_BYTES / t.size();
+            self.prepare(t, seed, count)?;
+            let (src, dst) = (Buf::whole(&self.a), Buf::whole(&self.b));
+            let (dst, out) = if in_place {
+                (src, &self.a_mem)
+            } else {
+                (dst, &self.b_mem)
+            };
+            let null = std::ptr::null_mut();
+            let used = self
+                .g
+                .all_reduce_with(Some(forced), src, dst, count, t, op, null)?;
+            assert_eq!(used, want, "{t} {op} forced {}", forced.name());
+            let what = format!(
+                "all_reduce {} (forced {}) in place {in_place}",
+                used.name(),
+                forced.name()
+            );
+            wrong += self.check(&what, out, t, count, |i| reduced(op, seed, n, i as u64))?;
+        }
+        Ok(wrong)
+    }
+}
+
+#[test]
+fn forced_multimem_all_reduces_run_through_the_host_api_only_with_multicast() {
+    use Algo::{MultimemOneShot as One, MultimemTwoShot as Two};
+    use DataType::{Bf16, F16, F32, I32};
+    use RedOp::{Max, Min, Sum};
+    let with = Tuning {
+        multimem: true,
+        ..tuning()
+    };
+    // AR_BYTES is within the one-shot limit: a fallback (the choice by size) is the LL
+    // one-shot.
+    let cases = [
+        (F32, Sum, One, false, One),
+        (Bf16, Min, Two, false, Two),
+        (F16, Max, One, false, One),
+        (I32, Sum, Two, false, Two),
+        (I32, Max, Two, true, Two),
+        // In place, the one-shot would overwrite what peers still read: the two-shot runs.
+        (Bf16, Sum, One, true, Two),
+        // The switch has no f32 min: the choice by size.
+        (F32, Min, Two, false, Algo::OneShot),
+    ];
+    for n in [2, 3] {
+        let wrong: usize = on_ranks_with(n, with, |rank| rank.run_multimem(&cases))
+            .into_iter()
+            .sum();
+        assert_eq!(wrong, 0, "{n} ranks: {wrong} wrong elements");
+    }
+    // Without the multicast range a forced multimem algorithm cannot run.
+    let without = [
+        (Bf16, Sum, Two, false, Algo::OneShot),
+        (I32, Min, One, false, Algo::OneShot),
+    ];
+    let wrong: usize = on_ranks(2, |rank| rank.run_multimem(&without))
+        .into_iter()
+        .sum();
+    assert_eq!(wrong, 0);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! All-reduce through NVLink SHARP (multimem): the switch reduces. Compiled, assembled and
 //! module-loaded, but **never run on the shared test node** (multicast objects can take its
-//! GPUs out of service); the host API does not select them, and the runtime refuses multicast
-//! unless `SYMCOMM_NVLS=1`.
+//! GPUs out of service). The host API runs them only when forced (`SYMCOMM_ALGO`) with the
+//! multicast range asked for (`SYMCOMM_NVLS=1`, without which the runtime refuses multicast),
+//! never by size.
 //!
 //! - one-shot: every rank `ld_reduce`s the whole buffer from the multicast address and stores
 //!   the sum locally (entry barrier: inputs ready; exit barrier: inputs may be reused);

@@ -20,7 +20,9 @@
 //!   stream (host launch costs included, as in an eager PyTorch program)
 //! - `--algos LIST`: all-reduce rows per forced algorithm (`auto,one_shot,two_shot_ll,
 //!   two_shot,two_shot_push`; default `auto` = chosen by size); `two_shot_push` turns the push
-//!   scratch back on (32 MiB) if `SYMCOMM_PUSH_SCRATCH=0` turned it off
+//!   scratch back on (32 MiB) if `SYMCOMM_PUSH_SCRATCH=0` turned it off. `multimem_one_shot`
+//!   and `multimem_two_shot` (NVLink SHARP) run only with `SYMCOMM_NVLS=1` (else the choice by
+//!   size); never use them on a shared machine
 //!
 //! For each size and implementation: inputs are filled with the pattern (random small
 //! integers, exact in every type), outputs poisoned with 0x7f bytes, the collective runs once
@@ -1053,7 +1055,8 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
     let n = comm.size();
     let pdl = gallery.tuning().dependent_launch.name();
     let head = header(opts, n, nccl.as_ref().map(|x| x.version), emulated, pdl);
-    // The multimem kernels are JIT-compiled with the module and looked up, never launched.
+    // The multimem kernels are JIT-compiled with the module and looked up; they run only when
+    // forced with multicast on (`--algos multimem_*` and SYMCOMM_NVLS=1, never on our node).
     let multimem: Vec<&str> = kernels::ENTRY_POINTS
         .iter()
         .copied()
@@ -1065,10 +1068,14 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
     if comm.rank() == 0 {
         println!("{head}");
         println!(
-            "# module: {} kernels loaded; {} multimem kernels (all_reduce_multimem_*) loaded \
-             but not run",
+            "# module: {} kernels loaded; {} multimem kernels (all_reduce_multimem_*) loaded, {}",
             kernels::ENTRY_POINTS.len(),
-            multimem.len()
+            multimem.len(),
+            if gallery.tuning().multimem {
+                "run where --algos forces them (SYMCOMM_NVLS=1)"
+            } else {
+                "not run (no SYMCOMM_NVLS=1)"
+            }
         );
     }
     let mut lines = vec![head];
@@ -1135,7 +1142,8 @@ fn run_rank(comm: Communicator, opts: &Opts) -> Result<(Vec<String>, u64)> {
                             algo,
                         };
                         let name = if coll == Coll::AllReduce {
-                            gallery.tuning().all_reduce_algo_with(algo, bytes).name()
+                            let in_place = opts.inplace;
+                            gallery.all_reduce_algo(algo, bytes, t, op, in_place).name()
                         } else {
                             let per_peer = match coll {
                                 Coll::AllGather | Coll::ReduceScatter | Coll::AllToAll => bytes / n,
@@ -1203,7 +1211,8 @@ fn main() -> ExitCode {
                 "usage: symcomm-bench [--threads N] [--coll LIST|all] [--types f32,bf16,f16,i32] \
                  [--ops sum,min,max] [--min 4K] [--max 1G] [--iters 20] [--replays 20] \
                  [--warmup 5] [--inplace] [--no-nccl] \
-                 [--algos auto,one_shot,two_shot_ll,two_shot,two_shot_push]"
+                 [--algos auto,one_shot,two_shot_ll,two_shot,two_shot_push,\
+                 multimem_one_shot,multimem_two_shot]"
             );
             return ExitCode::from(2);
         }
