@@ -21,8 +21,9 @@
 //!
 //! On the host (CPU emulation), a multicast address that the emulated host runtime registered
 //! ([`crate::emu::multicast`]) resolves to the LSA peers' copies: `ld_reduce` folds them in
-//! member order (16-bit floats in `f32`, rounded once; a NaN lane gives way to a number in
-//! `min`/`max`, as `f32::min`), `st` stores to each, `red_add` adds atomically to each; loads
+//! member order (16-bit floats in `f32`, rounded once; in `min`/`max` a NaN lane gives way to
+//! a number and `±0` come out either way, as `f32::min` does: not checked against the switch,
+//! so results with NaN or signed zeros may differ on hardware), `st` stores to each, `red_add` adds atomically to each; loads
 //! and stores are relaxed atomic words (one 8-byte word for `f64`/`u64`/`i64`, else one 4-byte
 //! word per element or packed pair), as the GPU's `.relaxed.sys`. Any other address is taken
 //! to be the caller's only copy (a single rank).
@@ -756,6 +757,7 @@ mod tests {
                 pick(2 * w) | pick(2 * w + 1) << 16
             }))
         };
+        // SAFETY: every address is an aligned word (or 16 bytes) of the registered range.
         unsafe {
             assert_eq!(ld_reduce_min_s32(mc as *const i32), -5);
             assert_eq!(ld_reduce_max_s32(mc as *const i32), 3);

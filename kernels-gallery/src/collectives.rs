@@ -231,7 +231,8 @@ impl Collectives {
     /// [`Tuning::all_reduce_algo_with`]); every rank must pass the same `algo`. A multimem
     /// algorithm also needs a type and operator the switch reduces ([`multimem_reduces`]:
     /// not f32 min/max), and the one-shot an output apart from the input (in place it runs
-    /// the multimem two-shot, which reads and writes only its own slice).
+    /// the multimem two-shot, which reads and writes only its own slice): with a forced
+    /// multimem algorithm every rank must also make the same in-place choice.
     #[allow(clippy::too_many_arguments)]
     pub fn all_reduce_with(
         &self,

@@ -231,8 +231,8 @@ impl Collectives {
                 let cluster = s.segs as u32;
                 self.launch_clustered(Kind::Ll, name, s.blocks, threads, cluster, stream, a)?;
             }
-            // The barrier two-shot: the mapping above leaves nothing else.
-            _ => {
+            // The barrier two-shot (the mapping above leaves no other algorithm).
+            Algo::TwoShot | Algo::TwoShotPush | Algo::MultimemOneShot | Algo::MultimemTwoShot => {
                 if bytes as u64 > FUSED_ROW_BYTES || tokens as u64 > split::MAX_ITEMS {
                     return Err(Error::InvalidArgument(format!(
                         "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \

@@ -9,7 +9,7 @@
 //! | variable | meaning | default |
 //! |---|---|---|
 //! | `SYMCOMM_ALGO` | force the all-reduce algorithm: `one_shot`, `two_shot_ll`, `two_shot`, `two_shot_push`, `multimem_one_shot` or `multimem_two_shot` (the last two only with `SYMCOMM_NVLS=1`) | by size |
-//! | `SYMCOMM_NVLS` | `1`: ask for the LSA multicast range (NVLink SHARP), which the multimem algorithms need; the runtime refuses it without the same opt-in ([`Tuning::multimem`]) | off |
+//! | `SYMCOMM_NVLS` | `1`: create the LSA multicast object (NVLink SHARP) with the collectives, which the multimem algorithms need; the runtime refuses it without the same opt-in ([`Tuning::multimem`]) | off |
 //! | `SYMCOMM_ONE_SHOT_MAX` | largest all-reduce (bytes) that uses the one-shot LL kernel | 64 KiB (256 KiB on 2 ranks, 128 KiB on 3: [`Tuning::for_ranks`]) |
 //! | `SYMCOMM_FUSED_ONE_SHOT_MAX` / `SYMCOMM_FUSED_TWO_SHOT_LL_MAX` | the same limits for the fused all-reduce + RMSNorm | 64 KiB (as the one-shot's on 2 and 3 ranks) / 256 KiB |
 //! | `SYMCOMM_TWO_SHOT_LL_MAX` | largest all-reduce (bytes) that uses the two-shot LL kernel (never above the one-shot limit by default) | 64 KiB |
@@ -73,7 +73,11 @@ pub enum Algo {
     TwoShotPush,
     /// NVLink SHARP: every rank `multimem.ld_reduce`s the whole buffer through the multicast
     /// address (between an entry and an exit barrier). Only when forced, with
-    /// [`Tuning::multimem`] on; never run on our test node.
+    /// [`Tuning::multimem`] on; never run on our test node. Out of place only: a call in place
+    /// runs [`Algo::MultimemTwoShot`], so every rank must make the same in-place choice (a
+    /// rank writing its input while a peer still reads it corrupts the peer's result). Each
+    /// rank asks the switch for every sum, and its order of addition is not specified: float
+    /// results may differ in the last bits between ranks.
     MultimemOneShot,
     /// NVLink SHARP: rank `r` `multimem.ld_reduce`s slice `r` and `multimem.st`s the result to
     /// every rank at once. Only when forced, with [`Tuning::multimem`] on; never run on our
@@ -165,9 +169,11 @@ pub struct Tuning {
     /// Ask for the LSA multicast range (NVLink SHARP) when the collectives are created, so
     /// that a forced multimem algorithm ([`Algo::MultimemOneShot`],
     /// [`Algo::MultimemTwoShot`]) can run; without it they fall back to the choice by size.
-    /// On GPUs the runtime refuses multicast unless every rank has `SYMCOMM_NVLS=1` (which
-    /// also sets this); set it only on machines where creating multicast objects is allowed.
-    /// The multimem kernels have run on the CPU emulator only.
+    /// When on, `Collectives::new` **creates a multicast object** (a scarce switch resource)
+    /// whether or not a multimem algorithm is ever forced, and fails where the device has no
+    /// multicast support. On GPUs the runtime refuses multicast unless every rank has
+    /// `SYMCOMM_NVLS=1` (which also sets this); set it only on machines where creating
+    /// multicast objects is allowed. The multimem kernels have run on the CPU emulator only.
     pub multimem: bool,
 }
 
@@ -496,7 +502,9 @@ impl Tuning {
     /// The all-reduce algorithm for `bytes`: the forced one if it can run (the LL kernels
     /// need the data to fit the LL scratch: `one_shot_max`, `two_shot_ll_max`; the push
     /// two-shot needs its scratch, `push_scratch > 0`; the multimem ones need
-    /// [`Tuning::multimem`]), else by size. The choice by size never picks multimem.
+    /// [`Tuning::multimem`]), else by size. The choice by size never picks multimem. A multimem
+    /// algorithm has conditions of its own (type, operator, in place), which
+    /// `Collectives::all_reduce_algo` applies: that is what runs.
     pub fn all_reduce_algo(&self, bytes: usize) -> Algo {
         self.all_reduce_algo_with(self.algo, bytes)
     }

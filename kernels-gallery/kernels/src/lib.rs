@@ -400,11 +400,12 @@ macro_rules! multimem_entries {
     ($($p:ty => $one:ident, $two:ident, $what:literal;)*) => {$(
         entry! {
             #[doc = concat!("Multimem one-shot all-reduce, ", $what,
-                " (never launched on GPUs: see [`multimem_ops`]).")]
+                " (never launched on our test node: see [`multimem_ops`]).")]
             ///
             /// # Safety
             /// - `src` is a window bound to the LSA multicast object of `comm` (present), holding
-            ///   `packs × 16` bytes on every rank; `dst` (window or local pointer) as many here;
+            ///   `packs × 16` bytes on every rank; `dst` (window or local pointer) as many here,
+            ///   apart from `src` on every rank;
             /// - `comm` has `grid_dim().x` LSA barriers; every rank launches the same shape;
             ///   `status` is null or a valid `u32`; sm_90 with NVLink SHARP.
             barriered $one => multimem_ops::one_shot::<$p>
@@ -412,7 +413,7 @@ macro_rules! multimem_entries {
 
         entry! {
             #[doc = concat!("Multimem two-shot all-reduce, ", $what,
-                " (never launched on GPUs: see [`multimem_ops`]).")]
+                " (never launched on our test node: see [`multimem_ops`]).")]
             ///
             /// # Safety
             /// As the one-shot kernel, with `dst` also a window bound to the multicast object.

@@ -5,7 +5,8 @@
 //! never by size.
 //!
 //! - one-shot: every rank `ld_reduce`s the whole buffer from the multicast address and stores
-//!   the sum locally (entry barrier: inputs ready; exit barrier: inputs may be reused);
+//!   the result locally (entry barrier: inputs ready; exit barrier: inputs may be reused);
+//!   out of place only, on every rank;
 //! - two-shot: rank `r` `ld_reduce`s its slice and `multimem.st`s the sum to every rank at
 //!   once (entry barrier; exit barrier publishes the stores).
 //!
@@ -125,10 +126,16 @@ mc_words! {
 /// Multimem one-shot all-reduce of `packs` packs: `dst` (local) = `P`'s reduction of every
 /// rank's `src`.
 ///
+/// Every rank asks the switch for every pack, and nothing says that the switch adds the
+/// copies in the same order for every requester: float sums may differ in the last bits
+/// between ranks (the two-shot stores one result to every rank, so its ranks agree).
+///
 /// # Safety
 /// `src` is a window bound to the communicator's LSA multicast object (`comm.lsa_multimem`
-/// present), holding `packs × 16` bytes on every rank; `dst` holds as many locally; barriers
-/// and launch shape as for the unicast kernels; sm_90 with NVLink SHARP.
+/// present), holding `packs × 16` bytes on every rank; `dst` holds as many locally and is
+/// apart from `src` on **every** rank (a rank writing its `src` while peers still read it
+/// through the switch corrupts their results); barriers and launch shape as for the unicast
+/// kernels; sm_90 with NVLink SHARP.
 #[inline(always)]
 pub unsafe fn one_shot<P: McPack>(
     comm: &DevComm,

@@ -22,7 +22,8 @@
 //!   two_shot,two_shot_push`; default `auto` = chosen by size); `two_shot_push` turns the push
 //!   scratch back on (32 MiB) if `SYMCOMM_PUSH_SCRATCH=0` turned it off. `multimem_one_shot`
 //!   and `multimem_two_shot` (NVLink SHARP) run only with `SYMCOMM_NVLS=1` (else the choice by
-//!   size); never use them on a shared machine
+//!   size); never use them on a shared machine. NCCL still runs with `NCCL_NVLS_ENABLE=0`
+//!   then (set below for every run), so those rows compare against NCCL without NVLS
 //!
 //! For each size and implementation: inputs are filled with the pattern (random small
 //! integers, exact in every type), outputs poisoned with 0x7f bytes, the collective runs once
