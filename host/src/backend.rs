@@ -27,6 +27,11 @@ use crate::{Error, Result};
 /// The environment variable that forces the backend (`gpu` or `emu`; unset or `auto`: probe).
 pub const BACKEND_ENV: &str = "SYMCOMM_BACKEND";
 
+/// `0` makes the emulator refuse LSA multicast with [`Error::Unsupported`], as a machine
+/// without NVLink SHARP does (to test fallbacks without a GPU); unset or anything else: the
+/// emulated multicast range is available.
+pub const EMU_MULTICAST_ENV: &str = "SYMCOMM_EMU_MULTICAST";
+
 /// What the memory layer runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Backend {

@@ -561,6 +561,13 @@ impl Communicator {
     fn emulated_multicast_base(&self) -> Result<u64> {
         let lsa_ranks = self.lsa_team_ranks();
         let created = (|| -> Result<u64> {
+            let env = crate::backend::EMU_MULTICAST_ENV;
+            if std::env::var(env).as_deref() == Ok("0") {
+                return Err(Error::Unsupported {
+                    what: "emulated LSA multicast".into(),
+                    hint: format!("{env}=0 emulates a machine without NVLink SHARP"),
+                });
+            }
             let mut guard = lock(self.symm_slot())?;
             let state = guard.as_mut().ok_or_else(|| {
                 Error::InvalidArgument("register a window before asking for multicast".into())

@@ -132,10 +132,25 @@ impl Collectives {
             Some(mem) => Some((comm.register_window(&mem)?, mem)),
             None => None,
         };
-        let req = Requirements::new()
-            .lsa_barriers(tuning.max_blocks)
-            .lsa_multimem(tuning.multimem);
-        let dev = DevComm::create(comm, req)?;
+        let req = Requirements::new().lsa_barriers(tuning.max_blocks);
+        let (dev, tuning) = match DevComm::create(comm, req.lsa_multimem(tuning.multimem)) {
+            // Refusals of multicast come back alike on every rank (the runtime votes), so every
+            // rank retries without it: no NVLink SHARP here, and forced multimem algorithms
+            // fall back to the choice by size, as PyTorch and vLLM fall back to unicast.
+            Err(Error::Unsupported { what, hint }) if tuning.multimem => {
+                tracing::warn!(
+                    "rank {}: gallery collectives without multimem: {what} unsupported ({hint})",
+                    comm.rank()
+                );
+                let dev = DevComm::create(comm, req)?;
+                let tuning = Tuning {
+                    multimem: false,
+                    ..tuning
+                };
+                (dev, tuning)
+            }
+            r => (r?, tuning),
+        };
         Ok(Collectives {
             module,
             scratch,

@@ -170,10 +170,13 @@ pub struct Tuning {
     /// that a forced multimem algorithm ([`Algo::MultimemOneShot`],
     /// [`Algo::MultimemTwoShot`]) can run; without it they fall back to the choice by size.
     /// When on, `Collectives::new` **creates a multicast object** (a scarce switch resource)
-    /// whether or not a multimem algorithm is ever forced, and fails where the device has no
-    /// multicast support. On GPUs the runtime refuses multicast unless every rank has
-    /// `SYMCOMM_NVLS=1` (which also sets this); set it only on machines where creating
-    /// multicast objects is allowed. The multimem kernels have run on the CPU emulator only.
+    /// whether or not a multimem algorithm is ever forced. Where multicast is refused (no
+    /// NVLink SHARP, or a rank without `SYMCOMM_NVLS=1`: the runtime's refusals come back
+    /// alike on every rank) it logs a warning and goes on without it, with this knob off in
+    /// `Collectives::tuning`; other failures of the multicast set-up are errors. On GPUs the
+    /// runtime refuses multicast unless every rank has `SYMCOMM_NVLS=1` (which also sets
+    /// this); set it only on machines where creating multicast objects is allowed. The
+    /// multimem kernels have run on the CPU emulator only.
     pub multimem: bool,
 }
 
