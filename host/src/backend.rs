@@ -73,7 +73,7 @@ pub fn selection() -> Result<(Backend, Reason)> {
     CHOICE
         .get_or_init(|| {
             let forced = std::env::var(BACKEND_ENV).ok();
-            choose(forced.as_deref(), crate::cuda::init_driver)
+            choose(forced.as_deref(), crate::cuda::driver::init_driver)
         })
         .clone()
         .map_err(|reason| Error::Env {

@@ -25,7 +25,10 @@ pub enum Error {
         /// The driver's status code.
         code: cudarc::driver::sys::CUresult,
     },
-    /// An argument was rejected before anything was done.
+    /// An argument of this rank's call was rejected (before anything was done, or, for a
+    /// collective call, with every rank told). Only for what the caller passed or asked for:
+    /// a peer's fault is [`Error::PeerFailed`] or [`Error::PeerProtocol`], an OS failure
+    /// [`Error::Io`], a broken invariant [`Error::Internal`].
     #[error("invalid argument: {0}")]
     InvalidArgument(String),
     /// A blocking step did not finish in time.
@@ -102,6 +105,24 @@ pub enum Error {
         /// What was wrong.
         reason: String,
     },
+    /// A peer rank sent something that breaks a runtime protocol: a malformed registration
+    /// record or offer, an fd-exchange reply that is not one. The peer runs another build of
+    /// symcomm, or is not a symcomm rank.
+    #[error("{}{step}: rank {peer} sent {what}", rank_prefix(*rank))]
+    PeerProtocol {
+        /// The rank that noticed (this process's rank), if known.
+        rank: Option<usize>,
+        /// The step, e.g. `window registration`.
+        step: String,
+        /// The rank that sent it.
+        peer: usize,
+        /// What was wrong with what it sent.
+        what: String,
+    },
+    /// An invariant of the runtime does not hold: a bug in symcomm, or state left inconsistent
+    /// by a panic on another thread. Not something the caller can fix by changing arguments.
+    #[error("internal error: {0}")]
+    Internal(String),
     /// A launch environment variable is missing or malformed.
     #[error("environment variable {var}: {reason}")]
     Env {
@@ -169,5 +190,17 @@ mod tests {
             reason: "disconnected".into(),
         };
         assert_eq!(e.to_string(), "rank 2: barrier #17: rank 5 disconnected");
+        let e = Error::PeerProtocol {
+            rank: Some(0),
+            step: "window registration".into(),
+            peer: 6,
+            what: "a malformed registration record: 3 bytes".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "rank 0: window registration: rank 6 sent a malformed registration record: 3 bytes"
+        );
+        let e = Error::Internal("symmetric state missing".into());
+        assert_eq!(e.to_string(), "internal error: symmetric state missing");
     }
 }

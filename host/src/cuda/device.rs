@@ -1,13 +1,13 @@
 //! Device queries that decide whether (and how) symmetric memory can work: total memory (the
 //! flat-VA stride), VMM and POSIX-fd handle support, and peer access between two devices.
 //!
-//! Each query initialises the driver first ([`super::init_driver`]), so on a machine without
+//! Each query initialises the driver first ([`init_driver`]), so on a machine without
 //! one it returns [`Error::NoDriver`] instead of aborting. No context is needed. Devices are
 //! named by their ordinal in this process (after `CUDA_VISIBLE_DEVICES`).
 
 use cudarc::driver::sys;
 
-use super::{check, init_driver};
+use super::driver::{self, init_driver};
 use crate::{Error, Result};
 
 /// The driver's handle for device `ordinal`.
@@ -15,34 +15,19 @@ fn cu_device(ordinal: usize) -> Result<sys::CUdevice> {
     init_driver()?;
     let ord = i32::try_from(ordinal)
         .map_err(|_| Error::InvalidArgument(format!("device ordinal {ordinal} is out of range")))?;
-    let mut dev = 0;
-    // SAFETY: the driver is initialised and `dev` is a valid out-pointer.
-    check("cuDeviceGet", unsafe { sys::cuDeviceGet(&mut dev, ord) })?;
-    Ok(dev)
+    driver::device_get(ord)
 }
 
 /// Total memory of device `ordinal` in bytes.
 #[doc(alias = "cuDeviceTotalMem")]
 pub fn total_memory(ordinal: usize) -> Result<u64> {
-    let dev = cu_device(ordinal)?;
-    let mut bytes = 0usize;
-    // SAFETY: `dev` is a valid device and `bytes` a valid out-pointer.
-    check("cuDeviceTotalMem", unsafe {
-        sys::cuDeviceTotalMem_v2(&mut bytes, dev)
-    })?;
-    Ok(bytes as u64)
+    Ok(driver::device_total_mem(cu_device(ordinal)?)? as u64)
 }
 
 /// A raw device attribute of device `ordinal`.
 #[doc(alias = "cuDeviceGetAttribute")]
 pub fn attribute(ordinal: usize, attr: sys::CUdevice_attribute) -> Result<i32> {
-    let dev = cu_device(ordinal)?;
-    let mut value = 0;
-    // SAFETY: `dev` is a valid device, `attr` a valid attribute and `value` a valid out-pointer.
-    check("cuDeviceGetAttribute", unsafe {
-        sys::cuDeviceGetAttribute(&mut value, attr, dev)
-    })?;
-    Ok(value)
+    driver::device_get_attribute(attr, cu_device(ordinal)?)
 }
 
 /// Whether device `ordinal` supports the virtual-memory-management API (`cuMemCreate`, …).
@@ -72,13 +57,7 @@ pub fn can_access_peer(ordinal: usize, peer: usize) -> Result<bool> {
         cu_device(ordinal)?;
         return Ok(true);
     }
-    let (dev, peer_dev) = (cu_device(ordinal)?, cu_device(peer)?);
-    let mut can = 0;
-    // SAFETY: both devices are valid and `can` is a valid out-pointer.
-    check("cuDeviceCanAccessPeer", unsafe {
-        sys::cuDeviceCanAccessPeer(&mut can, dev, peer_dev)
-    })?;
-    Ok(can != 0)
+    driver::device_can_access_peer(cu_device(ordinal)?, cu_device(peer)?)
 }
 
 /// Checks that device `ordinal` can host symmetric windows shared by POSIX fd: VMM support

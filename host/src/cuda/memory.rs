@@ -8,22 +8,24 @@
 //! Under the emulated backend ([`crate::backend`]) both are a heap allocation whose address
 //! is the "device" address.
 
+use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ptr;
 
-use cudarc::driver::sys;
-
-use super::check;
+use super::driver;
 use crate::Result;
 use crate::backend::{Backend, backend};
 
 /// One value of plain data in device memory; freed on drop.
 #[derive(Debug)]
 pub struct DeviceBox<T: Copy> {
-    ptr: sys::CUdeviceptr,
-    /// Emulated backend: `ptr` is a leaked `Box<T>`.
-    emulated: bool,
-    _t: PhantomData<T>,
+    alloc: BoxBacking<T>,
+}
+
+#[derive(Debug)]
+enum BoxBacking<T> {
+    Gpu(DeviceAlloc, PhantomData<T>),
+    Emulated(HostBox<T>),
 }
 
 impl<T: Copy> DeviceBox<T> {
@@ -31,19 +33,12 @@ impl<T: Copy> DeviceBox<T> {
     pub fn new(value: &T) -> Result<Self> {
         if backend()? == Backend::Emulated {
             return Ok(DeviceBox {
-                ptr: Box::into_raw(Box::new(*value)) as u64,
-                emulated: true,
-                _t: PhantomData,
+                alloc: BoxBacking::Emulated(HostBox::new(*value)),
             });
         }
-        let mut ptr = 0;
-        let bytes = std::mem::size_of::<T>().max(1);
-        // SAFETY: `ptr` is a valid out-pointer.
-        check("cuMemAlloc", unsafe { sys::cuMemAlloc_v2(&mut ptr, bytes) })?;
+        let alloc = DeviceAlloc::new(std::mem::size_of::<T>().max(1))?;
         let b = DeviceBox {
-            ptr,
-            emulated: false,
-            _t: PhantomData,
+            alloc: BoxBacking::Gpu(alloc, PhantomData),
         };
         b.write(value)?;
         Ok(b)
@@ -51,55 +46,39 @@ impl<T: Copy> DeviceBox<T> {
 
     /// Overwrites the value (synchronously). No kernel may be reading it concurrently.
     pub fn write(&self, value: &T) -> Result<()> {
-        if self.emulated {
-            // SAFETY: `ptr` is the live Box<T> made in `new`; no kernel reads it concurrently.
-            unsafe { ptr::write_volatile(self.ptr as *mut T, *value) };
-            return Ok(());
+        match &self.alloc {
+            // SAFETY: the box holds a live T; no kernel reads it concurrently.
+            BoxBacking::Emulated(b) => unsafe { ptr::write_volatile(b.ptr, *value) },
+            // SAFETY: the allocation holds size_of::<T>() bytes; `value` is a valid T.
+            BoxBacking::Gpu(a, _) => unsafe {
+                driver::memcpy_htod(a.ptr, (value as *const T).cast(), std::mem::size_of::<T>())
+            }?,
         }
-        // SAFETY: the allocation holds size_of::<T>() bytes; `value` is a valid T.
-        check("cuMemcpyHtoD", unsafe {
-            sys::cuMemcpyHtoD_v2(
-                self.ptr,
-                (value as *const T).cast(),
-                std::mem::size_of::<T>(),
-            )
-        })
+        Ok(())
     }
 
     /// Reads the value back (synchronously).
     pub fn read(&self) -> Result<T> {
-        if self.emulated {
-            // SAFETY: `ptr` is the live Box<T> made in `new`, holding a T.
-            return Ok(unsafe { ptr::read_volatile(self.ptr as *const T) });
-        }
-        let mut out = std::mem::MaybeUninit::<T>::uninit();
-        // SAFETY: copies exactly size_of::<T>() bytes into `out`, which then holds a T written
-        // by `new`/`write` (T is plain data).
-        unsafe {
-            check(
-                "cuMemcpyDtoH",
-                sys::cuMemcpyDtoH_v2(out.as_mut_ptr().cast(), self.ptr, std::mem::size_of::<T>()),
-            )?;
-            Ok(out.assume_init())
+        match &self.alloc {
+            // SAFETY: the box holds a live T.
+            BoxBacking::Emulated(b) => Ok(unsafe { ptr::read_volatile(b.ptr) }),
+            BoxBacking::Gpu(a, _) => {
+                let mut out = std::mem::MaybeUninit::<T>::uninit();
+                // SAFETY: copies exactly size_of::<T>() bytes into `out`, which then holds a T
+                // written by `new`/`write` (T is plain data).
+                unsafe {
+                    driver::memcpy_dtoh(out.as_mut_ptr().cast(), a.ptr, std::mem::size_of::<T>())?;
+                    Ok(out.assume_init())
+                }
+            }
         }
     }
 
     /// The device address of the value.
     pub fn device_ptr(&self) -> u64 {
-        self.ptr
-    }
-}
-
-impl<T: Copy> Drop for DeviceBox<T> {
-    fn drop(&mut self) {
-        if self.emulated {
-            // SAFETY: made by Box::into_raw in `new`, freed once.
-            drop(unsafe { Box::from_raw(self.ptr as *mut T) });
-            return;
-        }
-        // SAFETY: allocated by cuMemAlloc in `new`, freed once.
-        if let Err(e) = check("cuMemFree", unsafe { sys::cuMemFree_v2(self.ptr) }) {
-            tracing::warn!("{e}");
+        match &self.alloc {
+            BoxBacking::Gpu(a, _) => a.ptr,
+            BoxBacking::Emulated(b) => b.ptr as u64,
         }
     }
 }
@@ -109,10 +88,14 @@ impl<T: Copy> Drop for DeviceBox<T> {
 /// [`HostMapped::device_ptr`].
 #[derive(Debug)]
 pub struct HostMapped<T: Copy> {
-    host: *mut T,
-    dev: sys::CUdeviceptr,
-    /// Emulated backend: `host` is a leaked `Box<T>` and `dev` its address.
-    emulated: bool,
+    backing: PinnedBacking<T>,
+}
+
+#[derive(Debug)]
+enum PinnedBacking<T> {
+    Gpu(PinnedAlloc),
+    /// The device address is the box's own.
+    Emulated(HostBox<T>),
 }
 
 // SAFETY: the allocation is owned by this value; accesses go through volatile reads/writes
@@ -126,62 +109,123 @@ impl<T: Copy> HostMapped<T> {
     /// Allocates pinned, device-mapped host memory holding `value`.
     pub fn new(value: T) -> Result<Self> {
         if backend()? == Backend::Emulated {
-            let host = Box::into_raw(Box::new(value));
             return Ok(HostMapped {
-                host,
-                dev: host as u64,
-                emulated: true,
+                backing: PinnedBacking::Emulated(HostBox::new(value)),
             });
         }
-        let mut host: *mut std::ffi::c_void = ptr::null_mut();
-        let bytes = std::mem::size_of::<T>().max(1);
-        // SAFETY: `host` is a valid out-pointer; DEVICEMAP asks for a device mapping.
-        check("cuMemHostAlloc", unsafe {
-            sys::cuMemHostAlloc(&mut host, bytes, sys::CU_MEMHOSTALLOC_DEVICEMAP)
-        })?;
-        let mut out = HostMapped {
-            host: host.cast(),
-            dev: 0,
-            emulated: false,
+        let pinned = PinnedAlloc::new(std::mem::size_of::<T>().max(1))?;
+        let out = HostMapped {
+            backing: PinnedBacking::Gpu(pinned),
         };
-        // SAFETY: `host` is the pinned allocation made above.
-        check("cuMemHostGetDevicePointer", unsafe {
-            sys::cuMemHostGetDevicePointer_v2(&mut out.dev, host, 0)
-        })?;
         out.set(value);
         Ok(out)
     }
 
     /// Writes the value (volatile; kernels polling it see the change).
     pub fn set(&self, value: T) {
-        // SAFETY: `host` points to a live, aligned T-sized pinned allocation.
-        unsafe { ptr::write_volatile(self.host, value) }
+        // SAFETY: `host()` points to a live, aligned T-sized allocation owned by `self`.
+        unsafe { ptr::write_volatile(self.host(), value) }
     }
 
     /// Reads the value (volatile).
     pub fn get(&self) -> T {
         // SAFETY: as in `set`; the memory holds a T.
-        unsafe { ptr::read_volatile(self.host) }
+        unsafe { ptr::read_volatile(self.host()) }
     }
 
     /// The address kernels use.
     pub fn device_ptr(&self) -> u64 {
-        self.dev
+        match &self.backing {
+            PinnedBacking::Gpu(p) => p.dev,
+            PinnedBacking::Emulated(b) => b.ptr as u64,
+        }
+    }
+
+    /// The host's address of the value.
+    fn host(&self) -> *mut T {
+        match &self.backing {
+            PinnedBacking::Gpu(p) => p.host.cast(),
+            PinnedBacking::Emulated(b) => b.ptr,
+        }
     }
 }
 
-impl<T: Copy> Drop for HostMapped<T> {
+/// Device memory from `cuMemAlloc`, freed with `cuMemFree` on drop.
+#[derive(Debug)]
+struct DeviceAlloc {
+    ptr: u64,
+}
+
+impl DeviceAlloc {
+    fn new(bytes: usize) -> Result<DeviceAlloc> {
+        Ok(DeviceAlloc {
+            ptr: driver::mem_alloc(bytes)?,
+        })
+    }
+}
+
+impl Drop for DeviceAlloc {
     fn drop(&mut self) {
-        if self.emulated {
-            // SAFETY: made by Box::into_raw in `new`, freed once.
-            drop(unsafe { Box::from_raw(self.host) });
-            return;
-        }
-        // SAFETY: allocated by cuMemHostAlloc in `new`, freed once.
-        if let Err(e) = check("cuMemFreeHost", unsafe {
-            sys::cuMemFreeHost(self.host.cast())
-        }) {
+        // SAFETY: allocated by cuMemAlloc in `new`, freed once.
+        if let Err(e) = unsafe { driver::mem_free(self.ptr) } {
             tracing::warn!("{e}");
         }
+    }
+}
+
+/// Pinned, device-mapped host memory from `cuMemHostAlloc`, freed with `cuMemFreeHost` on
+/// drop.
+#[derive(Debug)]
+struct PinnedAlloc {
+    host: *mut c_void,
+    dev: u64,
+}
+
+impl PinnedAlloc {
+    fn new(bytes: usize) -> Result<PinnedAlloc> {
+        let host = driver::mem_host_alloc_mapped(bytes)?;
+        // From here on `pinned` owns the allocation: an error below frees it.
+        let mut pinned = PinnedAlloc { host, dev: 0 };
+        // SAFETY: `host` is the live pinned allocation made above.
+        pinned.dev = unsafe { driver::mem_host_get_device_pointer(host) }?;
+        Ok(pinned)
+    }
+}
+
+impl Drop for PinnedAlloc {
+    fn drop(&mut self) {
+        // SAFETY: allocated by cuMemHostAlloc in `new`, freed once.
+        if let Err(e) = unsafe { driver::mem_free_host(self.host) } {
+            tracing::warn!("{e}");
+        }
+    }
+}
+
+/// The emulated backend's memory for one `T`: a heap box held as a raw pointer (emulated
+/// kernels write through their own copies of the address, which a `Box` would not allow),
+/// freed on drop.
+#[derive(Debug)]
+struct HostBox<T> {
+    ptr: *mut T,
+}
+
+impl<T> HostBox<T> {
+    fn new(value: T) -> HostBox<T> {
+        HostBox {
+            ptr: Box::into_raw(Box::new(value)),
+        }
+    }
+}
+
+// SAFETY: a HostBox owns its `T` as a `Box<T>` does; the host side only reads and writes it
+// with volatile accesses (see `DeviceBox` and `HostMapped`).
+unsafe impl<T: Send> Send for HostBox<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for HostBox<T> {}
+
+impl<T> Drop for HostBox<T> {
+    fn drop(&mut self) {
+        // SAFETY: made by Box::into_raw in `new`, freed once.
+        drop(unsafe { Box::from_raw(self.ptr) });
     }
 }

@@ -1,15 +1,17 @@
-//! CUDA driver access: the driver probe, checked calls, device queries ([`device`]), and RAII
-//! over the virtual-memory API ([`vmm`]).
+//! CUDA driver access, in cudarc's layers: raw `sys` bindings (loaded at run time,
+//! `dynamic-loading`, so building needs no CUDA toolkit and a machine without a driver gets
+//! [`Error::NoDriver`] instead of a panic) → checked calls (the private `driver` module: one
+//! thin function per driver call, returning a [`Result`] that names it) → RAII types whose
+//! `Drop` undoes exactly their own call ([`vmm`], [`memory`], [`stream`], [`multicast`]).
 //!
-//! Everything here goes through cudarc's raw `sys` bindings, loaded at run time
-//! (`dynamic-loading`), so building needs no CUDA toolkit and a machine without a driver gets
-//! [`Error::NoDriver`] instead of a panic.
-//!
-//! Under the emulated backend ([`crate::backend`]) the memory types ([`vmm`], [`memory`]) hold
-//! host memory instead (memfd + `mmap`), with the same API and teardown order.
+//! The emulated backend ([`crate::backend`]) has a layer of the same shape: the private `memfd`
+//! module does the memory calls with memfd + `mmap`. Each RAII type holds one backend's
+//! resource, chosen when it is made; the public types dispatch and have no `Drop` of their
+//! own. Device queries are [`device`].
 
 pub mod device;
-pub(crate) mod emu;
+pub(crate) mod driver;
+pub(crate) mod memfd;
 pub mod memory;
 pub mod multicast;
 pub mod stream;
@@ -18,54 +20,22 @@ pub mod vmm;
 use std::sync::Arc;
 
 use cudarc::driver::CudaContext;
-use cudarc::driver::sys;
 
 use crate::{Error, Result};
 
+pub use driver::init_driver;
 pub use stream::Stream;
 pub use vmm::{Allocation, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer, find_allocation};
-
-/// Turns a raw driver status into a [`Result`] that names the call.
-pub(crate) fn check(call: &'static str, status: sys::CUresult) -> Result<()> {
-    if status == sys::CUresult::CUDA_SUCCESS {
-        Ok(())
-    } else {
-        Err(Error::Cuda { call, code: status })
-    }
-}
-
-/// Loads and initialises the CUDA driver; [`Error::NoDriver`] when there is none.
-///
-/// Call this before anything else that touches CUDA: cudarc's raw bindings abort the process
-/// if the driver library is missing, this check does not.
-pub fn init_driver() -> Result<()> {
-    // SAFETY: probing for the library has no preconditions; it only tries to dlopen it.
-    if !unsafe { sys::is_culib_present() } {
-        return Err(Error::NoDriver(
-            "libcuda.so could not be loaded (no NVIDIA driver on this machine)".into(),
-        ));
-    }
-    // SAFETY: cuInit takes flags 0 and may be called any number of times.
-    check("cuInit", unsafe { sys::cuInit(0) })
-}
 
 /// The number of CUDA devices visible to this process.
 pub fn device_count() -> Result<usize> {
     init_driver()?;
-    let mut n = 0;
-    // SAFETY: the driver is initialised and `n` is a valid out-pointer.
-    check("cuDeviceGetCount", unsafe { sys::cuDeviceGetCount(&mut n) })?;
-    Ok(n.max(0) as usize)
+    Ok(driver::device_get_count()?.max(0) as usize)
 }
 
 /// Free and total memory (bytes) of the current context's device (`cuMemGetInfo`).
 pub fn mem_info() -> Result<(usize, usize)> {
-    let (mut free, mut total) = (0usize, 0usize);
-    // SAFETY: both are valid out-pointers; needs a current context.
-    check("cuMemGetInfo", unsafe {
-        sys::cuMemGetInfo_v2(&mut free, &mut total)
-    })?;
-    Ok((free, total))
+    driver::mem_get_info()
 }
 
 /// Opens the primary context of device `ordinal` and makes it current on this thread.

@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use cudarc::driver::sys;
 
-use super::check;
+use super::driver;
 use super::vmm::{PhysicalMem, Shareable};
 use crate::{Error, Result};
 
@@ -55,17 +55,7 @@ fn prop(num_devices: usize, size: usize) -> sys::CUmulticastObjectProp {
 /// The recommended size granularity of a multicast object for `num_devices` devices.
 pub fn granularity(num_devices: usize) -> Result<usize> {
     require_enabled()?;
-    let p = prop(num_devices, 0);
-    let mut g = 0;
-    // SAFETY: `p` is initialised and `g` is a valid out-pointer.
-    check("cuMulticastGetGranularity", unsafe {
-        sys::cuMulticastGetGranularity(
-            &mut g,
-            &p,
-            sys::CUmulticastGranularity_flags::CU_MULTICAST_GRANULARITY_RECOMMENDED,
-        )
-    })?;
-    Ok(g.max(1))
+    Ok(driver::multicast_get_granularity(&prop(num_devices, 0))?.max(1))
 }
 
 /// A multicast object (`cuMulticastCreate`), released on drop.
@@ -81,12 +71,7 @@ impl Multicast {
     pub fn create(num_devices: usize, size: usize, device: i32) -> Result<Multicast> {
         require_enabled()?;
         let size = super::vmm::round_up(size, granularity(num_devices)?)?;
-        let p = prop(num_devices, size);
-        let mut handle = 0;
-        // SAFETY: `p` is initialised; `handle` is a valid out-pointer.
-        check("cuMulticastCreate", unsafe {
-            sys::cuMulticastCreate(&mut handle, &p)
-        })?;
+        let handle = driver::multicast_create(&prop(num_devices, size))?;
         Ok(Multicast {
             mem: PhysicalMem::from_owned_handle(handle, size, device, Shareable::PosixFd),
         })
@@ -110,10 +95,8 @@ impl Multicast {
     #[doc(alias = "cuMulticastAddDevice")]
     pub fn add_device(&self, device: i32) -> Result<()> {
         require_enabled()?;
-        // SAFETY: the handle is a live multicast object; `device` is a device ordinal.
-        check("cuMulticastAddDevice", unsafe {
-            sys::cuMulticastAddDevice(self.mem.raw(), device)
-        })
+        // SAFETY: the handle is a live multicast object (owned by `self.mem`).
+        unsafe { driver::multicast_add_device(self.mem.raw(), device) }
     }
 
     /// Binds all of `mem` (memory of `device`) at `mc_offset` of the object.
@@ -129,9 +112,7 @@ impl Multicast {
             )));
         }
         // SAFETY: both handles are live; the range fits the object (checked above).
-        check("cuMulticastBindMem", unsafe {
-            sys::cuMulticastBindMem(self.mem.raw(), mc_offset, mem.raw(), 0, mem.size(), 0)
-        })?;
+        unsafe { driver::multicast_bind_mem(self.mem.raw(), mc_offset, mem.raw(), mem.size()) }?;
         Ok(McBinding {
             mc: Arc::clone(&self.mem),
             mem: Arc::clone(mem),
@@ -162,10 +143,11 @@ pub struct McBinding {
 
 impl Drop for McBinding {
     fn drop(&mut self) {
-        // SAFETY: exactly this range was bound by `Multicast::bind` for `device`.
-        if let Err(e) = check("cuMulticastUnbind", unsafe {
-            sys::cuMulticastUnbind(self.mc.raw(), self.device, self.offset, self.mem.size())
-        }) {
+        // SAFETY: exactly this range was bound by `Multicast::bind` for `device`, and is
+        // unbound once; `self` keeps both handles alive.
+        if let Err(e) = unsafe {
+            driver::multicast_unbind(self.mc.raw(), self.device, self.offset, self.mem.size())
+        } {
             tracing::warn!("{e}");
         }
     }

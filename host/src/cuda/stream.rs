@@ -15,12 +15,13 @@ use cudarc::driver::sys;
 
 use crate::Result;
 use crate::backend::{Backend, backend};
-use crate::cuda::check;
+use crate::cuda::driver;
 
 /// A non-blocking CUDA stream of the current context, destroyed on drop.
 #[derive(Debug)]
 pub struct Stream {
-    raw: sys::CUstream,
+    /// `None` under the emulated backend.
+    owned: Option<OwnedStream>,
 }
 
 impl Stream {
@@ -30,22 +31,18 @@ impl Stream {
     /// # Errors
     /// [`crate::Error::Cuda`] when the driver refuses (no current context, say).
     pub fn new() -> Result<Stream> {
-        if backend()? == Backend::Emulated {
-            return Ok(Stream {
-                raw: ptr::null_mut(),
-            });
-        }
-        let mut raw = ptr::null_mut();
-        // SAFETY: a valid out-pointer; the driver needs a current context, or says so.
-        check("cuStreamCreate", unsafe {
-            sys::cuStreamCreate(&mut raw, sys::CUstream_flags::CU_STREAM_NON_BLOCKING as u32)
-        })?;
-        Ok(Stream { raw })
+        let owned = match backend()? {
+            Backend::Emulated => None,
+            Backend::Gpu => Some(OwnedStream {
+                raw: driver::stream_create_non_blocking()?,
+            }),
+        };
+        Ok(Stream { owned })
     }
 
     /// The raw handle, for launches and driver calls. It stays valid while `self` lives.
     pub fn raw(&self) -> sys::CUstream {
-        self.raw
+        self.owned.as_ref().map_or(ptr::null_mut(), |s| s.raw)
     }
 
     /// Waits until everything queued on this stream has finished (`cuStreamSynchronize`);
@@ -54,26 +51,28 @@ impl Stream {
     /// # Errors
     /// [`crate::Error::Cuda`] with the error of a failed kernel or copy on the stream.
     pub fn synchronize(&self) -> Result<()> {
-        if self.raw.is_null() {
-            return Ok(());
+        match &self.owned {
+            // SAFETY: a stream this value created and has not destroyed.
+            Some(s) => unsafe { driver::stream_synchronize(s.raw) },
+            None => Ok(()),
         }
-        // SAFETY: a stream this value created and has not destroyed.
-        check("cuStreamSynchronize", unsafe {
-            sys::cuStreamSynchronize(self.raw)
-        })
     }
 }
 
-// SAFETY: a stream handle may be used from any thread of the process (with its context
-// current there, which every call here requires anyway); `Stream` has no thread-local state.
-unsafe impl Send for Stream {}
+/// A stream handle from `cuStreamCreate`, destroyed on drop.
+#[derive(Debug)]
+struct OwnedStream {
+    raw: sys::CUstream,
+}
 
-impl Drop for Stream {
+// SAFETY: a stream handle may be used from any thread of the process (with its context
+// current there, which every call here requires anyway); it has no thread-local state.
+unsafe impl Send for OwnedStream {}
+
+impl Drop for OwnedStream {
     fn drop(&mut self) {
-        if !self.raw.is_null() {
-            // SAFETY: created by `new`, destroyed once. Work still queued completes first
-            // (the driver defers the release); an error here has no one to report to.
-            let _ = unsafe { sys::cuStreamDestroy_v2(self.raw) };
-        }
+        // SAFETY: created by `Stream::new`, destroyed once. Work still queued completes first
+        // (the driver defers the release); an error here has no one to report to.
+        let _ = unsafe { driver::stream_destroy(self.raw) };
     }
 }
