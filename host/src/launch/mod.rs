@@ -33,26 +33,33 @@
 //! [`synchronize`] does nothing. A kernel that panics, traps, deadlocks or outlives the
 //! emulator's watchdog fails its launch with [`Error::Emulation`].
 
+mod args;
+mod emu;
+mod gpu;
+mod ptx;
+#[cfg(test)]
+mod tests;
+
 use std::collections::HashMap;
-use std::ffi::{CString, c_void};
-use std::ptr;
+use std::ffi::c_void;
 
 use cudarc::driver::sys;
 
-use symcomm_device::emu::registry::{self, KernelEntry};
+use symcomm_device::emu::registry::KernelEntry;
 
-use crate::cuda::check;
+pub use args::{KernelArg, KernelArgs};
+
+use crate::backend::{Backend, backend};
+use crate::cuda::driver;
 use crate::{Error, Result};
 
 /// A loaded PTX module, unloaded on drop. Load it with the device's context current.
 #[derive(Debug)]
 pub struct Module {
-    raw: sys::CUmodule,
     params: HashMap<String, Vec<usize>>,
-    /// Every entry point's handle, already loaded onto the device (empty when emulated).
-    functions: HashMap<String, sys::CUfunction>,
-    /// True under the emulated backend: `raw` is null and kernels come from the registry.
-    emulated: bool,
+    /// The driver's module; `None` under the emulated backend (kernels come from the
+    /// registry).
+    loaded: Option<gpu::LoadedModule>,
 }
 
 impl Module {
@@ -79,74 +86,12 @@ impl Module {
     }
 
     fn load_jit(ptx: &str, max_threads: Option<u32>) -> Result<Module> {
-        if crate::backend::is_emulated()? {
-            return Ok(Module {
-                raw: ptr::null_mut(),
-                params: entry_params(ptx),
-                functions: HashMap::new(),
-                emulated: true,
-            });
-        }
-        let image = CString::new(ptx)
-            .map_err(|_| Error::InvalidArgument("PTX text contains a NUL byte".into()))?;
-        let mut raw = ptr::null_mut();
-        match max_threads {
-            // SAFETY: `image` is a NUL-terminated PTX string that outlives the call.
-            None => check("cuModuleLoadData", unsafe {
-                sys::cuModuleLoadData(&mut raw, image.as_ptr().cast())
-            })?,
-            Some(threads) => {
-                let mut opts = [sys::CUjit_option::CU_JIT_THREADS_PER_BLOCK];
-                // The driver reads (and writes back) an unsigned int passed by value in the
-                // pointer-sized slot.
-                let mut vals = [threads as usize as *mut std::ffi::c_void];
-                // SAFETY: one option with its value slot; `image` as above.
-                check("cuModuleLoadDataEx", unsafe {
-                    sys::cuModuleLoadDataEx(
-                        &mut raw,
-                        image.as_ptr().cast(),
-                        1,
-                        opts.as_mut_ptr(),
-                        vals.as_mut_ptr(),
-                    )
-                })?
-            }
-        }
-        let mut module = Module {
-            raw,
-            params: entry_params(ptx),
-            functions: HashMap::new(),
-            emulated: false,
+        let params = ptx::entry_params(ptx);
+        let loaded = match backend()? {
+            Backend::Emulated => None,
+            Backend::Gpu => Some(gpu::LoadedModule::load(ptx, max_threads, params.keys())?),
         };
-        // Resolve and load every kernel now (see the module docs); on error, `module` drops
-        // and unloads.
-        let names: Vec<String> = module.params.keys().cloned().collect();
-        for name in names {
-            let f = module.get_function(&name)?;
-            // SAFETY: `f` is a function of the loaded module.
-            check("cuFuncLoad", unsafe { sys::cuFuncLoad(f) })?;
-            module.functions.insert(name, f);
-        }
-        Ok(module)
-    }
-
-    /// `cuModuleGetFunction`; a missing name is an [`Error::InvalidArgument`].
-    fn get_function(&self, name: &str) -> Result<sys::CUfunction> {
-        let cname = CString::new(name)
-            .map_err(|_| Error::InvalidArgument(format!("kernel name {name:?} contains NUL")))?;
-        let mut raw = ptr::null_mut();
-        // SAFETY: the module is loaded and `cname` is NUL-terminated.
-        check("cuModuleGetFunction", unsafe {
-            sys::cuModuleGetFunction(&mut raw, self.raw, cname.as_ptr())
-        })
-        .map_err(|e| match e {
-            Error::Cuda {
-                code: sys::CUresult::CUDA_ERROR_NOT_FOUND,
-                ..
-            } => Error::InvalidArgument(format!("no kernel named {name:?} in the module")),
-            e => e,
-        })?;
-        Ok(raw)
+        Ok(Module { params, loaded })
     }
 
     /// The parameter sizes (bytes) of kernel `name` as declared in the PTX, if it exists.
@@ -160,82 +105,27 @@ impl Module {
     /// On a GPU the handle comes from the table [`Module::load`] filled (no driver call); a
     /// name the PTX text did not list as an entry point is looked up and loaded now.
     pub fn function(&self, name: &str) -> Result<Function<'_>> {
-        if self.emulated {
-            return self.emulated_function(name);
-        }
-        let raw = match self.functions.get(name) {
-            Some(&f) => f,
+        let (kernel, params) = match &self.loaded {
+            Some(m) => (
+                Kernel::Gpu(m.function(name)?),
+                self.params.get(name).cloned(),
+            ),
             None => {
-                let f = self.get_function(name)?;
-                // SAFETY: `f` is a function of this loaded module.
-                check("cuFuncLoad", unsafe { sys::cuFuncLoad(f) })?;
-                f
+                let Some(declared) = self.params.get(name) else {
+                    return Err(Error::InvalidArgument(format!(
+                        "no kernel named {name:?} in the module"
+                    )));
+                };
+                let entry = emu::resolve(name, declared)?;
+                (Kernel::Emulated(entry), Some(entry.param_sizes.to_vec()))
             }
         };
         Ok(Function {
-            raw,
+            kernel,
             name: name.to_owned(),
-            params: self.params.get(name).cloned(),
-            emu: None,
+            params,
             _module: self,
         })
-    }
-
-    /// [`Module::function`] under the emulated backend: the registered kernel of that name
-    /// (among several of the same name: the one whose parameter sizes match the PTX's).
-    fn emulated_function(&self, name: &str) -> Result<Function<'_>> {
-        let Some(declared) = self.params.get(name) else {
-            return Err(Error::InvalidArgument(format!(
-                "no kernel named {name:?} in the module"
-            )));
-        };
-        let found: Vec<&'static KernelEntry> = registry::find(name).collect();
-        let entry = match found.as_slice() {
-            [] => {
-                return Err(Error::InvalidArgument(format!(
-                    "kernel {name:?} is in the PTX but not registered on the host: link its \
-                     kernels crate into this binary to run it on the CPU emulator"
-                )));
-            }
-            [one] => *one,
-            several => {
-                let matching: Vec<_> = several
-                    .iter()
-                    .filter(|e| e.param_sizes == declared.as_slice())
-                    .collect();
-                match matching.as_slice() {
-                    [one] => **one,
-                    _ => {
-                        let paths: Vec<_> = several.iter().map(|e| e.module_path).collect();
-                        return Err(Error::InvalidArgument(format!(
-                            "kernel {name:?} is registered {} times on the host ({}): \
-                             ambiguous on the CPU emulator",
-                            several.len(),
-                            paths.join(", ")
-                        )));
-                    }
-                }
-            }
-        };
-        Ok(Function {
-            raw: ptr::null_mut(),
-            name: name.to_owned(),
-            params: Some(entry.param_sizes.to_vec()),
-            emu: Some(entry),
-            _module: self,
-        })
-    }
-}
-
-impl Drop for Module {
-    fn drop(&mut self) {
-        if self.emulated {
-            return;
-        }
-        // SAFETY: the module was loaded by `load` and is unloaded once; Functions borrow it.
-        if let Err(e) = check("cuModuleUnload", unsafe { sys::cuModuleUnload(self.raw) }) {
-            tracing::warn!("{e}");
-        }
     }
 }
 
@@ -297,12 +187,19 @@ impl LaunchConfig {
 /// A kernel of a loaded [`Module`].
 #[derive(Debug)]
 pub struct Function<'m> {
-    raw: sys::CUfunction,
+    kernel: Kernel,
     name: String,
     params: Option<Vec<usize>>,
-    /// The registered kernel, under the emulated backend.
-    emu: Option<&'static KernelEntry>,
     _module: &'m Module,
+}
+
+/// What runs when a [`Function`] is launched.
+#[derive(Debug, Clone, Copy)]
+enum Kernel {
+    /// A function of the driver's module (which the [`Function`] borrows).
+    Gpu(sys::CUfunction),
+    /// The kernel registered on the host, under the emulated backend.
+    Emulated(&'static KernelEntry),
 }
 
 impl Function<'_> {
@@ -310,15 +207,11 @@ impl Function<'_> {
     /// function of a [`Module`] loaded by this crate (see the module docs) and under the
     /// emulated backend.
     pub fn is_loaded(&self) -> Result<bool> {
-        if self.emu.is_some() {
-            return Ok(true);
+        match self.kernel {
+            // SAFETY: `f` is a function of the live module this handle borrows.
+            Kernel::Gpu(f) => unsafe { driver::func_is_loaded(f) },
+            Kernel::Emulated(_) => Ok(true),
         }
-        let mut state = sys::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_UNLOADED;
-        // SAFETY: `raw` is a function of the live module this handle borrows.
-        check("cuFuncIsLoaded", unsafe {
-            sys::cuFuncIsLoaded(&mut state, self.raw)
-        })?;
-        Ok(state == sys::CUfunctionLoadingState::CU_FUNCTION_LOADING_STATE_LOADED)
     }
 
     /// Launches the kernel on `stream` (null = the legacy default stream). Under the emulated
@@ -350,68 +243,14 @@ impl Function<'_> {
                  extent ({gx})"
             )));
         }
-        if let Some(entry) = self.emu {
+        match self.kernel {
+            // SAFETY: forwarded (the caller's argument contract); `f` belongs to the module
+            // this handle borrows; the shape was checked above.
+            Kernel::Gpu(f) => unsafe { gpu::launch(f, cfg, stream, args) },
             // SAFETY: forwarded (the caller's argument contract). Emulated launches are
             // synchronous: a dependent launch has nothing to overlap.
-            return unsafe { self.launch_emulated(entry, cfg, args) };
+            Kernel::Emulated(entry) => unsafe { emu::launch(entry, &self.name, cfg, args) },
         }
-        let mut attrs = Vec::with_capacity(2);
-        if cfg.dependent_launch {
-            attrs.push(sys::CUlaunchAttribute {
-                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_PROGRAMMATIC_STREAM_SERIALIZATION,
-                pad: [0; 4],
-                value: sys::CUlaunchAttributeValue {
-                    programmaticStreamSerializationAllowed: 1,
-                },
-            });
-        }
-        if cluster > 1 {
-            attrs.push(sys::CUlaunchAttribute {
-                id: sys::CUlaunchAttributeID::CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION,
-                pad: [0; 4],
-                value: sys::CUlaunchAttributeValue {
-                    clusterDim: sys::CUlaunchAttributeValue_union__bindgen_ty_1 {
-                        x: cluster,
-                        y: 1,
-                        z: 1,
-                    },
-                },
-            });
-        }
-        if !attrs.is_empty() {
-            let config = sys::CUlaunchConfig {
-                gridDimX: gx,
-                gridDimY: gy,
-                gridDimZ: gz,
-                blockDimX: bx,
-                blockDimY: by,
-                blockDimZ: bz,
-                sharedMemBytes: cfg.shared_mem_bytes,
-                hStream: stream,
-                attrs: attrs.as_mut_ptr(),
-                numAttrs: attrs.len() as u32,
-            };
-            // SAFETY: as below; `config` and its attributes live across the call.
-            return check("cuLaunchKernelEx", unsafe {
-                sys::cuLaunchKernelEx(&config, self.raw, args.as_mut_ptr(), ptr::null_mut())
-            });
-        }
-        // SAFETY: the caller upholds the argument contract above; shape is non-empty.
-        check("cuLaunchKernel", unsafe {
-            sys::cuLaunchKernel(
-                self.raw,
-                gx,
-                gy,
-                gz,
-                bx,
-                by,
-                bz,
-                cfg.shared_mem_bytes,
-                stream,
-                args.as_mut_ptr(),
-                ptr::null_mut(),
-            )
-        })
     }
 
     /// Launches the kernel with typed arguments on `stream` (null = legacy default stream),
@@ -445,40 +284,6 @@ impl Function<'_> {
         unsafe { self.launch(cfg, stream, ptrs.as_mut()) }
     }
 
-    /// Runs `entry` over the launch's grid on the CPU emulator and waits for it.
-    ///
-    /// # Safety
-    /// As [`Function::launch`]; the pointers are read by every emulated thread.
-    unsafe fn launch_emulated(
-        &self,
-        entry: &'static KernelEntry,
-        cfg: LaunchConfig,
-        args: &mut [*mut c_void],
-    ) -> Result<()> {
-        if args.len() != entry.param_sizes.len() {
-            return Err(Error::InvalidArgument(format!(
-                "kernel `{}` takes {} parameters, but the launch passes {}",
-                self.name,
-                entry.param_sizes.len(),
-                args.len()
-            )));
-        }
-        let (gx, gy, gz) = cfg.grid;
-        let (bx, by, bz) = cfg.block;
-        let launch = symcomm_device::emu::Launch::new((gx, gy, gz), (bx, by, bz))
-            .shared(cfg.shared_mem_bytes)
-            .cluster(cfg.cluster.max(1));
-        let args: *const *mut c_void = args.as_ptr();
-        // SAFETY: `args` holds one pointer per parameter to a value of its type (the caller's
-        // contract), alive until this synchronous launch returns; the kernel only reads them.
-        // Every pointer the kernel dereferences is valid for the whole run (the caller's
-        // contract), which ends before `run_unsync` returns.
-        unsafe { launch.run_unsync(|| (entry.shim)(args)) }.map_err(|e| Error::Emulation {
-            kernel: self.name.clone(),
-            detail: e.to_string(),
-        })
-    }
-
     /// The kernel's name.
     pub fn name(&self) -> &str {
         &self.name
@@ -486,139 +291,10 @@ impl Function<'_> {
 
     /// The raw driver handle (null under the emulated backend).
     pub fn raw(&self) -> sys::CUfunction {
-        self.raw
-    }
-}
-
-// ANCHOR: kernel_arg
-/// A value that can be a kernel argument: its bytes are copied into the parameter buffer.
-///
-/// # Safety
-/// Implementors are plain data (`Copy`, no padding that matters, no references) whose size and
-/// layout equal the kernel parameter they are passed for: scalars, raw device pointers, and
-/// `#[repr(C)]` structs shared with the device crate (such as the device communicator).
-pub unsafe trait KernelArg: Copy {}
-// ANCHOR_END: kernel_arg
-
-macro_rules! kernel_arg {
-    ($($t:ty),*) => { $(
-        // SAFETY: a primitive scalar is plain data of its own size.
-        unsafe impl KernelArg for $t {}
-    )* };
-}
-kernel_arg!(u8, u16, u32, u64, usize, i8, i16, i32, i64, isize, f32, f64);
-// SAFETY: the device communicator is `#[repr(C)]` plain data, passed by value (its layout is
-// asserted in the device crate).
-unsafe impl KernelArg for symcomm_device::comm::DevComm {}
-// SAFETY: a symmetric pointer is `#[repr(C)]` `{window pointer, offset}` plain data.
-unsafe impl<T> KernelArg for symcomm_device::ptr::SymPtr<T> {}
-// SAFETY: raw pointers are 8-byte plain data; what they point to is the launcher's contract.
-unsafe impl<T> KernelArg for *const T {}
-// SAFETY: as above.
-unsafe impl<T> KernelArg for *mut T {}
-
-/// A tuple of [`KernelArg`]s: the whole argument list of a launch.
-pub trait KernelArgs {
-    /// The pointer array `cuLaunchKernel` takes, one pointer to each field of `self`.
-    type Pointers: AsMut<[*mut c_void]>;
-    /// Pointers to each argument, in order. They point into `self`.
-    fn pointers(&mut self) -> Self::Pointers;
-    /// The size of each argument, in order.
-    fn sizes() -> Vec<usize>;
-}
-
-macro_rules! kernel_args {
-    ($n:literal; $($name:ident : $idx:tt),*) => {
-        impl<$($name: KernelArg),*> KernelArgs for ($($name,)*) {
-            type Pointers = [*mut c_void; $n];
-            #[allow(clippy::unused_unit)]
-            fn pointers(&mut self) -> Self::Pointers {
-                [$((&raw mut self.$idx).cast()),*]
-            }
-            fn sizes() -> Vec<usize> {
-                vec![$(std::mem::size_of::<$name>()),*]
-            }
+        match self.kernel {
+            Kernel::Gpu(f) => f,
+            Kernel::Emulated(_) => std::ptr::null_mut(),
         }
-    };
-}
-kernel_args!(0;);
-kernel_args!(1; A: 0);
-kernel_args!(2; A: 0, B: 1);
-kernel_args!(3; A: 0, B: 1, C: 2);
-kernel_args!(4; A: 0, B: 1, C: 2, D: 3);
-kernel_args!(5; A: 0, B: 1, C: 2, D: 3, E: 4);
-kernel_args!(6; A: 0, B: 1, C: 2, D: 3, E: 4, F: 5);
-kernel_args!(7; A: 0, B: 1, C: 2, D: 3, E: 4, F: 5, G: 6);
-kernel_args!(8; A: 0, B: 1, C: 2, D: 3, E: 4, F: 5, G: 6, H: 7);
-kernel_args!(9; A: 0, B: 1, C: 2, D: 3, E: 4, F: 5, G: 6, H: 7, I: 8);
-kernel_args!(10; A: 0, B: 1, C: 2, D: 3, E: 4, F: 5, G: 6, H: 7, I: 8, J: 9);
-kernel_args!(11; A: 0, B: 1, C: 2, D: 3, E: 4, F: 5, G: 6, H: 7, I: 8, J: 9, K: 10);
-kernel_args!(12; A: 0, B: 1, C: 2, D: 3, E: 4, F: 5, G: 6, H: 7, I: 8, J: 9, K: 10, L: 11);
-
-/// Reads every `.entry`'s parameter sizes out of PTX text.
-///
-/// Parameters look like `.param .u64 .ptr .align 1 k_param_0` (scalar: size from the type)
-/// or `.param .align 8 .b8 k_param_4[240]` (aggregate: the array length).
-fn entry_params(ptx: &str) -> HashMap<String, Vec<usize>> {
-    let mut out = HashMap::new();
-    let mut lines = ptx.lines();
-    while let Some(line) = lines.next() {
-        let l = line.trim();
-        let Some(rest) = l
-            .strip_prefix(".visible .entry")
-            .or_else(|| l.strip_prefix(".entry"))
-        else {
-            continue;
-        };
-        let rest = rest.trim_start();
-        let Some(open) = rest.find('(') else { continue };
-        let name = rest[..open].trim().to_owned();
-        let mut sizes = Vec::new();
-        let mut decl = rest[open + 1..].to_owned();
-        // The parameter list ends at the first ')' (possibly on a later line).
-        while !decl.contains(')') {
-            match lines.next() {
-                Some(next) => {
-                    decl.push(' ');
-                    decl.push_str(next.trim());
-                }
-                None => break,
-            }
-        }
-        let list = decl.split(')').next().unwrap_or("");
-        for param in list.split(',') {
-            if let Some(size) = param_size(param.trim()) {
-                sizes.push(size);
-            }
-        }
-        out.insert(name, sizes);
-    }
-    out
-}
-
-/// The size of one `.param` declaration. Brackets only make an array when a `[` comes before
-/// the last `]` (others, e.g. in a trailing comment, are ignored); `None` (the parameter is not
-/// counted) when the text declares no size this reader understands, including an array whose
-/// byte size overflows.
-fn param_size(decl: &str) -> Option<usize> {
-    let decl = decl.strip_prefix(".param")?.trim();
-    if let (Some(open), Some(close)) = (decl.rfind('['), decl.rfind(']'))
-        && open < close
-    {
-        let n: usize = decl[open + 1..close].trim().parse().ok()?;
-        let elem = decl.split_whitespace().find_map(scalar_size).unwrap_or(1);
-        return n.checked_mul(elem);
-    }
-    decl.split_whitespace().find_map(scalar_size)
-}
-
-fn scalar_size(word: &str) -> Option<usize> {
-    match word {
-        ".u8" | ".s8" | ".b8" => Some(1),
-        ".u16" | ".s16" | ".b16" | ".f16" => Some(2),
-        ".u32" | ".s32" | ".b32" | ".f32" => Some(4),
-        ".u64" | ".s64" | ".b64" | ".f64" => Some(8),
-        _ => None,
     }
 }
 
@@ -626,59 +302,8 @@ fn scalar_size(word: &str) -> Option<usize> {
 /// (a trapped kernel shows up here). Does nothing under the emulated backend, whose launches
 /// complete before they return.
 pub fn synchronize() -> Result<()> {
-    if matches!(
-        crate::backend::backend(),
-        Ok(crate::backend::Backend::Emulated)
-    ) {
-        return Ok(());
-    }
-    // SAFETY: no preconditions beyond a current context.
-    check("cuCtxSynchronize", unsafe { sys::cuCtxSynchronize() })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    const PTX: &str = ".version 8.3\n.target sm_90\n\
-        .visible .entry vector_add(\n\t.param .u64 .ptr .align 1 vector_add_param_0,\n\
-        \t.param .u32 vector_add_param_1,\n\t.param .align 8 .b8 vector_add_param_2[240],\n\
-        \t.param .f32 vector_add_param_3\n)\n{\n\tret;\n}\n\
-        .visible .entry no_params()\n{\n\tret;\n}\n";
-
-    #[test]
-    fn parameter_sizes_come_from_the_ptx_declaration() {
-        let p = entry_params(PTX);
-        assert_eq!(p["vector_add"], vec![8, 4, 240, 4]);
-        assert_eq!(p["no_params"], Vec::<usize>::new());
-        assert_eq!(p.len(), 2);
-    }
-
-    #[test]
-    fn malformed_parameter_declarations_are_skipped_not_a_panic() {
-        // A `]` before the last `[` (here from a comment) does not make an array; an array
-        // whose byte size overflows is not counted; the well-formed parameters still are.
-        let ptx = ".visible .entry odd(\n\t.param .u32 odd_param_0 // a[i]; b] [\n,\
-            \t.param .u64 odd_param_1[18446744073709551615],\n\
-            \t.param .align 4 .b32 odd_param_2[3]\n)\n{\n\tret;\n}\n";
-        let p = entry_params(ptx);
-        assert_eq!(p["odd"], vec![4, 12]);
-        assert_eq!(param_size(".param x] ["), None);
-        assert_eq!(param_size(".param .u64 x[4]"), Some(32));
-        assert_eq!(param_size(".param .u64 x[4611686018427387904]"), None);
-    }
-
-    #[test]
-    fn tuple_arguments_report_their_sizes_and_point_at_their_fields() {
-        assert_eq!(<(u64, u32, f32)>::sizes(), vec![8, 4, 4]);
-        let mut args = (7u64, 3u32, 1.5f32);
-        let mut ptrs = args.pointers();
-        let ptrs = ptrs.as_mut();
-        // SAFETY: the pointers point at the tuple's fields, which are alive and typed as read.
-        unsafe {
-            assert_eq!(*(ptrs[0] as *const u64), 7);
-            assert_eq!(*(ptrs[1] as *const u32), 3);
-            assert_eq!(*(ptrs[2] as *const f32), 1.5);
-        }
+    match backend() {
+        Ok(Backend::Emulated) => Ok(()),
+        _ => driver::ctx_synchronize(),
     }
 }
