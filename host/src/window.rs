@@ -25,7 +25,7 @@
 //! range, which is an address range registered with the device crate's emulated multimem
 //! (resolved to the LSA peers' copies in the flat VA) instead of an NVLink SHARP object.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::window::Window as DeviceWindow;
@@ -33,14 +33,15 @@ use symcomm_device::window::Window as DeviceWindow;
 use crate::backend::{Backend, backend};
 use crate::comm::Communicator;
 use crate::cuda::memory::DeviceBox;
-use crate::cuda::multicast::{self, McBinding, Multicast};
 use crate::cuda::vmm::{self, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer};
 use crate::ipc::FdServer;
 use crate::space::Space;
-use crate::symmem::{
-    FlatLayout, HandleKind, RegistrationRecord, team_stride_from_env, validate_registration,
+use crate::symmem::layout::{
+    AgreedRegistration, FlatLayout, team_stride_from_env, validate_registration,
     window_offset_in_alloc,
 };
+use crate::symmem::record::{HandleKind, RegistrationRecord};
+use crate::symmem::state::{McTeam, StateSlot, SymState, WindowEntry, lock};
 use crate::{Error, Result};
 
 /// Device memory that can be registered as a window: a cuMem allocation exportable as a POSIX
@@ -59,7 +60,7 @@ impl SymmetricMemory {
     /// granularity). On GPUs the device's context must be current on this thread; under
     /// emulation it is a memfd mapped into this process.
     pub fn alloc(comm: &Communicator, bytes: usize) -> Result<SymmetricMemory> {
-        let device = device_i32(comm.device())?;
+        let device = comm.device_i32()?;
         Ok(SymmetricMemory {
             buf: VmmBuffer::with_share(device, bytes, Shareable::PosixFd)?,
         })
@@ -89,7 +90,7 @@ impl SymmetricMemory {
 /// A registered window, seen from this rank. Deregistered on drop.
 #[derive(Debug)]
 pub struct Window {
-    state: Arc<Mutex<Option<SymState>>>,
+    state: StateSlot,
     descriptor: DeviceBox<DeviceWindow>,
     host: DeviceWindow,
     user_ptr: u64,
@@ -192,66 +193,6 @@ pub struct SymmetricUsage {
     /// Windows currently registered.
     pub windows: usize,
 }
-
-/// Per-communicator symmetric-memory state, created by the first registration.
-#[derive(Debug)]
-pub(crate) struct SymState {
-    layout: FlatLayout,
-    flat: Arc<VaRange>,
-    space: Space,
-    server: FdServer,
-    next_seq: u64,
-    lsa_world_ranks: Vec<usize>,
-    windows: Vec<WindowEntry>,
-    mc: Option<McTeam>,
-}
-
-#[derive(Debug, Clone)]
-struct WindowEntry {
-    user_ptr: u64,
-    size: usize,
-    descriptor: u64,
-    slot_offset: u64,
-    mem: Arc<PhysicalMem>,
-}
-
-/// The LSA team's multicast range.
-#[derive(Debug)]
-enum McTeam {
-    Gpu(GpuMcTeam),
-    Emulated(EmuMcTeam),
-}
-
-impl McTeam {
-    fn base(&self) -> u64 {
-        match self {
-            McTeam::Gpu(t) => t.mapping.ptr(),
-            McTeam::Emulated(t) => t.va.base(),
-        }
-    }
-}
-
-/// The LSA team's multicast object, mapped locally, with every window's memory bound at its
-/// slot offset. Field order is teardown order: unbind, unmap, release.
-#[derive(Debug)]
-struct GpuMcTeam {
-    bindings: Vec<(u64, McBinding)>,
-    mapping: Mapping,
-    mc: Multicast,
-}
-
-/// The emulated multicast range: a reserved, inaccessible range of `stride` bytes whose byte
-/// `o` resolves (in the device crate's multimem) to byte `o` of every LSA peer's slot in the
-/// flat VA; it covers every window, present and future, so nothing is bound per window.
-/// Field order is teardown order: unregister, then free the addresses.
-#[derive(Debug)]
-struct EmuMcTeam {
-    _range: symcomm_device::emu::multicast::MulticastRange,
-    va: Arc<VaRange>,
-}
-
-/// fd-server key under which LSA rank 0 offers the multicast object.
-const MC_KEY: u64 = u64::MAX;
 
 /// What one rank says in a registration's all-gather.
 enum Offer {
@@ -377,7 +318,7 @@ impl Communicator {
             }
         };
         if let Some(McTeam::Gpu(team)) = state.mc.as_mut() {
-            let device = device_i32(self.device())?;
+            let device = self.device_i32()?;
             let bound = team
                 .mc
                 .bind(slot_offset as usize, &local.alloc.mem, device)
@@ -440,184 +381,6 @@ impl Communicator {
         })
     }
 
-    /// Collective over the LSA team (every member calls it, after the same registrations):
-    /// creates the team's NVLink SHARP multicast object once, maps it, and binds every
-    /// window's memory at its slot offset (windows registered later are bound too). Returns
-    /// the base of the multicast range: byte `o` of a window is at
-    /// `base + 4096 × mc_offset4k + o`.
-    ///
-    /// Refused on every member unless every member has `SYMCOMM_NVLS=1` and a device with
-    /// multicast support.
-    pub(crate) fn lsa_multicast_base(&self) -> Result<u64> {
-        if backend()? == Backend::Emulated {
-            return self.emulated_multicast_base();
-        }
-        let device = device_i32(self.device())?;
-        let local = multicast::require_enabled().and_then(|_| {
-            let attr = sys_attr_multicast(self.device())?;
-            if attr {
-                Ok(())
-            } else {
-                Err(Error::Unsupported {
-                    what: format!("multicast on device {device}"),
-                    hint: "the device reports no NVLink SHARP multicast support".into(),
-                })
-            }
-        });
-        let lsa_ranks = self.lsa_team_ranks();
-        let verdict = match &local {
-            Ok(()) => Vec::new(),
-            Err(e) => e.to_string().into_bytes(),
-        };
-        let votes = self.bootstrap().all_gather_ranks(&lsa_ranks, &verdict)?;
-        if let Some((i, why)) = votes.iter().enumerate().find(|(_, v)| !v.is_empty()) {
-            return Err(match local {
-                Err(e) => e,
-                Ok(()) => Error::Unsupported {
-                    what: "LSA multicast".into(),
-                    hint: format!(
-                        "rank {} cannot take part: {}",
-                        lsa_ranks[i],
-                        String::from_utf8_lossy(why)
-                    ),
-                },
-            });
-        }
-        let mut guard = lock(self.symm_slot())?;
-        let state = guard.as_mut().ok_or_else(|| {
-            Error::InvalidArgument("register a window before asking for multicast".into())
-        })?;
-        if let Some(team) = &state.mc {
-            return Ok(team.base());
-        }
-        let lsa = self.lsa_size();
-        let size = vmm::round_up(state.layout.stride() as usize, multicast::granularity(lsa)?)?;
-        // LSA rank 0 creates the object and offers it; everyone learns whether that worked.
-        let created = if self.lsa_rank() == 0 {
-            Multicast::create(lsa, size, device)
-                .and_then(|mc| state.server.publish(MC_KEY, mc.export_fd()?).map(|_| mc))
-                .map(Some)
-        } else {
-            Ok(None)
-        };
-        let status = match &created {
-            Ok(_) => Vec::new(),
-            Err(e) => e.to_string().into_bytes(),
-        };
-        // From here on LSA rank 0 may have published the object: every exit, including an
-        // error of this exchange, goes through the withdrawal below, so no exported fd keeps
-        // the object alive and a retry can publish again.
-        let result = (|| {
-            let statuses = self.bootstrap().all_gather_ranks(&lsa_ranks, &status)?;
-            if !statuses[0].is_empty() {
-                return Err(Error::Unsupported {
-                    what: "LSA multicast".into(),
-                    hint: format!(
-                        "creating the multicast object failed on rank {}: {}",
-                        lsa_ranks[0],
-                        String::from_utf8_lossy(&statuses[0])
-                    ),
-                });
-            }
-            let mc = match created? {
-                Some(mc) => mc,
-                None => {
-                    let fd =
-                        state
-                            .server
-                            .fetch(lsa_ranks[0], MC_KEY, self.bootstrap().timeout())?;
-                    Multicast::import_fd(std::os::fd::AsFd::as_fd(&fd), size)?
-                }
-            };
-            mc.add_device(device)?;
-            self.bootstrap().all_gather_ranks(&lsa_ranks, &[])?;
-            let va = VaRange::reserve(mc.size(), multicast::granularity(lsa)?)?;
-            let mapping = Mapping::new(&va, 0, mc.as_mem(), &[device])?;
-            let mut bindings = Vec::with_capacity(state.windows.len());
-            for w in &state.windows {
-                bindings.push((
-                    w.slot_offset,
-                    mc.bind(w.slot_offset as usize, &w.mem, device)?,
-                ));
-            }
-            self.bootstrap().all_gather_ranks(&lsa_ranks, &[])?;
-            Ok(McTeam::Gpu(GpuMcTeam {
-                bindings,
-                mapping,
-                mc,
-            }))
-        })();
-        state.server.withdraw(MC_KEY);
-        let team = result?;
-        let base = team.base();
-        tracing::info!("rank {}: LSA multicast range at {base:#x}", self.rank());
-        state.mc = Some(team);
-        Ok(base)
-    }
-
-    /// [`Communicator::lsa_multicast_base`] on the emulated backend: needs no opt-in (no
-    /// switch resource is involved) and no exchange; each rank registers its own range. Still
-    /// collective, so every rank leaves together.
-    fn emulated_multicast_base(&self) -> Result<u64> {
-        let lsa_ranks = self.lsa_team_ranks();
-        let created = (|| -> Result<u64> {
-            let env = crate::backend::EMU_MULTICAST_ENV;
-            if std::env::var(env).as_deref() == Ok("0") {
-                return Err(Error::Unsupported {
-                    what: "emulated LSA multicast".into(),
-                    hint: format!("{env}=0 emulates a machine without NVLink SHARP"),
-                });
-            }
-            let mut guard = lock(self.symm_slot())?;
-            let state = guard.as_mut().ok_or_else(|| {
-                Error::InvalidArgument("register a window before asking for multicast".into())
-            })?;
-            if let Some(team) = &state.mc {
-                return Ok(team.base());
-            }
-            let stride = state.layout.stride();
-            let va = VaRange::reserve(stride as usize, crate::backend::EMULATED_GRANULARITY)?;
-            let copies = (0..state.layout.lsa_size())
-                .map(|p| state.layout.peer_addr(state.flat.base(), p, 0))
-                .collect::<Result<Vec<u64>>>()?;
-            // SAFETY: the copies are the LSA peers' slots of this rank's flat VA; the bound part
-            // of the range is the windows registered in them, whose memory stays mapped while
-            // they are registered and which emulated kernels access only through the `mem` and
-            // `multimem` functions. `state.mc` owns the range: it is unregistered with the
-            // symmetric state, at the communicator's teardown.
-            let range =
-                unsafe { symcomm_device::emu::multicast::register(va.base(), stride, &copies) }
-                    .map_err(Error::InvalidArgument)?;
-            let team = McTeam::Emulated(EmuMcTeam { _range: range, va });
-            let base = team.base();
-            state.mc = Some(team);
-            tracing::info!(
-                "rank {}: emulated LSA multicast range at {base:#x}",
-                self.rank()
-            );
-            Ok(base)
-        })();
-        let status = match &created {
-            Ok(_) => Vec::new(),
-            Err(e) => e.to_string().into_bytes(),
-        };
-        let statuses = self.bootstrap().all_gather_ranks(&lsa_ranks, &status)?;
-        if let Some((i, why)) = statuses.iter().enumerate().find(|(_, s)| !s.is_empty()) {
-            return Err(match created {
-                Err(e) => e,
-                Ok(_) => Error::Unsupported {
-                    what: "emulated LSA multicast".into(),
-                    hint: format!(
-                        "rank {} could not set it up: {}",
-                        lsa_ranks[i],
-                        String::from_utf8_lossy(why)
-                    ),
-                },
-            });
-        }
-        created
-    }
-
     /// The symmetric-memory state, or `None` before the first registration.
     pub fn symmetric_usage(&self) -> Option<SymmetricUsage> {
         let guard = lock(self.symm_slot()).ok()?;
@@ -634,7 +397,7 @@ impl Communicator {
         if size == 0 {
             return Err(Error::InvalidArgument("window size is 0".into()));
         }
-        let device = device_i32(self.device())?;
+        let device = self.device_i32()?;
         let alloc = vmm::find_allocation(ptr)?;
         let offset_in_alloc =
             window_offset_in_alloc(ptr, size as u64, alloc.base, alloc.size as u64)?;
@@ -671,10 +434,7 @@ impl Communicator {
 
     /// Creates the symmetric state on first use (collective: every rank is here, right after
     /// the same all-gather) and returns it.
-    fn symmetric_state(
-        &self,
-        records: &[RegistrationRecord],
-    ) -> Result<Arc<Mutex<Option<SymState>>>> {
+    fn symmetric_state(&self, records: &[RegistrationRecord]) -> Result<StateSlot> {
         let slot = self.symm_slot();
         if lock(slot)?.is_some() {
             return Ok(Arc::clone(slot));
@@ -719,11 +479,11 @@ impl SymState {
         &mut self,
         comm: &Communicator,
         local: &LocalPart,
-        agreed: &crate::symmem::AgreedRegistration,
+        agreed: &AgreedRegistration,
         seq: u64,
         slot_offset: u64,
     ) -> Result<Vec<Mapping>> {
-        let device = device_i32(comm.device())?;
+        let device = comm.device_i32()?;
         let me = comm.rank();
         self.server.publish(seq, local.alloc.mem.export_fd()?)?;
         let result = (|| {
@@ -763,24 +523,6 @@ impl SymState {
         self.server.withdraw(seq);
         result
     }
-}
-
-fn sys_attr_multicast(device: usize) -> Result<bool> {
-    crate::cuda::device::attribute(
-        device,
-        cudarc::driver::sys::CUdevice_attribute::CU_DEVICE_ATTRIBUTE_MULTICAST_SUPPORTED,
-    )
-    .map(|v| v != 0)
-}
-
-fn device_i32(device: usize) -> Result<i32> {
-    i32::try_from(device)
-        .map_err(|_| Error::InvalidArgument(format!("device ordinal {device} out of range")))
-}
-
-fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
-    m.lock()
-        .map_err(|_| Error::InvalidArgument("symmetric-memory state poisoned by a panic".into()))
 }
 
 #[cfg(test)]

@@ -11,8 +11,10 @@
 //!   { .. }`) count as part of their file. Paths through the crate root follow the root's
 //!   re-exports (`crate::Error` is charged to `error`); the root itself is the crate's facade
 //!   and its own edges are not counted.
-//! - A concept folder (`x/mod.rs` whose only child modules are `nvptx`, `host` and `tests`: the
-//!   GPU/emulation split) counts as one module.
+//! - A concept's backend files count as part of it: a child module named `nvptx` or `host`
+//!   (device crates: inline PTX / emulation), `gpu` or `emu` (host crates: driver / memfd
+//!   resources) or `tests` is merged into its parent (`mem/nvptx.rs` is `mem`). Other files of
+//!   a folder are modules of their own.
 //! - [`ALLOWED`] lists edges that may close a cycle, each with the reason NCCL's rule is met.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -41,8 +43,8 @@ const CRATES: &[(&str, &str)] = &[
     ("symcomm-test-kernels", "tests/kernels/src"),
 ];
 
-/// Child modules that make their parent a concept folder (one module for the check).
-const BACKEND_CHILDREN: &[&str] = &["nvptx", "host", "tests"];
+/// Child modules that are one backend (or the tests) of their parent's concept: merged into it.
+const BACKEND_CHILDREN: &[&str] = &["nvptx", "host", "gpu", "emu", "tests"];
 
 #[test]
 fn no_crate_has_a_module_cycle() {
@@ -143,6 +145,12 @@ fn checker_follows_root_reexports_and_skips_test_code() {
     ]);
     assert!(c.is_empty(), "{c:?}");
     let (_d, c) = fixture(&[
+        ("lib.rs", "mod p;"),
+        ("p/mod.rs", "mod q; pub struct P(q::Q);"),
+        ("p/q.rs", "pub(super) struct Q; pub(in crate::p) fn f() {}"),
+    ]);
+    assert!(c.is_empty(), "a visibility is not a reference: {c:?}");
+    let (_d, c) = fixture(&[
         ("lib.rs", "mod a; mod b; pub use b::B;"),
         ("a.rs", "pub struct A(crate::B);"),
         ("b.rs", "pub struct B; fn f(_: crate::a::A) {}"),
@@ -172,6 +180,21 @@ fn checker_treats_a_backend_folder_as_one_module() {
     assert_eq!(c.len(), 1, "m (with m::host) <-> emu: {c:?}");
     assert!(
         c[0].contains("m -> emu") && c[0].contains("emu -> m"),
+        "{c:?}"
+    );
+    // A sibling that is not a backend is a module of its own: m <-> m::args is a cycle.
+    let (_d, c) = fixture(&[
+        ("lib.rs", "mod m;"),
+        (
+            "m/mod.rs",
+            "mod gpu; mod args; pub struct T; pub use args::A;",
+        ),
+        ("m/gpu.rs", "pub fn g(_: super::T) {}"),
+        ("m/args.rs", "pub struct A; fn f(_: super::T) {}"),
+    ]);
+    assert_eq!(c.len(), 1, "{c:?}");
+    assert!(
+        c[0].contains("m -> m::args") && c[0].contains("m::args -> m"),
         "{c:?}"
     );
 }
@@ -268,35 +291,23 @@ impl Graph {
         let mut files = Vec::new();
         collect(&target.root_file, Vec::new(), true, &mut files)?;
 
-        // Module path -> node: concept folders absorb their backend children.
+        // Module path -> node: a concept absorbs its backend children.
         let modules: BTreeSet<Vec<String>> = files
             .iter()
             .flat_map(|f| std::iter::once(f.path.clone()).chain(f.inline.iter().cloned()))
             .collect();
         let mut node_of: HashMap<Vec<String>, String> = HashMap::new();
-        let file_paths: BTreeSet<Vec<String>> = files.iter().map(|f| f.path.clone()).collect();
-        let concept = |p: &Vec<String>| -> bool {
-            let kids: Vec<&Vec<String>> = file_paths
-                .iter()
-                .filter(|q| q.len() == p.len() + 1 && q.starts_with(p))
-                .collect();
-            !p.is_empty()
-                && !kids.is_empty()
-                && kids
-                    .iter()
-                    .all(|q| BACKEND_CHILDREN.contains(&q[p.len()].as_str()))
-        };
         let mut nodes: BTreeMap<String, Vec<PathBuf>> = BTreeMap::new();
         for f in &files {
-            let owner = if f.path.len() >= 2
-                && concept(&f.path[..f.path.len() - 1].to_vec())
-                && BACKEND_CHILDREN.contains(&f.path[f.path.len() - 1].as_str())
-            {
-                f.path[..f.path.len() - 1].to_vec()
-            } else {
-                f.path.clone()
+            let owner = match f.path.split_last() {
+                Some((last, parent))
+                    if !parent.is_empty() && BACKEND_CHILDREN.contains(&last.as_str()) =>
+                {
+                    parent
+                }
+                _ => &f.path[..],
             };
-            let name = node_name(&owner);
+            let name = node_name(owner);
             nodes.entry(name.clone()).or_default().push(f.file.clone());
             node_of.insert(f.path.clone(), name.clone());
             for m in &f.inline {
@@ -799,6 +810,9 @@ impl<'ast> Visit<'ast> for Collector {
         }
         syn::visit::visit_path(self, p);
     }
+
+    /// `pub(super)`, `pub(in crate::x)`: who may see an item, not a reference.
+    fn visit_visibility(&mut self, _: &'ast syn::Visibility) {}
 
     fn visit_macro(&mut self, m: &'ast syn::Macro) {
         self.visit_path(&m.path);

@@ -22,17 +22,24 @@
 //! device is `SYMCOMM_DEVICE`, else the launcher's local rank, else 0; it is only recorded here,
 //! CUDA is not touched.
 
+mod node;
+mod team;
+#[cfg(test)]
+mod tests;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 pub use symcomm_device::team::Team;
+pub use team::{
+    lsa_size_of, team_inner_factor, team_outer_factor, team_rank_is_member, team_rank_to_team,
+};
 
 use crate::bootstrap::{Bootstrap, DEFAULT_TIMEOUT, LaunchEnv, fnv1a64, parse_timeout};
-use crate::window::SymState;
+use crate::symmem::state::StateSlot;
 use crate::{Error, Result};
-
-/// Longest node name exchanged (longer ones are cut; the node id hashes the full name).
-const MAX_NODE_NAME: usize = 255;
+use node::{RankInfo, decode_info, detect_node, encode_info, shared_device_across_processes};
+use team::world_distance;
 
 /// Per-rank settings of [`Communicator::init`]; unset fields come from the defaults described
 /// in the module documentation.
@@ -101,16 +108,7 @@ pub struct Communicator {
     /// Symmetric-memory state (flat VA, slot space, fd server), created by the first window
     /// registration; shared with the windows so they can deregister after the communicator
     /// is gone.
-    symm: Arc<Mutex<Option<SymState>>>,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-struct RankInfo {
-    node: u64,
-    name: String,
-    device: usize,
-    /// The rank's operating-system process.
-    pid: u32,
+    symm: StateSlot,
 }
 
 impl Communicator {
@@ -376,8 +374,15 @@ impl Communicator {
     }
 
     /// The symmetric-memory state slot (see [`crate::window`]).
-    pub(crate) fn symm_slot(&self) -> &Arc<Mutex<Option<SymState>>> {
+    pub(crate) fn symm_slot(&self) -> &StateSlot {
         &self.symm
+    }
+
+    /// The device ordinal as the driver takes it.
+    pub(crate) fn device_i32(&self) -> Result<i32> {
+        i32::try_from(self.device).map_err(|_| {
+            Error::InvalidArgument(format!("device ordinal {} out of range", self.device))
+        })
     }
 
     fn log_topology(&self, cap: Option<usize>) {
@@ -427,374 +432,6 @@ impl Communicator {
                     "topology: SYMCOMM_LSA_SIZE={k} caps the lsa size {natural} to {lsa}"
                 );
             }
-        }
-    }
-}
-
-/// The LSA size for ranks whose nodes are `nodes` (index = world rank): the gcd of the lengths
-/// of the maximal runs of equal consecutive entries, and of `cap` when given. 1 for no ranks.
-#[doc(alias = "computeLsaSize")]
-pub fn lsa_size_of<T: PartialEq>(nodes: &[T], cap: Option<usize>) -> usize {
-    let mut g = cap.unwrap_or(0);
-    let mut run = 0;
-    for (i, n) in nodes.iter().enumerate() {
-        if i > 0 && *n != nodes[i - 1] {
-            g = gcd(g, run);
-            run = 0;
-        }
-        run += 1;
-    }
-    g = gcd(g, run);
-    g.max(1)
-}
-
-/// Whether member `b_peer` of team `b` is also a member of team `a` (both seen from the same
-/// rank). Computed without overflow for any field values: inputs no communicator produces
-/// (e.g. `i32::MIN`, a stride of -1) give false unless the peer really is a member.
-#[doc(alias = "ncclTeamRankIsMember")]
-pub fn team_rank_is_member(a: Team, b: Team, b_peer: i32) -> bool {
-    let w = world_distance(b, b_peer);
-    if a.stride == 0 {
-        return w == 0 && (0..a.n_ranks).contains(&a.rank);
-    }
-    let stride = i64::from(a.stride);
-    w % stride == 0 && (0..i64::from(a.n_ranks)).contains(&(i64::from(a.rank) + w / stride))
-}
-
-/// The index in team `a` of member `b_peer` of team `b` (both seen from the same rank; no
-/// membership check, like NCCL). -1 when the index does not fit in an `i32` (inputs no
-/// communicator produces).
-#[doc(alias = "ncclTeamRankToTeam")]
-pub fn team_rank_to_team(a: Team, b: Team, b_peer: i32) -> i32 {
-    if a.stride == 0 {
-        return a.rank;
-    }
-    let index = i64::from(a.rank) + world_distance(b, b_peer) / i64::from(a.stride);
-    i32::try_from(index).unwrap_or(-1)
-}
-
-/// The sub-team of `parent` made of the caller's block of `n` consecutive members.
-#[doc(alias = "ncclTeamInnerFactor")]
-pub fn team_inner_factor(parent: Team, n: i32) -> Team {
-    Team::new(n, parent.rank % n.max(1), parent.stride)
-}
-
-/// The sub-team of `parent` made of the members at the caller's position in every block of `n`.
-/// When the stride `parent.stride * n` does not fit in an `i32` (no communicator produces such
-/// a team) the result is the empty team `{0, 0, 0}`, which has no members.
-#[doc(alias = "ncclTeamOuterFactor")]
-pub fn team_outer_factor(parent: Team, n: i32) -> Team {
-    let n = n.max(1);
-    match parent.stride.checked_mul(n) {
-        Some(stride) => Team::new(parent.n_ranks / n, parent.rank / n, stride),
-        None => Team::new(0, 0, 0),
-    }
-}
-
-/// World-rank distance from the caller to member `peer` of `team`. Exact in `i64`: a difference
-/// of two `i32` times an `i32` stays below 2^63 in magnitude, and so does a quotient of it plus
-/// an `i32`.
-fn world_distance(team: Team, peer: i32) -> i64 {
-    (i64::from(peer) - i64::from(team.rank)) * i64::from(team.stride)
-}
-
-fn gcd(mut a: usize, mut b: usize) -> usize {
-    while b != 0 {
-        (a, b) = (b, a % b);
-    }
-    a
-}
-
-/// This machine's node identity: hash of host name and boot id, and the host name.
-fn detect_node() -> (u64, String) {
-    let read = |p: &str| {
-        std::fs::read_to_string(p)
-            .ok()
-            .map(|s| s.trim().to_string())
-    };
-    let host = read("/proc/sys/kernel/hostname")
-        .or_else(|| read("/etc/hostname"))
-        .or_else(|| std::env::var("HOSTNAME").ok())
-        .filter(|h| !h.is_empty())
-        .unwrap_or_else(|| "unknown-host".into());
-    let boot = read("/proc/sys/kernel/random/boot_id").unwrap_or_default();
-    (fnv1a64(format!("{host}\0{boot}").as_bytes()), host)
-}
-
-fn encode_info(i: &RankInfo) -> Vec<u8> {
-    let mut end = i.name.len().min(MAX_NODE_NAME);
-    while !i.name.is_char_boundary(end) {
-        end -= 1;
-    }
-    let name = &i.name.as_bytes()[..end];
-    let mut b = Vec::with_capacity(21 + name.len());
-    b.extend_from_slice(&i.node.to_le_bytes());
-    b.extend_from_slice(&(i.device as u64).to_le_bytes());
-    b.extend_from_slice(&i.pid.to_le_bytes());
-    b.push(name.len() as u8);
-    b.extend_from_slice(name);
-    b
-}
-
-fn decode_info(b: &[u8]) -> Option<RankInfo> {
-    let node = u64::from_le_bytes(b.get(0..8)?.try_into().ok()?);
-    let device = usize::try_from(u64::from_le_bytes(b.get(8..16)?.try_into().ok()?)).ok()?;
-    let pid = u32::from_le_bytes(b.get(16..20)?.try_into().ok()?);
-    let len = usize::from(*b.get(20)?);
-    let name = b.get(21..21 + len)?;
-    if b.len() != 21 + len {
-        return None;
-    }
-    Some(RankInfo {
-        node,
-        name: crate::bootstrap::wire::reason_text(name),
-        device,
-        pid,
-    })
-}
-
-/// The first two ranks (in rank order) that run in different processes on the same device
-/// of the same node, with that device.
-fn shared_device_across_processes(ranks: &[RankInfo]) -> Option<(usize, usize, usize)> {
-    for (a, x) in ranks.iter().enumerate() {
-        for (b, y) in ranks.iter().enumerate().skip(a + 1) {
-            if x.node == y.node && x.device == y.device && x.pid != y.pid {
-                return Some((a, b, x.device));
-            }
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Node of every rank for a list of node sizes, nodes in order.
-    fn layout(sizes: &[usize]) -> Vec<usize> {
-        sizes
-            .iter()
-            .enumerate()
-            .flat_map(|(node, &n)| std::iter::repeat_n(node, n))
-            .collect()
-    }
-
-    #[test]
-    fn lsa_size_is_the_gcd_of_same_node_runs() {
-        assert_eq!(lsa_size_of(&layout(&[8]), None), 8);
-        assert_eq!(lsa_size_of(&layout(&[8, 8]), None), 8);
-        assert_eq!(lsa_size_of(&layout(&[8, 8, 4]), None), 4);
-        assert_eq!(lsa_size_of(&layout(&[6, 4]), None), 2);
-        assert_eq!(lsa_size_of(&layout(&[1]), None), 1);
-        assert_eq!(lsa_size_of::<u64>(&[], None), 1);
-        // Ranks of a node not contiguous in world order: runs of one.
-        assert_eq!(lsa_size_of(&[0, 1, 0, 1, 0, 1, 0, 1], None), 1);
-        assert_eq!(lsa_size_of(&[0, 0, 1, 1, 0, 0, 1, 1], None), 2);
-    }
-
-    #[test]
-    fn lsa_cap_can_shrink_but_never_widen_teams() {
-        assert_eq!(lsa_size_of(&layout(&[8]), Some(4)), 4);
-        assert_eq!(lsa_size_of(&layout(&[8]), Some(3)), 1);
-        assert_eq!(lsa_size_of(&layout(&[8, 8]), Some(16)), 8);
-        assert_eq!(lsa_size_of(&layout(&[8, 8, 4]), Some(2)), 2);
-    }
-
-    /// Brute force: for every layout and every rank, the LSA and rail teams partition the world
-    /// as intended and agree with the device crate's `Team::to_world`.
-    #[test]
-    fn teams_and_conversions_agree_with_a_brute_force_reference() {
-        let layouts: Vec<Vec<usize>> = vec![
-            layout(&[8]),
-            layout(&[8, 8]),
-            layout(&[8, 8, 4]),
-            layout(&[2, 2, 2]),
-            layout(&[1]),
-            vec![0, 1, 0, 1],
-            vec![0, 0, 1, 1, 0, 0],
-        ];
-        for nodes in &layouts {
-            let size = nodes.len() as i32;
-            let lsa = lsa_size_of(nodes, None) as i32;
-            assert_eq!(size % lsa, 0);
-            for me in 0..size {
-                let world = Team::new(size, me, 1);
-                let lsa_team = team_inner_factor(world, lsa);
-                let rail = team_outer_factor(world, lsa);
-                assert_eq!(lsa_team, Team::new(lsa, me % lsa, 1));
-                assert_eq!(rail, Team::new(size / lsa, me / lsa, lsa));
-                let lsa_members: Vec<i32> = (0..lsa_team.n_ranks)
-                    .map(|r| lsa_team.to_world(me, r))
-                    .collect();
-                let rail_members: Vec<i32> =
-                    (0..rail.n_ranks).map(|r| rail.to_world(me, r)).collect();
-                // LSA team: the aligned block containing me, all on my node.
-                let block = (me / lsa) * lsa;
-                assert_eq!(lsa_members, (block..block + lsa).collect::<Vec<_>>());
-                for &w in &lsa_members {
-                    assert_eq!(nodes[w as usize], nodes[me as usize], "{nodes:?}");
-                }
-                // Rail team: same LSA index in every LSA team.
-                assert_eq!(
-                    rail_members,
-                    (0..size / lsa)
-                        .map(|t| t * lsa + me % lsa)
-                        .collect::<Vec<_>>()
-                );
-                // Membership and conversions, for every world peer.
-                for w in 0..size {
-                    let in_lsa = lsa_members.contains(&w);
-                    let in_rail = rail_members.contains(&w);
-                    assert_eq!(team_rank_is_member(lsa_team, world, w), in_lsa);
-                    assert_eq!(team_rank_is_member(rail, world, w), in_rail);
-                    if in_lsa {
-                        let r = team_rank_to_team(lsa_team, world, w);
-                        assert_eq!(lsa_team.to_world(me, r), w);
-                    }
-                    if in_rail {
-                        let r = team_rank_to_team(rail, world, w);
-                        assert_eq!(rail.to_world(me, r), w);
-                        assert_eq!(team_rank_to_team(world, rail, r), w);
-                    }
-                }
-            }
-        }
-    }
-
-    #[test]
-    fn team_helpers_answer_extreme_values_exactly_instead_of_overflowing() {
-        let world = Team::new(8, 0, 1);
-        let reversed = Team::new(4, 0, -1);
-        // i32::MIN / -1 and i32::MIN % -1: index 2^31 is no member and no i32.
-        assert!(!team_rank_is_member(reversed, world, i32::MIN));
-        assert_eq!(team_rank_to_team(reversed, world, i32::MIN), -1);
-        // i32::MAX - (-1) overflows the distance.
-        let odd = Team::new(2, -1, 1);
-        assert!(!team_rank_is_member(world, odd, i32::MAX));
-        assert_eq!(team_rank_to_team(world, odd, i32::MAX), -1);
-        // Distances beyond i32 that still land on a member are members.
-        let wide = Team::new(4, 0, 1 << 30);
-        assert!(team_rank_is_member(wide, wide, 3));
-        assert_eq!(team_rank_to_team(wide, wide, 3), 3);
-        assert!(!team_rank_is_member(wide, wide, 4));
-        // Empty teams and a zero stride.
-        assert!(!team_rank_is_member(Team::new(0, 0, 1), world, 0));
-        assert!(!team_rank_is_member(Team::new(1, 0, 0), world, 1));
-        assert!(team_rank_is_member(Team::new(1, 0, 0), world, 0));
-        assert_eq!(team_rank_to_team(Team::new(1, 0, 0), world, i32::MIN), 0);
-        // An outer factor whose stride overflows is the empty team; small n are clamped.
-        assert_eq!(team_outer_factor(wide, 4), Team::new(0, 0, 0));
-        assert_eq!(team_outer_factor(world, i32::MIN), world);
-        assert_eq!(team_inner_factor(world, 0), Team::new(0, 0, 1));
-        let comms =
-            Communicator::init_threads_with(2, Duration::from_secs(10), |_| CommOptions::new())
-                .unwrap();
-        let far = Team::new(2, 0, i32::MAX);
-        assert_eq!(comms[0].team_rank_to_world(far, 1), i32::MAX);
-        assert_eq!(comms[1].team_rank_to_world(far, 1), -1);
-        assert_eq!(comms[1].team_rank_to_world(far, i32::MIN), -1);
-        assert_eq!(comms[1].team_rank_to_lsa(far, 1), -1);
-        assert_eq!(comms[1].team_rank_to_world(Team::new(2, 1, 1), 0), 0);
-    }
-
-    #[test]
-    fn node_descriptions_round_trip_and_reject_garbage() {
-        let i = RankInfo {
-            node: 42,
-            name: "gpu-node-7".into(),
-            device: 3,
-            pid: 4711,
-        };
-        assert_eq!(decode_info(&encode_info(&i)), Some(i));
-        assert_eq!(decode_info(b"short"), None);
-        let mut b = encode_info(&RankInfo {
-            node: 1,
-            name: "n".into(),
-            device: 0,
-            pid: 1,
-        });
-        b.push(0);
-        assert_eq!(decode_info(&b), None);
-        b.truncate(10);
-        assert_eq!(decode_info(&b), None);
-    }
-
-    #[test]
-    fn a_device_shared_by_two_processes_of_a_node_is_found() {
-        let r = |node, device, pid| RankInfo {
-            node,
-            name: format!("n{node}"),
-            device,
-            pid,
-        };
-        // One process per GPU, and several threads of one process on one GPU: fine.
-        assert_eq!(
-            shared_device_across_processes(&[r(1, 0, 10), r(1, 1, 11), r(1, 1, 11)]),
-            None
-        );
-        // The same device number on two nodes is two devices.
-        assert_eq!(
-            shared_device_across_processes(&[r(1, 0, 10), r(2, 0, 10)]),
-            None
-        );
-        // Two processes on device 1 of node 1: ranks 1 and 3.
-        assert_eq!(
-            shared_device_across_processes(&[r(1, 0, 10), r(1, 1, 11), r(2, 1, 12), r(1, 1, 13)]),
-            Some((1, 3, 1))
-        );
-    }
-
-    #[test]
-    fn options_from_the_environment_are_validated() {
-        let o = CommOptions::from_lookup(|k| match k {
-            "SYMCOMM_DEVICE" => Some("2".into()),
-            "SYMCOMM_NODE_ID" => Some("a".into()),
-            "SYMCOMM_LSA_SIZE" => Some("4".into()),
-            _ => None,
-        })
-        .unwrap();
-        assert_eq!(o, CommOptions::new().device(2).node_id("a").lsa_size(4));
-        let e = CommOptions::from_lookup(|k| (k == "SYMCOMM_LSA_SIZE").then(|| "x".into()))
-            .unwrap_err();
-        assert!(matches!(e, Error::Env { .. }), "{e}");
-    }
-
-    fn threads_with_nodes(nodes: &'static [&'static str], cap: usize) -> Vec<Communicator> {
-        Communicator::init_threads_with(nodes.len(), Duration::from_secs(10), |r| {
-            CommOptions::new().node_id(nodes[r]).lsa_size(cap)
-        })
-        .unwrap()
-    }
-
-    #[test]
-    fn in_process_communicators_derive_teams_from_declared_nodes() {
-        const NODES: &[&str] = &["a", "a", "a", "a", "b", "b", "b", "b", "c", "c"];
-        let comms = threads_with_nodes(NODES, 0);
-        for (r, c) in comms.iter().enumerate() {
-            assert_eq!((c.rank(), c.size(), c.device()), (r, 10, 0));
-            assert_eq!(c.lsa_size(), 2);
-            assert_eq!(c.node_count(), 3);
-            assert_eq!(c.node_name(), NODES[r]);
-            assert_eq!(c.world_team(), Team::new(10, r as i32, 1));
-            assert_eq!(c.lsa_team(), Team::new(2, (r % 2) as i32, 1));
-            assert_eq!(c.rail_team(), Team::new(5, (r / 2) as i32, 2));
-            assert_eq!(c.team_rank_to_world(c.rail_team(), 4), (8 + r % 2) as i32);
-            assert_eq!(c.team_rank_to_lsa(c.lsa_team(), 1), 1);
-            let block = r / 2 * 2;
-            assert_eq!(c.lsa_team_ranks(), vec![block, block + 1]);
-        }
-        let capped = threads_with_nodes(&["a", "a", "a", "a"], 2);
-        assert!(capped.iter().all(|c| c.lsa_size() == 2));
-    }
-
-    #[test]
-    fn init_threads_puts_rank_r_on_device_r() {
-        let comms = Communicator::init_threads(3).unwrap();
-        for (r, c) in comms.iter().enumerate() {
-            assert_eq!((c.rank(), c.device(), c.device_of(2)), (r, r, Some(2)));
-            assert_eq!(c.node_count(), 1);
-            assert_eq!(c.lsa_size(), 3);
-            assert_eq!(c.rail_team(), Team::new(1, 0, 3));
         }
     }
 }

@@ -2,7 +2,10 @@
 //!
 //! - [`layout`]: the flat VA (`lsa_size × stride` slots), stride derivation, per-peer
 //!   addresses, window-offset checks, and the cross-rank validation of a registration;
-//! - [`record`]: the per-rank record that registration all-gathers, and its wire form.
+//! - [`record`]: the per-rank record that registration all-gathers, and its wire form;
+//! - `state`: the per-communicator symmetric state that the first registration creates (flat
+//!   VA, slot space, fd server, registered windows, multicast range);
+//! - `multicast`: the collective set-up of the LSA team's multicast range.
 //!
 //! Offsets inside a slot come from [`crate::space::Space`]; file descriptors travel through
 //! [`crate::ipc`]; the CUDA side (export, import, map) is [`crate::cuda::vmm`]. The collective
@@ -25,7 +28,9 @@
 //! ranks.
 
 pub mod layout;
+mod multicast;
 pub mod record;
+pub(crate) mod state;
 
 pub use layout::{
     AgreedRegistration, FlatLayout, STRIDE_ENV, STRIDE_UNIT, WINDOW_ALIGN, parse_size, team_stride,

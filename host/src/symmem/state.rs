@@ -1,0 +1,82 @@
+//! The per-communicator symmetric-memory state: what the first window registration creates
+//! and every later one shares (the flat VA and its layout, the slot space, the fd server, the
+//! registered windows) and, once asked for, the LSA team's multicast range.
+//!
+//! The communicator holds it in a shared slot ([`StateSlot`]) that windows keep too, so a
+//! window can deregister after its communicator is gone. Registration (`crate::window`) and
+//! the multicast set-up ([`super::multicast`]) fill it; this module only defines it.
+
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::cuda::multicast::{McBinding, Multicast};
+use crate::cuda::vmm::{Mapping, PhysicalMem, VaRange};
+use crate::ipc::FdServer;
+use crate::space::Space;
+use crate::symmem::layout::FlatLayout;
+use crate::{Error, Result};
+
+/// The communicator's slot for its symmetric state: empty until the first registration.
+pub(crate) type StateSlot = Arc<Mutex<Option<SymState>>>;
+
+/// Per-communicator symmetric-memory state, created by the first registration.
+#[derive(Debug)]
+pub(crate) struct SymState {
+    pub(crate) layout: FlatLayout,
+    pub(crate) flat: Arc<VaRange>,
+    pub(crate) space: Space,
+    pub(crate) server: FdServer,
+    pub(crate) next_seq: u64,
+    pub(crate) lsa_world_ranks: Vec<usize>,
+    pub(crate) windows: Vec<WindowEntry>,
+    pub(crate) mc: Option<McTeam>,
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct WindowEntry {
+    pub(crate) user_ptr: u64,
+    pub(crate) size: usize,
+    pub(crate) descriptor: u64,
+    pub(crate) slot_offset: u64,
+    pub(crate) mem: Arc<PhysicalMem>,
+}
+
+/// The LSA team's multicast range.
+#[derive(Debug)]
+pub(crate) enum McTeam {
+    Gpu(GpuMcTeam),
+    Emulated(EmuMcTeam),
+}
+
+impl McTeam {
+    pub(crate) fn base(&self) -> u64 {
+        match self {
+            McTeam::Gpu(t) => t.mapping.ptr(),
+            McTeam::Emulated(t) => t.va.base(),
+        }
+    }
+}
+
+/// The LSA team's multicast object, mapped locally, with every window's memory bound at its
+/// slot offset. Field order is teardown order: unbind, unmap, release.
+#[derive(Debug)]
+pub(crate) struct GpuMcTeam {
+    pub(crate) bindings: Vec<(u64, McBinding)>,
+    pub(crate) mapping: Mapping,
+    pub(crate) mc: Multicast,
+}
+
+/// The emulated multicast range: a reserved, inaccessible range of `stride` bytes whose byte
+/// `o` resolves (in the device crate's multimem) to byte `o` of every LSA peer's slot in the
+/// flat VA; it covers every window, present and future, so nothing is bound per window.
+/// Field order is teardown order: unregister, then free the addresses.
+#[derive(Debug)]
+pub(crate) struct EmuMcTeam {
+    pub(crate) _range: symcomm_device::emu::multicast::MulticastRange,
+    pub(crate) va: Arc<VaRange>,
+}
+
+/// Locks the state; a lock poisoned by a panic on another thread is an [`Error::Internal`].
+pub(crate) fn lock<T>(m: &Mutex<T>) -> Result<MutexGuard<'_, T>> {
+    m.lock()
+        .map_err(|_| Error::Internal("symmetric-memory state poisoned by a panic".into()))
+}
