@@ -98,7 +98,8 @@ impl Collectives {
             let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
             let status = HostMapped::new(0u32)?;
             let threads = crate::emulation::threads()?;
-            let scratch_bytes = fused_off + crate::rmsnorm::FUSED_SCRATCH_BYTES;
+            let scratch_bytes =
+                fused_off + symcomm_gallery_kernels::rmsnorm_split::FUSED_SCRATCH_BYTES;
             let scratch_mem = SymmetricMemory::alloc(comm, scratch_bytes as usize)?;
             // Zeroed before registering: registration ends with a team barrier, so no peer
             // can write an LL line before every header and line is zero (= never valid).

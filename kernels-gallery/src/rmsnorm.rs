@@ -20,13 +20,7 @@ use crate::buffer::Buf;
 use crate::collectives::{Collectives, Kind, launch_args, overlaps};
 use crate::tuning::Algo;
 
-/// Most bytes of rows (`tokens × hidden` bf16: 128 × 8192 and beyond) the two-shot fused
-/// kernel with barriers takes.
-pub const FUSED_ROW_BYTES: u64 = 8 << 20;
-
-/// Bytes of the scratch window reserved for the fused kernels: the launch counters and
-/// partial-sum slots of [`split`], then [`FUSED_ROW_BYTES`] of `h` rows.
-pub const FUSED_SCRATCH_BYTES: u64 = split::H_BASE + FUSED_ROW_BYTES;
+pub use symcomm_gallery_kernels::rmsnorm_split::{FUSED_ROW_BYTES, FUSED_SCRATCH_BYTES};
 
 /// The largest `hidden` the kernels take (`8 × MAX_PACKS × threads`).
 pub const MAX_HIDDEN: usize = 8 * MAX_PACKS * plan::LL_THREADS as usize;

@@ -61,8 +61,7 @@ pub struct NormArgs {
 
 const _: () = assert!(core::mem::size_of::<NormArgs>() == 56);
 
-/// Most packs of a row one thread holds (so `hidden ≤ 8 × MAX_PACKS × block size`).
-pub const MAX_PACKS: usize = 2;
+pub use crate::rmsnorm_split::MAX_PACKS;
 
 /// Calls `f(0)`, …, `f(MAX_PACKS - 1)` as straight-line code, so that arrays of a thread's
 /// packs indexed by `i` stay in registers (a loop the compiler does not unroll would keep

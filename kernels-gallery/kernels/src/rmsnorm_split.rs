@@ -17,7 +17,19 @@
 //! | [`h_off`] | the `h` rows (pushed by the row's owner) |
 
 use crate::plan;
-use crate::rmsnorm::MAX_PACKS;
+
+/// Most packs of a row one thread of the row kernels holds (so
+/// `hidden ≤ 8 × MAX_PACKS × block size`); a segment of a row fits one block when it has at
+/// most `MAX_PACKS × threads` packs.
+pub const MAX_PACKS: usize = 2;
+
+/// Most bytes of rows (`tokens × hidden` bf16: 128 × 8192 and beyond) the two-shot fused
+/// kernel with barriers takes: what the `h` rows of the fused region hold.
+pub const FUSED_ROW_BYTES: u64 = 8 << 20;
+
+/// Bytes of the fused region of the scratch window: the scales of [`MAX_ITEMS`] items, then
+/// [`FUSED_ROW_BYTES`] of `h` rows.
+pub const FUSED_SCRATCH_BYTES: u64 = H_BASE + FUSED_ROW_BYTES;
 
 /// Most segments of a row.
 pub const MAX_SEGS: u64 = 8;
