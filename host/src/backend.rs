@@ -153,8 +153,12 @@ pub fn emulator_notice(prog: &str) -> Result<Option<String>> {
 /// emulated device memory) must be valid for that, as for the GPU launch it stands for.
 pub unsafe fn emulated_launch(blocks: u32, threads: u32, kernel: impl Fn()) -> Result<()> {
     // SAFETY: the caller's contract.
-    unsafe { symcomm_device::emu::Launch::new(blocks, threads).run_unsync(kernel) }
-        .map_err(|e| Error::InvalidArgument(format!("emulated kernel launch: {e}")))
+    unsafe { symcomm_device::emu::Launch::new(blocks, threads).run_unsync(kernel) }.map_err(|e| {
+        Error::Emulation {
+            kernel: "emulated_launch".into(),
+            detail: e.to_string(),
+        }
+    })
 }
 
 impl Backend {

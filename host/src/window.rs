@@ -209,18 +209,18 @@ impl Offer {
     }
 
     fn decode(rank: usize, bytes: &[u8]) -> Result<Offer> {
+        let sent = |what: String| Error::PeerProtocol {
+            rank: None,
+            step: "window registration".into(),
+            peer: rank,
+            what,
+        };
         match bytes.split_first() {
             Some((b'R', rest)) => RegistrationRecord::decode(rest)
                 .map(Offer::Ready)
-                .map_err(|e| {
-                    Error::InvalidArgument(format!(
-                        "rank {rank} sent a malformed registration record: {e}"
-                    ))
-                }),
+                .map_err(|e| sent(format!("a malformed registration record: {e}"))),
             Some((b'E', rest)) => Ok(Offer::Refused(String::from_utf8_lossy(rest).into_owned())),
-            _ => Err(Error::InvalidArgument(format!(
-                "rank {rank} sent a malformed registration message"
-            ))),
+            _ => Err(sent("a malformed registration message".into())),
         }
     }
 }
@@ -270,9 +270,12 @@ impl Communicator {
                     return Err(if rank == me {
                         local.err().unwrap_or(Error::InvalidArgument(why))
                     } else {
-                        Error::InvalidArgument(format!(
-                            "window registration refused by rank {rank}: {why}"
-                        ))
+                        Error::PeerFailed {
+                            rank: Some(me),
+                            step: "window registration".into(),
+                            peer: rank,
+                            reason: format!("refused it: {why}"),
+                        }
                     });
                 }
             }
@@ -286,7 +289,7 @@ impl Communicator {
         let mut guard = lock(&state_arc)?;
         let state = guard
             .as_mut()
-            .ok_or_else(|| Error::InvalidArgument("symmetric state missing".into()))?;
+            .ok_or_else(|| Error::Internal("symmetric state missing after its creation".into()))?;
         state.next_seq = seq + 1;
         let slot_offset = state.space.alloc(slot_size, align)?;
         let mapped = state.map_peers(self, &local, &agreed, seq, slot_offset);
@@ -504,7 +507,7 @@ impl SymState {
                     Arc::clone(&local.alloc.mem)
                 } else {
                     let fd = fds.next().ok_or_else(|| {
-                        Error::InvalidArgument(format!("no fd received from rank {world}"))
+                        Error::Internal(format!("no fd received from rank {world}"))
                     })?;
                     PhysicalMem::import_fd(
                         std::os::fd::AsFd::as_fd(&fd),

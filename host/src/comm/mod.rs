@@ -135,9 +135,8 @@ impl Communicator {
             Some(id) => Bootstrap::connect_tcp(&id, env.rank, env.size, env.timeout)?,
             None => {
                 let mut one = Bootstrap::in_process(1, env.timeout)?;
-                one.pop().ok_or_else(|| {
-                    Error::InvalidArgument("no endpoint for a world of one rank".into())
-                })?
+                one.pop()
+                    .ok_or_else(|| Error::Internal("no endpoint for a world of one rank".into()))?
             }
         };
         Communicator::init(bootstrap, options)
@@ -231,7 +230,7 @@ impl Communicator {
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(Error::InvalidArgument(
+                        Err(Error::Internal(
                             "a rank's initialisation thread panicked".into(),
                         ))
                     })

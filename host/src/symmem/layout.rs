@@ -62,12 +62,15 @@ pub fn team_stride(device_total_mem: &[u64], env_override: Option<&str>) -> Resu
     if let Some(value) = env_override.map(str::trim)
         && !(value.is_empty() || value == "0" || value.eq_ignore_ascii_case("auto"))
     {
-        let stride = parse_size(value)
-            .map_err(|e| Error::InvalidArgument(format!("{STRIDE_ENV}={value:?}: {e}")))?;
+        let env = |reason: String| Error::Env {
+            var: STRIDE_ENV.into(),
+            reason,
+        };
+        let stride = parse_size(value).map_err(|e| env(format!("{value:?}: {e}")))?;
         if !stride.is_multiple_of(STRIDE_UNIT) {
             let up = stride.div_ceil(STRIDE_UNIT);
-            return Err(Error::InvalidArgument(format!(
-                "{STRIDE_ENV}={value} ({stride} bytes) is not a multiple of 4 GiB (try {}G)",
+            return Err(env(format!(
+                "{value} ({stride} bytes) is not a multiple of 4 GiB (try {}G)",
                 up * 4
             )));
         }
@@ -258,30 +261,37 @@ impl AgreedRegistration {
 ///
 /// Every rank calls this on the same records and therefore gets the same result. Checks, in
 /// this order, reporting the first failure:
-/// 1. the records are non-empty and in strictly increasing rank order
-///    ([`Error::InvalidArgument`]);
+/// 1. the records are non-empty ([`Error::Internal`]) and in strictly increasing rank order
+///    ([`Error::PeerProtocol`] naming the rank out of order);
 /// 2. each record on its own: window size > 0, granularity a power of two, window offset a
-///    multiple of 4 KiB, window inside the allocation ([`Error::InvalidArgument`] naming the
-///    rank);
+///    multiple of 4 KiB, window inside the allocation ([`Error::PeerProtocol`] naming the
+///    rank: every rank checked its own record before sending it);
 /// 3. against the first record, field by field (sequence number, handle kind, granularity,
 ///    window offset, window size, allocation size): the first rank that differs gives
 ///    [`Error::Mismatch`] between the first record's rank and that rank.
 pub fn validate_registration(records: &[RegistrationRecord]) -> Result<AgreedRegistration> {
     let Some(first) = records.first() else {
-        return Err(Error::InvalidArgument(
-            "no registration records gathered".into(),
-        ));
+        return Err(Error::Internal("no registration records gathered".into()));
+    };
+    let sent = |peer: u32, what: String| Error::PeerProtocol {
+        rank: None,
+        step: "window registration".into(),
+        peer: peer as usize,
+        what,
     };
     for pair in records.windows(2) {
         if pair[1].rank <= pair[0].rank {
-            return Err(Error::InvalidArgument(format!(
-                "gathered registration records are not in rank order (rank {} follows rank {})",
-                pair[1].rank, pair[0].rank
-            )));
+            return Err(sent(
+                pair[1].rank,
+                format!(
+                    "a record out of rank order (rank {} follows rank {})",
+                    pair[1].rank, pair[0].rank
+                ),
+            ));
         }
     }
     for r in records {
-        let bad = |why: String| Error::InvalidArgument(format!("rank {}: {why}", r.rank));
+        let bad = |why: String| sent(r.rank, format!("an invalid registration record: {why}"));
         if r.window_size == 0 {
             return Err(bad("window size is 0".into()));
         }
@@ -409,7 +419,7 @@ mod tests {
         let err = team_stride(&[80 * GIB], Some("141G")).unwrap_err();
         assert_eq!(
             err.to_string(),
-            "invalid argument: SYMCOMM_WIN_STRIDE=141G (151397597184 bytes) is not a multiple of 4 GiB (try 144G)"
+            "environment variable SYMCOMM_WIN_STRIDE: 141G (151397597184 bytes) is not a multiple of 4 GiB (try 144G)"
         );
         assert!(
             team_stride(&[80 * GIB], Some("lots"))
@@ -591,15 +601,25 @@ mod tests {
             let err = validate_registration(&records).unwrap_err().to_string();
             assert!(err.contains(want), "{err}");
         };
-        check(|r| r.window_size = 0, "rank 1: window size is 0");
-        check(|r| r.granularity = 3 << 20, "rank 1: granularity");
-        check(|r| r.offset_in_alloc = 100, "rank 1: window offset 100");
+        let record = "window registration: rank 1 sent an invalid registration record: ";
+        check(|r| r.window_size = 0, &format!("{record}window size is 0"));
+        check(|r| r.granularity = 3 << 20, &format!("{record}granularity"));
+        check(
+            |r| r.offset_in_alloc = 100,
+            &format!("{record}window offset 100"),
+        );
         check(
             |r| r.window_size = 2 << 20,
-            "rank 1: window of 2097152 bytes at offset 4096 exceeds",
+            &format!("{record}window of 2097152 bytes at offset 4096 exceeds"),
         );
-        check(|r| r.offset_in_alloc = u64::MAX - 4095, "rank 1: window of");
-        check(|r| r.rank = 0, "not in rank order");
-        assert!(validate_registration(&[]).is_err());
+        check(
+            |r| r.offset_in_alloc = u64::MAX - 4095,
+            &format!("{record}window of"),
+        );
+        check(|r| r.rank = 0, "rank 0 sent a record out of rank order");
+        assert!(matches!(
+            validate_registration(&[]),
+            Err(Error::Internal(_))
+        ));
     }
 }

@@ -162,7 +162,7 @@ impl Communicator {
             // symmetric state, at the communicator's teardown.
             let range =
                 unsafe { symcomm_device::emu::multicast::register(va.base(), stride, &copies) }
-                    .map_err(Error::InvalidArgument)?;
+                    .map_err(|e| Error::Internal(format!("emulated multicast range: {e}")))?;
             let team = McTeam::Emulated(EmuMcTeam { _range: range, va });
             let base = team.base();
             state.mc = Some(team);
