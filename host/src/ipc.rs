@@ -40,6 +40,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+use crate::time::{deadline_after, remaining};
 use crate::{Error, Result};
 
 /// The longest one server-side connection may take (reading the request, sending the reply).
@@ -149,7 +150,7 @@ impl FdServer {
         peers
             .iter()
             .map(|&peer| {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = remaining(deadline);
                 fetch_until(self.id, self.rank, peer, key, deadline, timeout - left)
             })
             .collect()
@@ -442,7 +443,7 @@ fn fetch_until(
         match try_fetch(id, my_rank, &name, key, deadline) {
             Ok(Attempt::Got(fd)) => return Ok(fd),
             Ok(Attempt::Retry(step)) => {
-                let left = deadline.saturating_duration_since(Instant::now());
+                let left = remaining(deadline);
                 if left.is_zero() {
                     return Err(timeout(step));
                 }
@@ -478,11 +479,7 @@ fn try_fetch(
     key: u64,
     deadline: Instant,
 ) -> Result<Attempt, Failure> {
-    let left = || {
-        deadline
-            .saturating_duration_since(Instant::now())
-            .max(Duration::from_millis(1))
-    };
+    let left = || remaining(deadline).max(Duration::from_millis(1));
     let io_err = |step| {
         move |e: io::Error| {
             if is_timeout(&e) {
@@ -569,16 +566,6 @@ fn try_fetch(
 
 // ---------------------------------------------------------------------------------------------
 // Socket helpers (thin libc wrappers).
-
-/// `now + timeout`, saturating far in the future instead of overflowing (a timeout of
-/// [`Duration::MAX`] means "no practical limit", not a panic). The bootstrap derives its
-/// deadlines with this too.
-pub(crate) fn deadline_after(timeout: Duration) -> Instant {
-    let now = Instant::now();
-    now.checked_add(timeout)
-        .or_else(|| now.checked_add(Duration::from_secs(u32::MAX as u64)))
-        .unwrap_or(now)
-}
 
 fn invalid(why: String) -> io::Error {
     io::Error::new(io::ErrorKind::InvalidData, why)

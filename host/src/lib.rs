@@ -24,6 +24,7 @@ mod logging;
 pub mod ranks;
 pub mod space;
 pub mod symmem;
+mod time;
 pub mod window;
 
 pub use bootstrap::Bootstrap;

@@ -55,7 +55,7 @@ pub use tcp::RootListener;
 pub use unique_id::UniqueId;
 pub use wire::{MAX_MESSAGE_BYTES, MAX_WORLD_SIZE, PROTOCOL_VERSION};
 
-use crate::ipc::deadline_after;
+use crate::time::deadline_after;
 use crate::{Error, Result};
 use inproc::InProcLinks;
 use mailbox::{CollMsg, Failure, Incoming, Mailbox, Op, WaitError};

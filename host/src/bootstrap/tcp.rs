@@ -42,7 +42,7 @@ use super::wire::{
     self, HELLO_LEN, Hello, Kind, MAX_MESSAGE_BYTES, MAX_REASON_BYTES, PROTOCOL_VERSION, Role,
     WireError,
 };
-use crate::ipc::deadline_after;
+use crate::time::{deadline_after, remaining};
 use crate::{Error, Result};
 
 /// How long one connection may take to say hello before it is dropped.
@@ -564,10 +564,7 @@ fn read_hello(
 ) -> std::result::Result<(TcpStream, Hello), String> {
     let _ = s.set_nonblocking(false);
     let _ = s.set_nodelay(true);
-    let left = deadline
-        .saturating_duration_since(Instant::now())
-        .min(HANDSHAKE_LIMIT)
-        .max(POLL);
+    let left = remaining(deadline).min(HANDSHAKE_LIMIT).max(POLL);
     s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
     let _ = s.set_write_timeout(Some(HANDSHAKE_LIMIT));
     let f = match wire::read_frame(&mut s, HELLO_LEN) {
@@ -609,7 +606,7 @@ fn dial(
     step: &str,
 ) -> Result<TcpStream> {
     loop {
-        let left = deadline.saturating_duration_since(Instant::now());
+        let left = remaining(deadline);
         let attempt = TcpStream::connect_timeout(&addr, left.clamp(POLL, Duration::from_secs(2)));
         match attempt {
             Ok(s) => {
@@ -841,7 +838,7 @@ fn abort_links(links: &mut [Option<TcpStream>], culprit: usize, reason: &str) {
 }
 
 fn set_read_deadline(s: &TcpStream, deadline: Instant, rank: usize) -> Result<()> {
-    let left = deadline.saturating_duration_since(Instant::now()).max(POLL);
+    let left = remaining(deadline).max(POLL);
     s.set_read_timeout(Some(left))
         .map_err(|source| io_error(rank, "setting a read timeout", source))
 }
