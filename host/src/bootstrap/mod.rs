@@ -8,7 +8,7 @@
 //! with identical semantics:
 //! - **TCP** ([`Bootstrap::connect_tcp`], [`Bootstrap::serve_tcp`]): one process per rank; a
 //!   rendezvous at rank 0 (address and magic from a [`UniqueId`]), then a full mesh of
-//!   connections (the handshake is documented in `bootstrap/tcp.rs`, the framing and its size
+//!   connections (the handshake is documented in `bootstrap/tcp/mod.rs`, the framing and its size
 //!   limits in `bootstrap/wire.rs`);
 //! - **in-process** ([`Bootstrap::in_process`]): ranks are threads of one process.
 //!

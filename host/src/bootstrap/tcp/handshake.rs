@@ -1,0 +1,144 @@
+//! What both setup steps ([`super::rendezvous`], [`super::mesh`]) share: dialing a listener
+//! with retries, reading and checking the hello of an accepted connection, sending reject and
+//! abort frames, and mapping a failed handshake read to an error naming the step.
+
+use std::net::{SocketAddr, TcpStream};
+use std::thread;
+use std::time::{Duration, Instant};
+
+use super::errors::{io_error, protocol};
+use crate::bootstrap::wire::{self, HELLO_LEN, Hello, Kind, PROTOCOL_VERSION, Role, WireError};
+use crate::time::remaining;
+use crate::{Error, Result};
+
+/// How long one connection may take to say hello before it is dropped.
+const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
+/// Pause between polls of a non-blocking listener, and between connection attempts.
+pub(crate) const POLL: Duration = Duration::from_millis(1);
+const RETRY: Duration = Duration::from_millis(20);
+
+/// Reads and checks the first frame of an accepted connection. A wrong magic, version or role
+/// gets a reject frame; the error says why, for the log.
+pub(crate) fn read_hello(
+    mut s: TcpStream,
+    magic: u64,
+    role: Role,
+    deadline: Instant,
+) -> std::result::Result<(TcpStream, Hello), String> {
+    let _ = s.set_nonblocking(false);
+    let _ = s.set_nodelay(true);
+    let left = remaining(deadline).min(HANDSHAKE_LIMIT).max(POLL);
+    s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
+    let _ = s.set_write_timeout(Some(HANDSHAKE_LIMIT));
+    let f = match wire::read_frame(&mut s, HELLO_LEN) {
+        Ok(f) => f,
+        Err(e) if e.is_timeout() => return Err("sent no hello in time".into()),
+        Err(e) => {
+            send_reason(&mut s, Kind::Reject, 0, &format!("bad hello: {e}"));
+            return Err(format!("bad hello: {e}"));
+        }
+    };
+    let h = match (f.kind, Hello::decode(&f.payload)) {
+        (Kind::Hello, Ok(h)) => h,
+        (Kind::Hello, Err(why)) => return Err(why),
+        (k, _) => return Err(format!("sent a {k:?} frame instead of a hello")),
+    };
+    let why = if h.magic != magic {
+        "wrong magic: this connection belongs to a different job (check SYMCOMM_UNIQUE_ID / MASTER_ADDR / MASTER_PORT)".to_string()
+    } else if h.version != PROTOCOL_VERSION {
+        format!(
+            "protocol version {} does not match {PROTOCOL_VERSION} (mixed symcomm builds)",
+            h.version
+        )
+    } else if h.role != role {
+        format!("a {:?} hello where a {role:?} hello was expected", h.role)
+    } else {
+        return Ok((s, h));
+    };
+    send_reason(&mut s, Kind::Reject, 0, &why);
+    Err(why)
+}
+
+/// Connects to `addr`, retrying until `deadline` while nobody listens there yet.
+pub(crate) fn dial(
+    addr: SocketAddr,
+    rank: usize,
+    to: usize,
+    deadline: Instant,
+    timeout: Duration,
+    step: &str,
+) -> Result<TcpStream> {
+    loop {
+        let left = remaining(deadline);
+        let attempt = TcpStream::connect_timeout(&addr, left.clamp(POLL, Duration::from_secs(2)));
+        match attempt {
+            Ok(s) => {
+                let _ = s.set_nodelay(true);
+                let _ = s.set_write_timeout(Some(timeout));
+                return Ok(s);
+            }
+            Err(e) => {
+                if Instant::now() + RETRY >= deadline {
+                    return Err(Error::Timeout {
+                        rank: Some(rank),
+                        step: format!("{step} connecting to rank {to} at {addr} (last error: {e})"),
+                        after: timeout,
+                    });
+                }
+                thread::sleep(RETRY);
+            }
+        }
+    }
+}
+
+/// Sends a reject or abort frame, ignoring failure (the other end may be gone already).
+pub(crate) fn send_reason(s: &mut TcpStream, kind: Kind, culprit: usize, reason: &str) {
+    let _ = wire::write_frame(s, kind, culprit as u32, 0, wire::reason_bytes(reason));
+}
+
+/// Tells every connected rank that the setup failed because of `culprit`.
+pub(crate) fn abort_links(links: &mut [Option<TcpStream>], culprit: usize, reason: &str) {
+    for s in links.iter_mut().flatten() {
+        send_reason(s, Kind::Abort, culprit, reason);
+    }
+}
+
+pub(crate) fn set_read_deadline(s: &TcpStream, deadline: Instant, rank: usize) -> Result<()> {
+    let left = remaining(deadline).max(POLL);
+    s.set_read_timeout(Some(left))
+        .map_err(|source| io_error(rank, "setting a read timeout", source))
+}
+
+/// Maps a failed handshake read from `peer` to an error naming the step.
+pub(crate) fn read_error(
+    rank: usize,
+    peer: usize,
+    step: &str,
+    waiting: &str,
+    timeout: Duration,
+    e: WireError,
+) -> Error {
+    if e.is_timeout() {
+        return Error::Timeout {
+            rank: Some(rank),
+            step: waiting.into(),
+            after: timeout,
+        };
+    }
+    match e {
+        WireError::Malformed(m) => protocol(
+            rank,
+            step,
+            format!("rank {peer} sent a malformed frame: {m}"),
+        ),
+        e => Error::PeerFailed {
+            rank: Some(rank),
+            step: step.into(),
+            peer,
+            reason: match e {
+                WireError::Io(e) => format!("disconnected ({e})"),
+                _ => "disconnected".into(),
+            },
+        },
+    }
+}
