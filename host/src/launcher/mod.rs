@@ -1,0 +1,45 @@
+//! The local launcher behind `symcomm-run -n N [options] -- prog args`: starts N ranks of one
+//! job on this machine and supervises them.
+//!
+//! What it does, in order:
+//! - picks a free port on 127.0.0.1 (bind to port 0, read it, release it: a tiny window in
+//!   which another process could take it, accepted for a development launcher) and draws a
+//!   random magic;
+//! - starts each rank with `RANK`, `WORLD_SIZE`, `LOCAL_RANK`, `LOCAL_WORLD_SIZE`,
+//!   `MASTER_ADDR`, `MASTER_PORT` (torchrun's names, so non-symcomm code can use them too),
+//!   `SYMCOMM_UNIQUE_ID` (root address and magic), with `--timeout` `SYMCOMM_TIMEOUT`, and
+//!   with `--gpus` `SYMCOMM_DEVICE` ([`rank_env`]); each rank runs in its own process group (so a terminal's Ctrl-C reaches
+//!   it once, through the launcher), gets SIGTERM if the launcher itself dies, and has stdin
+//!   closed;
+//! - prefixes every line a rank prints with `[rank k] ` ([`prefix_lines`]), stdout to stdout and
+//!   stderr to stderr, whole lines at a time;
+//! - forwards SIGINT and SIGTERM to every rank's process group (a second signal sends SIGKILL);
+//! - when a rank fails, waits `--grace` seconds for the others to notice and exit on their own
+//!   (the bootstrap makes them fail promptly), then sends SIGTERM, and SIGKILL 5 s later;
+//! - once every rank has exited, waits for their output to end; processes a rank left running
+//!   in its process group (e.g. `cmd &`) that still hold its output open after 2 s get SIGTERM,
+//!   and SIGKILL 1 s later (at once on SIGINT or SIGTERM), so they cannot keep the launcher
+//!   waiting;
+//! - exits with the first failing rank's exit code, `128 + signal` if it was killed by a
+//!   signal ([`exit_code`]), 0 if every rank succeeded.
+//!
+//! The pieces are plain functions so they are unit-tested; [`run`] ties them together.
+//!
+//! Layout: the command line in `launcher/args.rs`, starting the ranks (port, environment,
+//! command) in `launcher/spawn.rs`, output prefixing in `launcher/output.rs`, the signal handler
+//! and signalling the ranks' process groups in `launcher/signals.rs`, and the supervision loop
+//! that ties them together in `launcher/supervise.rs`.
+
+mod args;
+mod output;
+mod signals;
+mod spawn;
+mod supervise;
+
+pub use args::{DEFAULT_GRACE, LaunchArgs, Parsed, USAGE};
+pub use output::{MAX_LINE_BYTES, prefix_lines};
+pub use spawn::rank_env;
+pub use supervise::{describe, exit_code, run};
+
+#[cfg(test)]
+mod tests;

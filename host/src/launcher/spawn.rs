@@ -1,0 +1,91 @@
+//! Starting the ranks: a free port for the rendezvous, each rank's environment ([`rank_env`],
+//! torchrun's variable names), the command that starts it (own process group, stdin closed,
+//! output piped, SIGTERM when the launcher dies), and killing the ranks started so far when a
+//! start fails.
+
+use std::net::{Ipv4Addr, TcpListener};
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use super::args::LaunchArgs;
+use crate::bootstrap::UniqueId;
+use crate::{Error, Result};
+
+/// The environment of rank `rank` of `nprocs`, all on this machine, root at `id`.
+pub fn rank_env(
+    rank: usize,
+    nprocs: usize,
+    id: &UniqueId,
+    timeout: Option<Duration>,
+) -> Vec<(String, String)> {
+    let mut env = vec![
+        ("RANK".to_string(), rank.to_string()),
+        ("WORLD_SIZE".to_string(), nprocs.to_string()),
+        ("LOCAL_RANK".to_string(), rank.to_string()),
+        ("LOCAL_WORLD_SIZE".to_string(), nprocs.to_string()),
+        ("MASTER_ADDR".to_string(), id.addr().ip().to_string()),
+        ("MASTER_PORT".to_string(), id.addr().port().to_string()),
+        ("SYMCOMM_UNIQUE_ID".to_string(), id.to_string()),
+    ];
+    if let Some(t) = timeout {
+        env.push(("SYMCOMM_TIMEOUT".to_string(), t.as_secs_f64().to_string()));
+    }
+    env
+}
+
+/// The command that starts rank `rank` of `args`: its environment ([`rank_env`], and
+/// `SYMCOMM_DEVICE` with `--gpus`), stdin closed, stdout and stderr piped, in a process group
+/// of its own, and SIGTERM if the launcher dies.
+pub(crate) fn rank_command(args: &LaunchArgs, rank: usize, id: &UniqueId) -> Command {
+    let n = args.nprocs;
+    let mut cmd = Command::new(&args.program);
+    cmd.args(&args.args)
+        .envs(rank_env(rank, n, id, args.timeout))
+        .envs(
+            args.gpus
+                .as_ref()
+                .map(|g| ("SYMCOMM_DEVICE", g[rank].to_string())),
+        )
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .process_group(0);
+    // SAFETY: the closure runs in the child between fork and exec and only calls `prctl`,
+    // which is async-signal-safe; it touches no memory of the parent.
+    unsafe {
+        cmd.pre_exec(|| {
+            // If the launcher dies without stopping its ranks, they get SIGTERM.
+            libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            Ok(())
+        });
+    }
+    cmd
+}
+
+/// A free TCP port on 127.0.0.1.
+pub(crate) fn free_port() -> Result<u16> {
+    let l = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).map_err(|source| Error::Io {
+        what: "finding a free port on 127.0.0.1".into(),
+        source,
+    })?;
+    l.local_addr()
+        .map(|a| a.port())
+        .map_err(|source| Error::Io {
+            what: "finding a free port on 127.0.0.1".into(),
+            source,
+        })
+}
+
+/// Kills (SIGKILL, whole process group) and reaps the ranks started so far, after a failed
+/// start.
+pub(crate) fn kill_started(children: &mut [Child]) {
+    for child in children.iter_mut() {
+        // SAFETY: `kill` has no memory-safety preconditions; the child is not reaped yet, so
+        // its pid still names the process group it leads.
+        unsafe {
+            libc::kill(-(child.id() as i32), libc::SIGKILL);
+        }
+        let _ = child.wait();
+    }
+}
