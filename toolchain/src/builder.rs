@@ -1,0 +1,275 @@
+//! [`Builder`]: the configuration of one kernels build and the steps that run it from a build
+//! script (nested cargo, linker, PTX copied to `OUT_DIR`, generated module, `rerun-if` lines),
+//! giving a [`Ptx`].
+//!
+//! The toolchain comes from [`crate::toolchain`], the nested cargo's environment and report
+//! from [`crate::nested_cargo`].
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+use crate::files::{find_upwards, mkdir, write};
+use crate::nested_cargo::{BuildReport, dep_info_sources, scrub_cargo_env, target_root};
+use crate::toolchain::{Toolchain, toolchain_for};
+use crate::{ARCH_ENV, DEFAULT_ARCH, DEFAULT_PTX_ISA, Error, TARGET, TOOLCHAIN_ENV, linker, ptx};
+
+/// Which cargo profile the kernels are built with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Profile {
+    /// `--release` (the default): optimised, no panic machinery.
+    Release,
+    /// The dev profile: unoptimised kernels, for debugging codegen only.
+    Dev,
+}
+
+/// A built PTX module.
+#[derive(Debug, Clone)]
+pub struct Ptx {
+    /// The kernels crate's library name (hyphens as underscores).
+    pub name: String,
+    /// The PTX file (in `OUT_DIR` when built from a build script).
+    pub path: PathBuf,
+    /// The generated Rust file with the `PTX`, `ENTRY_POINTS` and `ARCH` constants.
+    pub module_rs: PathBuf,
+    /// Kernel entry points, in file order.
+    pub entry_points: Vec<String>,
+    /// The architecture it was built for.
+    pub arch: String,
+    /// Source files the PTX was built from (announced to cargo with `rerun-if-changed`).
+    pub sources: Vec<PathBuf>,
+}
+
+/// Configures and runs the build of one kernels crate.
+#[derive(Debug, Clone)]
+pub struct Builder {
+    crate_dir: PathBuf,
+    arch: Option<String>,
+    ptx_isa: (u32, u32),
+    profile: Profile,
+    features: Vec<String>,
+    rustflags: Vec<String>,
+}
+
+impl Builder {
+    /// A build of the kernels crate at `kernels_crate` (relative to the calling crate's
+    /// `CARGO_MANIFEST_DIR`, or absolute).
+    pub fn new(kernels_crate: impl AsRef<Path>) -> Self {
+        let p = kernels_crate.as_ref();
+        let crate_dir = if p.is_absolute() {
+            p.to_path_buf()
+        } else {
+            std::env::var_os("CARGO_MANIFEST_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_default()
+                .join(p)
+        };
+        Builder {
+            crate_dir,
+            arch: None,
+            ptx_isa: DEFAULT_PTX_ISA,
+            profile: Profile::Release,
+            features: Vec::new(),
+            rustflags: Vec::new(),
+        }
+    }
+
+    /// The GPU architecture, e.g. `sm_90` (default; `$SYMCOMM_ARCH` overrides), `sm_80`, `sm_100`.
+    pub fn arch(mut self, arch: impl Into<String>) -> Self {
+        self.arch = Some(arch.into());
+        self
+    }
+
+    /// The PTX ISA version to emit (default 8.3).
+    pub fn ptx_isa(mut self, major: u32, minor: u32) -> Self {
+        self.ptx_isa = (major, minor);
+        self
+    }
+
+    /// The cargo profile (default release).
+    pub fn profile(mut self, profile: Profile) -> Self {
+        self.profile = profile;
+        self
+    }
+
+    /// Enables a cargo feature of the kernels crate.
+    pub fn feature(mut self, feature: impl Into<String>) -> Self {
+        self.features.push(feature.into());
+        self
+    }
+
+    /// Passes an extra flag to rustc for the kernels crate and its dependencies.
+    pub fn rustflag(mut self, flag: impl Into<String>) -> Self {
+        self.rustflags.push(flag.into());
+        self
+    }
+
+    fn resolved_arch(&self) -> String {
+        std::env::var(ARCH_ENV)
+            .ok()
+            .filter(|s| !s.is_empty())
+            .or_else(|| self.arch.clone())
+            .unwrap_or_else(|| DEFAULT_ARCH.to_owned())
+    }
+
+    /// Builds the kernels crate from a build script; writes `OUT_DIR/<crate>.{ptx,rs}` and
+    /// prints the `cargo:rerun-if-*` lines.
+    pub fn build(&self) -> Result<Ptx, Error> {
+        let out_dir =
+            PathBuf::from(std::env::var_os("OUT_DIR").ok_or(Error::NotInBuildScript("OUT_DIR"))?);
+        let target_root = target_root(&out_dir);
+        let ptx = self.build_into(&target_root.join("ptx"), &out_dir)?;
+        println!("cargo:rerun-if-env-changed={ARCH_ENV}");
+        println!("cargo:rerun-if-env-changed={TOOLCHAIN_ENV}");
+        Ok(ptx)
+    }
+
+    /// Like [`Builder::build`], but on error prints the error and exits the build script
+    /// with status 1 (no panic backtrace).
+    pub fn build_or_exit(&self) -> Ptx {
+        match self.build() {
+            Ok(ptx) => ptx,
+            Err(e) => {
+                eprintln!("error: {e}");
+                std::process::exit(1);
+            }
+        }
+    }
+
+    /// Builds into `nested_target` (the nested cargo's target directory root) and copies the
+    /// PTX and generated module into `out_dir`. Usable outside build scripts.
+    pub fn build_into(&self, nested_target: &Path, out_dir: &Path) -> Result<Ptx, Error> {
+        let manifest = self.crate_dir.join("Cargo.toml");
+        if !manifest.is_file() {
+            return Err(Error::NoKernelsCrate(self.crate_dir.clone()));
+        }
+        let arch = self.resolved_arch();
+        let toolchain = toolchain_for(&self.crate_dir);
+        let tc = Toolchain::probe(&toolchain)?;
+        let target_dir = nested_target.join(&arch);
+        mkdir(&target_dir)?;
+        let linker = tc.linker_exe(&target_dir)?;
+
+        let (major, minor) = self.ptx_isa;
+        let mut flags = vec![
+            format!("-Ctarget-cpu={arch}"),
+            format!("-Ctarget-feature=+ptx{major}{minor}"),
+        ];
+        if self.profile == Profile::Release {
+            flags.push("-Zunstable-options".into());
+            flags.push("-Cpanic=immediate-abort".into());
+        }
+        flags.extend(self.rustflags.iter().cloned());
+
+        let mut cmd = Command::new("cargo");
+        scrub_cargo_env(&mut cmd);
+        cmd.env("RUSTUP_TOOLCHAIN", &toolchain)
+            .env("CARGO_TARGET_NVPTX64_NVIDIA_CUDA_LINKER", &linker)
+            .env(
+                "CARGO_TARGET_NVPTX64_NVIDIA_CUDA_RUSTFLAGS",
+                flags.join(" "),
+            )
+            .env(linker::LLVM_TOOLS_ENV, &tc.llvm_tools)
+            .arg("build")
+            .arg("--manifest-path")
+            .arg(&manifest)
+            .args(["--lib", "--target", TARGET, "-Zbuild-std=core"])
+            .arg("--target-dir")
+            .arg(&target_dir)
+            .arg("--message-format=json")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit());
+        if self.profile == Profile::Release {
+            cmd.arg("--release");
+        }
+        if !self.features.is_empty() {
+            cmd.arg("--features").arg(self.features.join(","));
+        }
+        let output = cmd.output().map_err(|e| Error::Io {
+            what: "run the nested `cargo build` for the kernels crate".into(),
+            source: e,
+        })?;
+        let report = BuildReport::parse(&String::from_utf8_lossy(&output.stdout), &self.crate_dir);
+        let krate = report
+            .crate_name
+            .clone()
+            .unwrap_or_else(|| self.crate_dir.display().to_string());
+        if !output.status.success() {
+            let messages = report
+                .diagnostics
+                .iter()
+                .filter(|d| !d.is_warning)
+                .map(|d| d.rendered.as_str())
+                .collect::<Vec<_>>()
+                .join("\n");
+            return Err(Error::Compile {
+                krate,
+                arch,
+                messages,
+            });
+        }
+        for d in report.diagnostics.iter().filter(|d| d.is_warning) {
+            for line in d.rendered.lines().take(2) {
+                println!("cargo:warning=kernels: {line}");
+            }
+        }
+        let built = report.ptx.ok_or_else(|| Error::NoPtx(krate.clone()))?;
+        let name = built
+            .file_stem()
+            .map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or(krate);
+
+        let text = std::fs::read_to_string(&built).map_err(|e| Error::Io {
+            what: format!("read {}", built.display()),
+            source: e,
+        })?;
+        let entry_points = ptx::entry_points(&text);
+        mkdir(out_dir)?;
+        let path = out_dir.join(format!("{name}.ptx"));
+        write(&path, text.as_bytes())?;
+        let module_rs = out_dir.join(format!("{name}.rs"));
+        write(
+            &module_rs,
+            generated_module(&name, &path, &entry_points, &arch).as_bytes(),
+        )?;
+
+        println!("cargo:rerun-if-changed={}", manifest.display());
+        println!(
+            "cargo:rerun-if-changed={}",
+            self.crate_dir.join("src").display()
+        );
+        if let Some(tc_file) = find_upwards(&self.crate_dir, "rust-toolchain.toml") {
+            println!("cargo:rerun-if-changed={}", tc_file.display());
+        }
+        let sources = dep_info_sources(&built.with_extension("d"), &tc.sysroot);
+        for dep in &sources {
+            println!("cargo:rerun-if-changed={}", dep.display());
+        }
+        Ok(Ptx {
+            name,
+            path,
+            module_rs,
+            entry_points,
+            arch,
+            sources,
+        })
+    }
+}
+
+/// The generated module text: `PTX`, `ENTRY_POINTS`, `ARCH`.
+pub(crate) fn generated_module(name: &str, ptx: &Path, entries: &[String], arch: &str) -> String {
+    let list = entries
+        .iter()
+        .map(|e| format!("{e:?}"))
+        .collect::<Vec<_>>()
+        .join(", ");
+    format!(
+        "// Generated by symcomm-build for kernels crate `{name}`; do not edit.\n\
+         /// PTX of kernels crate `{name}`, built for {arch}.\n\
+         pub const PTX: &str = include_str!({path:?});\n\
+         /// Names of the kernels (`.visible .entry`) in [`PTX`].\n\
+         pub const ENTRY_POINTS: &[&str] = &[{list}];\n\
+         /// GPU architecture the PTX targets.\n\
+         pub const ARCH: &str = {arch:?};\n",
+        path = ptx.display().to_string(),
+    )
+}
