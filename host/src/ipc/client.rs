@@ -15,8 +15,7 @@ use super::sys::{
     set_timeouts,
 };
 use super::wire::{
-    MSG_SIZE, Message, PROTOCOL_VERSION, REPLY_MAGIC, STATUS_NOT_PUBLISHED, STATUS_OK, invalid,
-    socket_name,
+    MSG_SIZE, Message, PROTOCOL_VERSION, REPLY_MAGIC, STATUS_NOT_PUBLISHED, STATUS_OK, socket_name,
 };
 use crate::time::{deadline_after, remaining};
 use crate::{Error, Result};
@@ -74,6 +73,22 @@ pub(crate) fn fetch_until(
                 backoff = (backoff * 2).min(Duration::from_millis(50));
             }
             Err(Failure::TimedOut(step)) => return Err(timeout(step)),
+            Err(Failure::Peer(sent)) => {
+                return Err(Error::PeerProtocol {
+                    rank: Some(my_rank),
+                    step: format!("fetching fd key {key} (@{name})"),
+                    peer,
+                    what: sent,
+                });
+            }
+            Err(Failure::Closed) => {
+                return Err(Error::PeerFailed {
+                    rank: Some(my_rank),
+                    step: format!("fetching fd key {key} (@{name})"),
+                    peer,
+                    reason: "closed the connection without replying".into(),
+                });
+            }
             Err(Failure::Io(step, source)) => {
                 return Err(Error::Io {
                     what: what(step),
@@ -93,6 +108,10 @@ enum Attempt {
 enum Failure {
     TimedOut(&'static str),
     Io(&'static str, io::Error),
+    /// The peer's reply breaks the protocol (what it sent).
+    Peer(String),
+    /// The peer closed the connection without replying.
+    Closed,
 }
 
 fn try_fetch(
@@ -144,13 +163,13 @@ fn try_fetch(
     let received =
         recv_with_fds(sock.as_fd(), &mut buf).map_err(io_err("waiting for the reply"))?;
     // From here on every received fd is owned by `received`; returning early closes them.
-    let bad = |why: String| Failure::Io("checking the reply", invalid(why));
+    let bad = Failure::Peer;
     if received.len == 0 && received.flags & libc::MSG_TRUNC == 0 {
-        return Err(bad("the peer closed the connection without replying".into()));
+        return Err(Failure::Closed);
     }
     if received.flags & libc::MSG_CTRUNC != 0 {
         return Err(bad(format!(
-            "the reply carried more than {MAX_FDS_PER_MESSAGE} fds"
+            "a reply that carried more than {MAX_FDS_PER_MESSAGE} fds"
         )));
     }
     let reply = received
@@ -158,32 +177,34 @@ fn try_fetch(
         .and_then(Message::decode)
         .ok_or_else(|| {
             bad(format!(
-                "reply of {} bytes, expected {MSG_SIZE}",
+                "a reply of {} bytes, expected {MSG_SIZE}",
                 received.describe_len()
             ))
         })?;
     if reply.magic != REPLY_MAGIC {
-        return Err(bad(format!("reply with magic {:02x?}", reply.magic)));
+        return Err(bad(format!("a reply with magic {:02x?}", reply.magic)));
     }
     if reply.version != PROTOCOL_VERSION {
         return Err(bad(format!(
-            "reply with protocol version {}, expected {PROTOCOL_VERSION}",
+            "a reply with protocol version {}, expected {PROTOCOL_VERSION}",
             reply.version
         )));
     }
     if reply.id != id || reply.key != key {
         return Err(bad(format!(
-            "reply for unique id {:016x} key {}, asked for {id:016x} key {key}",
+            "a reply for unique id {:016x} key {}, asked for {id:016x} key {key}",
             reply.id, reply.key
         )));
     }
     let mut fds = received.fds;
     match (reply.word, fds.len()) {
         (STATUS_OK, 1) => Ok(Attempt::Got(fds.remove(0))),
-        (STATUS_OK, n) => Err(bad(format!("reply carried {n} fds, expected 1"))),
+        (STATUS_OK, n) => Err(bad(format!("a reply that carried {n} fds, expected 1"))),
         (STATUS_NOT_PUBLISHED, 0) => Ok(Attempt::Retry("waiting for the peer to publish the key")),
-        (STATUS_NOT_PUBLISHED, n) => Err(bad(format!("'not published' reply carried {n} fds"))),
-        (status, _) => Err(bad(format!("reply with unknown status {status}"))),
+        (STATUS_NOT_PUBLISHED, n) => {
+            Err(bad(format!("a 'not published' reply that carried {n} fds")))
+        }
+        (status, _) => Err(bad(format!("a reply with unknown status {status}"))),
     }
 }
 

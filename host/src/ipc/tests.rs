@@ -258,6 +258,30 @@ fn fake_server_reply(id: u64, reply: Vec<u8>, fds: Vec<OwnedFd>) -> JoinHandle<(
 }
 
 #[test]
+fn a_peer_that_answers_with_nothing_is_reported_as_failed_not_as_garbage() {
+    let id = test_id(0xc105ed);
+    let server = fake_server_reply(id, Vec::new(), Vec::new());
+    let err = fetch_fd(id, 0, 1, 4, Duration::from_secs(5)).unwrap_err();
+    assert!(
+        matches!(
+            &err,
+            Error::PeerFailed {
+                rank: Some(0),
+                peer: 1,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(
+        err.to_string()
+            .contains("rank 1 closed the connection without replying"),
+        "{err}"
+    );
+    server.join().unwrap();
+}
+
+#[test]
 fn garbage_replies_are_errors_and_extra_fds_are_closed() {
     let ok = |id, key| Message::reply(id, key, STATUS_OK).encode();
     type MakeReply = Box<dyn Fn(u64) -> Vec<u8>>;
@@ -311,7 +335,7 @@ fn garbage_replies_are_errors_and_extra_fds_are_closed() {
                     .to_vec()
             }),
             1,
-            "'not published' reply carried 1 fds",
+            "'not published' reply that carried 1 fds",
         ),
     ];
     for (i, (label, reply, n_fds, want)) in cases.into_iter().enumerate() {
@@ -322,11 +346,18 @@ fn garbage_replies_are_errors_and_extra_fds_are_closed() {
         let server = fake_server_reply(id, reply(id), fds);
         let err = fetch_fd(id, 0, 1, 4, Duration::from_secs(5)).unwrap_err();
         assert!(
-            matches!(&err, Error::Io { source, .. } if source.kind() == io::ErrorKind::InvalidData),
+            matches!(
+                &err,
+                Error::PeerProtocol {
+                    rank: Some(0),
+                    peer: 1,
+                    ..
+                }
+            ),
             "{label}: {err}"
         );
         assert!(err.to_string().contains(want), "{label}: {err}");
-        assert!(err.to_string().contains("from rank 1"), "{label}: {err}");
+        assert!(err.to_string().contains("rank 1 sent a"), "{label}: {err}");
         server.join().unwrap();
         if n_fds > 0 {
             assert!(peer_end_closed(&mine), "{label}: a received fd was leaked");
