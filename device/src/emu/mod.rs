@@ -117,6 +117,7 @@ pub(crate) mod ctx;
 mod launch;
 pub mod multicast;
 pub mod registry;
+pub(crate) mod switch;
 
 use core::fmt;
 use std::string::String;

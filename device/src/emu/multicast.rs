@@ -4,9 +4,10 @@
 //! runtime reserves an (inaccessible) address range for the LSA team's multicast range and
 //! [registers](register) it here with, per LSA peer, the address where that peer's copy of
 //! byte 0 is mapped in this process (`flat_base + peer × stride`). The host backend of
-//! `multimem` [resolves](resolve) a multicast address to those copies: `ld_reduce` sums over
-//! them, `st` stores to all of them, `red` adds to all of them. An address in no registered
-//! range keeps the single-rank meaning (the address itself is the only copy).
+//! `multimem` (the emulated switch, `emu/switch.rs`) [resolves](resolve) a multicast address
+//! to those copies: `ld_reduce` sums over them, `st` stores to all of them, `red` adds to
+//! all of them. An address in no registered range keeps the single-rank meaning (the address
+//! itself is the only copy).
 //!
 //! The registry is process-global (every rank thread of a process sees it) and ranges must
 //! not overlap; dropping the [`MulticastRange`] removes the range.
