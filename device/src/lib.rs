@@ -45,6 +45,7 @@ pub mod comm;
 pub mod coop;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod emu;
+mod geometry;
 pub mod ll;
 pub mod mem;
 pub mod multimem;

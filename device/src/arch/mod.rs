@@ -11,22 +11,8 @@
 //! array (one per name, unique in the linked PTX module) and [`dynamic_shared`] returns the
 //! launch's dynamic shared memory.
 
-/// A three-component index or extent (`threadIdx`, `blockDim`, ...).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Dim3 {
-    /// x component.
-    pub x: u32,
-    /// y component.
-    pub y: u32,
-    /// z component.
-    pub z: u32,
-}
-
-/// Threads per warp.
-pub const WARP_SIZE: u32 = 32;
-
-/// A lane mask naming every lane of a warp.
-pub const FULL_MASK: u32 = 0xffff_ffff;
+pub use crate::geometry::{Dim3, FULL_MASK, WARP_SIZE};
+pub(crate) use crate::geometry::{ShflMode, VoteMode};
 
 #[cfg(not(target_arch = "nvptx64"))]
 mod host;
@@ -297,15 +283,6 @@ pub fn shfl_xor<T: Shuffle>(mask: u32, v: T, lane_mask: u32) -> T {
     v.map_words(|w| backend::shfl(ShflMode::Xor, mask, w, lane_mask))
 }
 
-/// Which lane a shuffle reads from.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum ShflMode {
-    Idx,
-    Up,
-    Down,
-    Xor,
-}
-
 /// True when `pred` holds on every lane of `mask` (`vote.sync.all`, `__all_sync`).
 /// Every lane in `mask` must call it with the same mask.
 #[doc(alias = "__all_sync")]
@@ -335,13 +312,6 @@ pub fn vote_uni(mask: u32, pred: bool) -> bool {
 #[inline(always)]
 pub fn ballot(mask: u32, pred: bool) -> u32 {
     backend::ballot(mask, pred)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum VoteMode {
-    All,
-    Any,
-    Uni,
 }
 
 /// A global nanosecond clock, comparable across the SMs of one GPU (`%globaltimer`).

@@ -52,8 +52,7 @@ use nvptx as backend;
 #[cfg(not(target_arch = "nvptx64"))]
 use host as backend;
 
-/// Most blocks in a cluster that every sm_90 GPU can launch (the portable limit).
-pub const MAX_PORTABLE_SIZE: u32 = 8;
+pub use crate::geometry::MAX_PORTABLE_SIZE;
 
 /// The calling block's rank in its cluster (`%cluster_ctarank`; 0 without a cluster launch).
 #[inline(always)]

@@ -20,7 +20,7 @@ use std::vec::Vec;
 
 use super::EmuError;
 use super::ctx::{ThreadCtx, cancel};
-use crate::arch::{Dim3, ShflMode, VoteMode, WARP_SIZE};
+use crate::geometry::{Dim3, ShflMode, VoteMode, WARP_SIZE};
 
 /// Named barriers per block (`bar.sync 0..15`).
 const N_BARRIERS: u32 = 16;

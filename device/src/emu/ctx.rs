@@ -13,7 +13,7 @@ use std::vec::Vec;
 
 use super::block::Slot;
 use super::launch::LaunchShared;
-use crate::arch::Dim3;
+use crate::geometry::Dim3;
 
 /// What an emulated thread knows about itself.
 pub(crate) struct ThreadCtx<'a> {

@@ -15,7 +15,7 @@ use super::block::Slot;
 use super::cluster::{self, ClusterGroup};
 use super::ctx::{self, Cancelled, ThreadCtx, Trapped};
 use super::{EmuError, Launch};
-use crate::arch::{Dim3, WARP_SIZE};
+use crate::geometry::{Dim3, WARP_SIZE};
 
 /// What all threads of one launch share.
 pub(crate) struct LaunchShared {
@@ -110,7 +110,7 @@ fn check_config(l: &Launch) -> Result<(u32, u32), EmuError> {
         return bad(format!(
             "cluster of {k} blocks (1 to {}; more than {} is not portable)",
             super::MAX_CLUSTER_BLOCKS,
-            crate::cluster::MAX_PORTABLE_SIZE
+            crate::geometry::MAX_PORTABLE_SIZE
         ));
     }
     if !g.x.is_multiple_of(k) {

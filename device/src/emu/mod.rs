@@ -123,7 +123,7 @@ use core::fmt;
 use std::string::String;
 use std::time::Duration;
 
-use crate::arch::{Dim3, ShflMode, VoteMode};
+use crate::geometry::{Dim3, ShflMode, VoteMode};
 use block::WarpOp;
 
 /// Threads per launch the default number of resident blocks aims for.
