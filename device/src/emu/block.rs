@@ -18,8 +18,8 @@ use std::thread::{self, Thread};
 use std::vec;
 use std::vec::Vec;
 
-use super::EmuError;
 use super::ctx::{ThreadCtx, cancel};
+use super::error::EmuError;
 use crate::geometry::{Dim3, ShflMode, VoteMode, WARP_SIZE};
 
 /// Named barriers per block (`bar.sync 0..15`).

@@ -1,4 +1,5 @@
-//! Running a launch: worker threads per resident block, failure propagation, the watchdog.
+//! An emulated launch: its configuration ([`Launch`], and the limits it is checked against)
+//! and running it: worker threads per resident block, failure propagation, the watchdog.
 
 use core::cell::{Cell, RefCell};
 use std::any::Any;
@@ -8,14 +9,128 @@ use std::string::{String, ToString};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use std::vec::Vec;
 
 use super::block::Slot;
 use super::cluster::{self, ClusterGroup};
 use super::ctx::{self, Cancelled, ThreadCtx, Trapped};
-use super::{EmuError, Launch};
+use super::error::EmuError;
 use crate::geometry::{Dim3, WARP_SIZE};
+
+/// Threads per launch the default number of resident blocks aims for.
+pub const DEFAULT_RESIDENT_THREADS: u32 = 4096;
+
+/// Default stack size of an emulated thread.
+pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
+
+/// Default watchdog of a launch.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The largest dynamic shared memory a launch may ask for (227 KiB, sm_90).
+pub const MAX_DYNAMIC_SHARED_BYTES: u32 = 227 * 1024;
+
+/// The most blocks per cluster a launch may ask for ([`Launch::cluster`]; 16 on sm_90 with the
+/// non-portable cluster size attribute, [`MAX_PORTABLE_SIZE`](crate::cluster::MAX_PORTABLE_SIZE)
+/// without).
+pub const MAX_CLUSTER_BLOCKS: u32 = 16;
+
+/// An emulated launch configuration (builder); [`run`](Launch::run) it with a kernel call.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    grid: Dim3,
+    block: Dim3,
+    dynamic_shared_bytes: u32,
+    resident_blocks: Option<u32>,
+    cluster: u32,
+    stack_size: usize,
+    timeout: Option<Duration>,
+}
+
+impl Launch {
+    /// A launch of `grid` blocks of `block` threads (`u32`, `(x, y)` or `(x, y, z)`), no
+    /// dynamic shared memory.
+    pub fn new(grid: impl Into<Dim3>, block: impl Into<Dim3>) -> Launch {
+        Launch {
+            grid: grid.into(),
+            block: block.into(),
+            dynamic_shared_bytes: 0,
+            resident_blocks: None,
+            cluster: 1,
+            stack_size: DEFAULT_STACK_SIZE,
+            timeout: Some(DEFAULT_TIMEOUT),
+        }
+    }
+
+    /// Bytes of dynamic shared memory per block (`sharedMemBytes`).
+    pub fn shared(mut self, bytes: u32) -> Launch {
+        self.dynamic_shared_bytes = bytes;
+        self
+    }
+
+    /// How many blocks run concurrently (at least 1, at most the grid; with
+    /// [clusters](Launch::cluster), rounded down to whole clusters, at least one).
+    pub fn resident_blocks(mut self, n: u32) -> Launch {
+        self.resident_blocks = Some(n);
+        self
+    }
+
+    /// Thread block clusters of `blocks` blocks along `x` (default 1: no clusters), as
+    /// `cudaLaunchAttributeClusterDimension` `(blocks, 1, 1)`: block `b` (linear index) is rank
+    /// `b % blocks` of cluster `b / blocks` ([`crate::cluster`]). The grid's `x` extent must be
+    /// a multiple of `blocks`, and `blocks` at most [`MAX_CLUSTER_BLOCKS`]. At least one whole
+    /// cluster is resident ([`resident_blocks`](Launch::resident_blocks)): `blocks` × threads
+    /// per block OS threads.
+    pub fn cluster(mut self, blocks: u32) -> Launch {
+        self.cluster = blocks;
+        self
+    }
+
+    /// Stack size of each emulated thread.
+    pub fn stack_size(mut self, bytes: usize) -> Launch {
+        self.stack_size = bytes;
+        self
+    }
+
+    /// Watchdog: the launch fails with [`EmuError::Timeout`] after `limit` (`None`: never).
+    pub fn timeout(mut self, limit: Option<Duration>) -> Launch {
+        self.timeout = limit;
+        self
+    }
+
+    /// Runs `kernel` (typically a closure calling a `#[kernel]` function with its arguments)
+    /// once per thread of the grid and waits for all of them.
+    ///
+    /// # Errors
+    /// See [`EmuError`]; the first failure of the launch is reported.
+    pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<(), EmuError> {
+        run(self, &kernel)
+    }
+
+    /// [`run`](Launch::run) for a closure that is not `Sync`, typically because it captures
+    /// raw pointers (kernel arguments usually are).
+    ///
+    /// # Safety
+    /// `kernel` is called from many threads at once: sharing what it captures between threads
+    /// must be sound (raw pointers to memory the kernel's own protocol synchronises are; an
+    /// `Rc` or a `Cell` is not).
+    ///
+    /// # Errors
+    /// As [`run`](Launch::run).
+    pub unsafe fn run_unsync<F: Fn()>(&self, kernel: F) -> Result<(), EmuError> {
+        struct AssertSync<F>(F);
+        // SAFETY: the caller guarantees that sharing the closure between threads is sound.
+        unsafe impl<F> Sync for AssertSync<F> {}
+        impl<F: Fn()> AssertSync<F> {
+            fn call(&self) {
+                (self.0)()
+            }
+        }
+        let k = AssertSync(kernel);
+        let f = || k.call();
+        run(self, &f)
+    }
+}
 
 /// What all threads of one launch share.
 pub(crate) struct LaunchShared {
@@ -106,10 +221,10 @@ fn check_config(l: &Launch) -> Result<(u32, u32), EmuError> {
         return bad(format!("grid {} exceeds the limits", fmt_dim(g)));
     }
     let k = l.cluster;
-    if k == 0 || k > super::MAX_CLUSTER_BLOCKS {
+    if k == 0 || k > MAX_CLUSTER_BLOCKS {
         return bad(format!(
             "cluster of {k} blocks (1 to {}; more than {} is not portable)",
-            super::MAX_CLUSTER_BLOCKS,
+            MAX_CLUSTER_BLOCKS,
             crate::geometry::MAX_PORTABLE_SIZE
         ));
     }
@@ -119,11 +234,10 @@ fn check_config(l: &Launch) -> Result<(u32, u32), EmuError> {
             fmt_dim(g)
         ));
     }
-    if l.dynamic_shared_bytes > super::MAX_DYNAMIC_SHARED_BYTES {
+    if l.dynamic_shared_bytes > MAX_DYNAMIC_SHARED_BYTES {
         return bad(format!(
             "{} bytes of dynamic shared memory (at most {})",
-            l.dynamic_shared_bytes,
-            super::MAX_DYNAMIC_SHARED_BYTES
+            l.dynamic_shared_bytes, MAX_DYNAMIC_SHARED_BYTES
         ));
     }
     Ok((count(g) as u32, count(b) as u32))
@@ -161,7 +275,7 @@ pub(crate) fn run(l: &Launch, kernel: &(dyn Fn() + Sync)) -> Result<(), EmuError
     }
     let resident = match l.resident_blocks {
         Some(r) => r.clamp(1, n_blocks),
-        None => (super::DEFAULT_RESIDENT_THREADS / n_threads).clamp(1, n_blocks),
+        None => (DEFAULT_RESIDENT_THREADS / n_threads).clamp(1, n_blocks),
     };
     // Whole clusters: the blocks of a cluster run in the `size` consecutive slots of one group,
     // each as the same round of its slot (`n_blocks` is a multiple of the cluster size, so

@@ -114,126 +114,20 @@
 mod block;
 mod cluster;
 pub(crate) mod ctx;
+mod error;
 mod launch;
 pub mod multicast;
 pub mod registry;
 pub(crate) mod switch;
 
-use core::fmt;
-use std::string::String;
-use std::time::Duration;
-
 use crate::geometry::{Dim3, ShflMode, VoteMode};
 use block::WarpOp;
 
-/// Threads per launch the default number of resident blocks aims for.
-pub const DEFAULT_RESIDENT_THREADS: u32 = 4096;
-
-/// Default stack size of an emulated thread.
-pub const DEFAULT_STACK_SIZE: usize = 256 * 1024;
-
-/// Default watchdog of a launch.
-pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(120);
-
-/// The largest dynamic shared memory a launch may ask for (227 KiB, sm_90).
-pub const MAX_DYNAMIC_SHARED_BYTES: u32 = 227 * 1024;
-
-/// The most blocks per cluster a launch may ask for ([`Launch::cluster`]; 16 on sm_90 with the
-/// non-portable cluster size attribute, [`MAX_PORTABLE_SIZE`](crate::cluster::MAX_PORTABLE_SIZE)
-/// without).
-pub const MAX_CLUSTER_BLOCKS: u32 = 16;
-
-/// Why an emulated launch failed.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EmuError {
-    /// The launch configuration is not one a GPU accepts (or it was made from a kernel).
-    InvalidLaunch(String),
-    /// The emulator could not create its threads or shared memory.
-    Spawn(String),
-    /// A kernel thread panicked.
-    Panic {
-        /// `%ctaid` of the thread.
-        block: Dim3,
-        /// `%tid` of the thread.
-        thread: Dim3,
-        /// The panic message.
-        message: String,
-    },
-    /// A kernel thread called `trap()`.
-    Trap {
-        /// `%ctaid` of the thread.
-        block: Dim3,
-        /// `%tid` of the thread.
-        thread: Dim3,
-    },
-    /// A block barrier or warp collective was used in a way that is undefined on the GPU.
-    Misuse {
-        /// `%ctaid` of the thread.
-        block: Dim3,
-        /// `%tid` of the thread.
-        thread: Dim3,
-        /// What went wrong.
-        detail: String,
-    },
-    /// Every live thread of a block waits in barriers or collectives that cannot complete.
-    Deadlock {
-        /// `%ctaid` of the block.
-        block: Dim3,
-        /// Who waits where.
-        detail: String,
-    },
-    /// The launch ran past its watchdog.
-    Timeout {
-        /// The watchdog's limit.
-        after: Duration,
-        /// How many threads were still running.
-        detail: String,
-    },
-}
-
-struct D(Dim3);
-
-impl fmt::Display for D {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "({}, {}, {})", self.0.x, self.0.y, self.0.z)
-    }
-}
-
-impl fmt::Display for EmuError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            EmuError::InvalidLaunch(s) => write!(f, "invalid emulated launch: {s}"),
-            EmuError::Spawn(s) => write!(f, "emulator could not start the launch: {s}"),
-            EmuError::Panic {
-                block,
-                thread,
-                message,
-            } => write!(
-                f,
-                "block {} thread {} panicked: {message}",
-                D(*block),
-                D(*thread)
-            ),
-            EmuError::Trap { block, thread } => {
-                write!(f, "block {} thread {} trapped", D(*block), D(*thread))
-            }
-            EmuError::Misuse {
-                block,
-                thread,
-                detail,
-            } => write!(f, "block {} thread {}: {detail}", D(*block), D(*thread)),
-            EmuError::Deadlock { block, detail } => {
-                write!(f, "block {} deadlocked: {detail}", D(*block))
-            }
-            EmuError::Timeout { after, detail } => {
-                write!(f, "launch still running after {after:?}: {detail}")
-            }
-        }
-    }
-}
-
-impl std::error::Error for EmuError {}
+pub use error::EmuError;
+pub use launch::{
+    DEFAULT_RESIDENT_THREADS, DEFAULT_STACK_SIZE, DEFAULT_TIMEOUT, Launch, MAX_CLUSTER_BLOCKS,
+    MAX_DYNAMIC_SHARED_BYTES,
+};
 
 impl From<u32> for Dim3 {
     /// A 1-D extent `(x, 1, 1)`.
@@ -252,103 +146,6 @@ impl From<(u32, u32)> for Dim3 {
 impl From<(u32, u32, u32)> for Dim3 {
     fn from((x, y, z): (u32, u32, u32)) -> Dim3 {
         Dim3 { x, y, z }
-    }
-}
-
-/// An emulated launch configuration (builder); [`run`](Launch::run) it with a kernel call.
-#[derive(Debug, Clone)]
-pub struct Launch {
-    grid: Dim3,
-    block: Dim3,
-    dynamic_shared_bytes: u32,
-    resident_blocks: Option<u32>,
-    cluster: u32,
-    stack_size: usize,
-    timeout: Option<Duration>,
-}
-
-impl Launch {
-    /// A launch of `grid` blocks of `block` threads (`u32`, `(x, y)` or `(x, y, z)`), no
-    /// dynamic shared memory.
-    pub fn new(grid: impl Into<Dim3>, block: impl Into<Dim3>) -> Launch {
-        Launch {
-            grid: grid.into(),
-            block: block.into(),
-            dynamic_shared_bytes: 0,
-            resident_blocks: None,
-            cluster: 1,
-            stack_size: DEFAULT_STACK_SIZE,
-            timeout: Some(DEFAULT_TIMEOUT),
-        }
-    }
-
-    /// Bytes of dynamic shared memory per block (`sharedMemBytes`).
-    pub fn shared(mut self, bytes: u32) -> Launch {
-        self.dynamic_shared_bytes = bytes;
-        self
-    }
-
-    /// How many blocks run concurrently (at least 1, at most the grid; with
-    /// [clusters](Launch::cluster), rounded down to whole clusters, at least one).
-    pub fn resident_blocks(mut self, n: u32) -> Launch {
-        self.resident_blocks = Some(n);
-        self
-    }
-
-    /// Thread block clusters of `blocks` blocks along `x` (default 1: no clusters), as
-    /// `cudaLaunchAttributeClusterDimension` `(blocks, 1, 1)`: block `b` (linear index) is rank
-    /// `b % blocks` of cluster `b / blocks` ([`crate::cluster`]). The grid's `x` extent must be
-    /// a multiple of `blocks`, and `blocks` at most [`MAX_CLUSTER_BLOCKS`]. At least one whole
-    /// cluster is resident ([`resident_blocks`](Launch::resident_blocks)): `blocks` × threads
-    /// per block OS threads.
-    pub fn cluster(mut self, blocks: u32) -> Launch {
-        self.cluster = blocks;
-        self
-    }
-
-    /// Stack size of each emulated thread.
-    pub fn stack_size(mut self, bytes: usize) -> Launch {
-        self.stack_size = bytes;
-        self
-    }
-
-    /// Watchdog: the launch fails with [`EmuError::Timeout`] after `limit` (`None`: never).
-    pub fn timeout(mut self, limit: Option<Duration>) -> Launch {
-        self.timeout = limit;
-        self
-    }
-
-    /// Runs `kernel` (typically a closure calling a `#[kernel]` function with its arguments)
-    /// once per thread of the grid and waits for all of them.
-    ///
-    /// # Errors
-    /// See [`EmuError`]; the first failure of the launch is reported.
-    pub fn run<F: Fn() + Sync>(&self, kernel: F) -> Result<(), EmuError> {
-        launch::run(self, &kernel)
-    }
-
-    /// [`run`](Launch::run) for a closure that is not `Sync`, typically because it captures
-    /// raw pointers (kernel arguments usually are).
-    ///
-    /// # Safety
-    /// `kernel` is called from many threads at once: sharing what it captures between threads
-    /// must be sound (raw pointers to memory the kernel's own protocol synchronises are; an
-    /// `Rc` or a `Cell` is not).
-    ///
-    /// # Errors
-    /// As [`run`](Launch::run).
-    pub unsafe fn run_unsync<F: Fn()>(&self, kernel: F) -> Result<(), EmuError> {
-        struct AssertSync<F>(F);
-        // SAFETY: the caller guarantees that sharing the closure between threads is sound.
-        unsafe impl<F> Sync for AssertSync<F> {}
-        impl<F: Fn()> AssertSync<F> {
-            fn call(&self) {
-                (self.0)()
-            }
-        }
-        let k = AssertSync(kernel);
-        let f = || k.call();
-        launch::run(self, &f)
     }
 }
 

@@ -2,6 +2,7 @@
 
 use std::string::ToString;
 use std::sync::atomic::{AtomicU32, Ordering as A};
+use std::time::Duration;
 use std::vec::Vec;
 
 use super::*;
