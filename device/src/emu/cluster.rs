@@ -18,54 +18,14 @@
 
 use std::format;
 use std::string::String;
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::PoisonError;
 use std::vec;
 use std::vec::Vec;
 
-use super::block::{SharedLoc, misuse};
+use super::block::misuse;
 use super::ctx::{ThreadCtx, cancel};
-
-/// The cluster barrier of one cluster that a group of slots runs.
-#[derive(Debug)]
-struct ClusterBar {
-    /// Cluster index: linear block index / cluster size.
-    cluster: u32,
-    /// Arrivals in the current generation by threads that have not exited.
-    arrived: u32,
-    /// Threads of the cluster that have exited.
-    exited: u32,
-    /// Of those, the threads of each block of the cluster, by cluster rank (a block whose
-    /// count is the block size has exited: its shared memory is gone).
-    exited_by_rank: Vec<u32>,
-    /// Completed generations.
-    generation: u64,
-}
-
-/// The cluster barriers of one group of `size` consecutive slots.
-pub(crate) struct ClusterGroup {
-    bars: Mutex<Vec<ClusterBar>>,
-    cv: Condvar,
-}
-
-impl ClusterGroup {
-    pub(crate) fn new() -> ClusterGroup {
-        ClusterGroup {
-            bars: Mutex::new(Vec::new()),
-            cv: Condvar::new(),
-        }
-    }
-
-    fn lock(&self) -> MutexGuard<'_, Vec<ClusterBar>> {
-        self.bars.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Wakes every thread waiting in a cluster barrier of the group (they then see that the
-    /// launch failed). Taking the lock first orders this with a waiter's check of the flag.
-    pub(crate) fn wake_all(&self) {
-        drop(self.lock());
-        self.cv.notify_all();
-    }
-}
+use super::slot::SharedLoc;
+use super::state::{ClusterBar, ClusterGroup};
 
 /// Index of cluster `cluster` (of `size` blocks) in `bars`, added if missing.
 fn entry(bars: &mut Vec<ClusterBar>, cluster: u32, size: u32) -> usize {

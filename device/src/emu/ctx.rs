@@ -11,8 +11,8 @@ use std::thread;
 use std::time::Duration;
 use std::vec::Vec;
 
-use super::block::Slot;
-use super::launch::LaunchShared;
+use super::slot::Slot;
+use super::state::LaunchShared;
 use crate::geometry::Dim3;
 
 /// What an emulated thread knows about itself.

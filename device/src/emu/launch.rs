@@ -6,16 +6,17 @@ use std::any::Any;
 use std::boxed::Box;
 use std::format;
 use std::string::{String, ToString};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::AtomicBool;
 use std::sync::{Condvar, Mutex, PoisonError};
 use std::thread;
 use std::time::{Duration, Instant};
 use std::vec::Vec;
 
-use super::block::Slot;
-use super::cluster::{self, ClusterGroup};
+use super::cluster;
 use super::ctx::{self, Cancelled, ThreadCtx, Trapped};
 use super::error::EmuError;
+use super::slot::Slot;
+use super::state::{ClusterGroup, LaunchShared};
 use crate::geometry::{Dim3, WARP_SIZE};
 
 /// Threads per launch the default number of resident blocks aims for.
@@ -129,53 +130,6 @@ impl Launch {
         let k = AssertSync(kernel);
         let f = || k.call();
         run(self, &f)
-    }
-}
-
-/// What all threads of one launch share.
-pub(crate) struct LaunchShared {
-    failed: AtomicBool,
-    error: Mutex<Option<EmuError>>,
-    pub(crate) slots: Vec<Slot>,
-    /// Blocks per cluster (1 without clusters).
-    pub(crate) cluster_size: u32,
-    /// Threads per cluster.
-    pub(crate) cluster_threads: u32,
-    /// One per `cluster_size` consecutive slots.
-    pub(crate) clusters: Vec<ClusterGroup>,
-    finished: Mutex<usize>,
-    finished_cv: Condvar,
-}
-
-impl LaunchShared {
-    /// True once any thread failed (or the watchdog fired).
-    #[inline]
-    pub(crate) fn failed(&self) -> bool {
-        self.failed.load(Ordering::Acquire)
-    }
-
-    /// Records `e` (the first error wins) and wakes every waiting thread so that it stops.
-    /// Must not be called with a slot's or a cluster group's lock held.
-    pub(crate) fn fail(&self, e: EmuError) {
-        {
-            let mut slot = self.error.lock().unwrap_or_else(PoisonError::into_inner);
-            if slot.is_none() {
-                *slot = Some(e);
-            }
-        }
-        self.failed.store(true, Ordering::Release);
-        for s in &self.slots {
-            s.wake_all();
-        }
-        for g in &self.clusters {
-            g.wake_all();
-        }
-    }
-
-    fn worker_done(&self) {
-        let mut n = self.finished.lock().unwrap_or_else(PoisonError::into_inner);
-        *n += 1;
-        self.finished_cv.notify_all();
     }
 }
 

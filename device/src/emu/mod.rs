@@ -118,10 +118,12 @@ mod error;
 mod launch;
 pub mod multicast;
 pub mod registry;
+mod slot;
+mod state;
 pub(crate) mod switch;
 
 use crate::geometry::{Dim3, ShflMode, VoteMode};
-use block::WarpOp;
+use slot::WarpOp;
 
 pub use error::EmuError;
 pub use launch::{
