@@ -14,8 +14,7 @@
 //! finding a peer's barrier inbox needs no dependent load.
 
 use crate::team::Team;
-use crate::util::idiv_rcp32;
-use crate::window::add4g;
+use crate::util::{add4g, idiv_fast32, idiv_rcp32};
 
 /// `DevComm::magic` of a struct written by a symcomm runtime ("SYMC").
 pub const DEVCOMM_MAGIC: u32 = 0x434d_5953;
@@ -250,6 +249,38 @@ impl DevComm {
         (self.lsa_multimem.mc_base
             + 4096 * self.resource.mc_offset4k as u64
             + handle as u64 * RESOURCE_UNIT as u64) as *mut u8
+    }
+}
+
+/// The teams of a communicator, seen from the calling rank.
+impl Team {
+    /// Every rank of the communicator: `{n_ranks, rank, 1}`.
+    #[doc(alias = "ncclTeamWorld")]
+    #[inline(always)]
+    pub const fn world(comm: &DevComm) -> Team {
+        Team::new(comm.n_ranks, comm.rank, 1)
+    }
+
+    /// The caller's LSA team (the ranks whose memory it can load from and store to):
+    /// `{lsa_size, lsa_rank, 1}`.
+    #[doc(alias = "ncclTeamLsa")]
+    #[inline(always)]
+    pub const fn lsa(comm: &DevComm) -> Team {
+        Team::new(comm.lsa_size, comm.lsa_rank, 1)
+    }
+
+    /// The caller's rail team: one rank per LSA team, those with the caller's LSA index:
+    /// `{n_ranks / lsa_size, rank / lsa_size, lsa_size}` (the outer factor of the world by
+    /// the LSA size; divisions through the comm's precomputed reciprocal).
+    #[doc(alias = "ncclTeamRail")]
+    #[inline(always)]
+    pub const fn rail(comm: &DevComm) -> Team {
+        let d = comm.lsa_size as u32;
+        Team::new(
+            idiv_fast32(comm.n_ranks as u32, d, comm.lsa_size_rcp32) as i32,
+            idiv_fast32(comm.rank as u32, d, comm.lsa_size_rcp32) as i32,
+            comm.lsa_size,
+        )
     }
 }
 

@@ -9,8 +9,9 @@
 //! Conversions between two teams of the same caller go through world-rank distances, so they
 //! need no communicator: [`Team::contains`] and [`Team::rank_from`] take the other team and a
 //! member of it. Every function is pure arithmetic, identical on the GPU and the host.
-
-use crate::comm::DevComm;
+//!
+//! The teams of a communicator ([`Team::world`], [`Team::lsa`], [`Team::rail`]) are made in
+//! [`crate::comm`], from a [`DevComm`](crate::comm::DevComm).
 
 /// Division by a precomputed reciprocal (used for team arithmetic; defined in [`crate::util`]).
 pub use crate::util::{idiv_fast32, idiv_rcp32, imod_fast32};
@@ -43,35 +44,6 @@ impl Team {
             rank,
             stride,
         }
-    }
-
-    /// Every rank of the communicator: `{n_ranks, rank, 1}`.
-    #[doc(alias = "ncclTeamWorld")]
-    #[inline(always)]
-    pub const fn world(comm: &DevComm) -> Team {
-        Team::new(comm.n_ranks, comm.rank, 1)
-    }
-
-    /// The caller's LSA team (the ranks whose memory it can load from and store to):
-    /// `{lsa_size, lsa_rank, 1}`.
-    #[doc(alias = "ncclTeamLsa")]
-    #[inline(always)]
-    pub const fn lsa(comm: &DevComm) -> Team {
-        Team::new(comm.lsa_size, comm.lsa_rank, 1)
-    }
-
-    /// The caller's rail team: one rank per LSA team, those with the caller's LSA index:
-    /// `{n_ranks / lsa_size, rank / lsa_size, lsa_size}` (the outer factor of the world by
-    /// the LSA size; divisions through the comm's precomputed reciprocal).
-    #[doc(alias = "ncclTeamRail")]
-    #[inline(always)]
-    pub const fn rail(comm: &DevComm) -> Team {
-        let d = comm.lsa_size as u32;
-        Team::new(
-            idiv_fast32(comm.n_ranks as u32, d, comm.lsa_size_rcp32) as i32,
-            idiv_fast32(comm.rank as u32, d, comm.lsa_size_rcp32) as i32,
-            comm.lsa_size,
-        )
     }
 
     /// The world rank of member `r`, given the caller's world rank `my_world`.
@@ -189,6 +161,7 @@ impl Team {
 mod tests {
     extern crate std;
     use super::*;
+    use crate::comm::DevComm;
     use std::vec::Vec;
 
     /// Every team of a world of `w` ranks that contains `me`, as explicit world-rank lists

@@ -1,5 +1,6 @@
-//! Small arithmetic shared by the device modules: wrap-safe compares of 32-bit counters and
-//! division by a precomputed reciprocal (NCCL's `utility.h` counterparts).
+//! Small arithmetic shared by the device modules: wrap-safe compares of 32-bit counters,
+//! division by a precomputed reciprocal (NCCL's `utility.h` counterparts) and the 4 GiB
+//! steps of flat-VA addresses ([`add4g`]).
 //!
 //! Pure functions, identical on the GPU and the host.
 
@@ -51,6 +52,20 @@ pub const fn idiv_fast32(x: u32, d: u32, rcp: u32) -> u32 {
 pub const fn imod_fast32(x: u32, d: u32, rcp: u32) -> u32 {
     x - idiv_fast32(x, d, rcp) * d
 }
+
+// ANCHOR: add4g
+/// Adds `delta4g * 2³²` to `ptr` by adding `delta4g` to its high 32-bit word (wrapping in 32
+/// bits), NCCL's `add4G`. Callers pass `peer * stride4g` computed in `u32` arithmetic.
+///
+/// The low word is untouched, so no carry is needed; a multiply by a 4 GiB stride in 64 bits
+/// would give the same result for every in-range peer.
+#[doc(alias = "add4G")]
+#[inline(always)]
+pub const fn add4g(ptr: u64, delta4g: u32) -> u64 {
+    let hi = ((ptr >> 32) as u32).wrapping_add(delta4g);
+    ((hi as u64) << 32) | (ptr & 0xffff_ffff)
+}
+// ANCHOR_END: add4g
 
 #[cfg(test)]
 mod tests {

@@ -16,6 +16,9 @@ use crate::comm::{DevComm, MultimemHandle};
 use crate::mem::load_const;
 use crate::team::Team;
 
+#[doc(inline)]
+pub use crate::util::add4g;
+
 /// The device-side descriptor of a registered window (layout of NCCL's `ncclWindow_vidmem`,
 /// 2.28.7–2.30.3).
 #[doc(alias = "ncclWindow_vidmem")]
@@ -58,20 +61,6 @@ const _: () = {
     assert!(offset_of!(Window, pad) == 36);
     assert!(offset_of!(Window, gin_wins) == 40);
 };
-
-// ANCHOR: add4g
-/// Adds `delta4g * 2³²` to `ptr` by adding `delta4g` to its high 32-bit word (wrapping in 32
-/// bits), NCCL's `add4G`. Callers pass `peer * stride4g` computed in `u32` arithmetic.
-///
-/// The low word is untouched, so no carry is needed; a multiply by a 4 GiB stride in 64 bits
-/// would give the same result for every in-range peer.
-#[doc(alias = "add4G")]
-#[inline(always)]
-pub const fn add4g(ptr: u64, delta4g: u32) -> u64 {
-    let hi = ((ptr >> 32) as u32).wrapping_add(delta4g);
-    ((hi as u64) << 32) | (ptr & 0xffff_ffff)
-}
-// ANCHOR_END: add4g
 
 impl Window {
     #[inline(always)]
