@@ -6,11 +6,15 @@
 //! functions report a single thread).
 //!
 //! Modules, bottom-up:
+//! - `geometry` (private): the plain types that the facades and the emulator share (`Dim3`,
+//!   the warp and cluster sizes, the shuffle and vote modes), re-exported by [`arch`] and
+//!   [`cluster`];
 //! - [`arch`]: thread geometry, block/warp synchronisation, warp shuffles and votes, timers,
 //!   shared memory, grid dependencies (programmatic dependent launch);
 //! - [`mem`]: loads, stores and read-modify-writes with an explicit memory order and scope,
 //!   fences, 16-byte vector accesses, non-coherent constant loads;
-//! - [`util`]: wrap-safe compares and division by a precomputed reciprocal;
+//! - [`util`]: wrap-safe compares, division by a precomputed reciprocal, flat-VA address
+//!   steps ([`add4g`](util::add4g));
 //! - [`wait`]: bounded spin-waiting (deadline on `%globaltimer`, abort flag);
 //! - [`team`], [`comm`], [`window`], [`ptr`]: who the peers are and where their memory is;
 //! - [`coop`]: groups of threads that act together;
@@ -18,7 +22,15 @@
 //!   peer block's shared memory);
 //! - [`barrier`]: the LSA barrier (unicast and multimem);
 //! - [`multimem`], [`ll`], [`reduce`]: the data path (NVLink SHARP, LL lines, packed reductions);
-//! - `emu` (host only): the CPU emulator that runs kernels over a grid of OS threads.
+//! - `emu` (host only): the CPU emulator that runs kernels over a grid of OS threads, and the
+//!   emulated NVLink switch that `multimem` uses on the host.
+//!
+//! [`arch`], [`mem`], [`cluster`] and [`multimem`] have a GPU and a host implementation: each
+//! is a folder whose `mod.rs` holds the API and its contract, `nvptx.rs` the inline PTX and
+//! `host.rs` the host side (on its own, or calling the emulator). No modules import each
+//! other, directly or through others: each uses only modules listed above it, except that
+//! host backends call into `emu`, whose launch machinery uses only `geometry` and whose
+//! switch uses `mem` and `reduce`.
 //!
 //! Everything that maps to an NCCL device-API name carries `#[doc(alias = "nccl…")]`.
 
