@@ -73,7 +73,7 @@ fn editing_a_kernel_rebuilds_the_ptx_and_names_its_sources() {
         first
             .sources
             .iter()
-            .any(|s| s.ends_with("device/src/arch.rs")),
+            .any(|s| s.ends_with("device/src/arch/mod.rs")),
         "the device crate is not among the rerun-if-changed files: {:?}",
         first.sources
     );
