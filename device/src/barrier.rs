@@ -462,6 +462,9 @@ mod tests {
                         n_barriers: 1,
                     };
                     let cta = Cta::new();
+                    // SAFETY: both ranks open barrier 0 (the only one) of a communicator whose
+                    // resource window is `buf`: zeroed, alive until both threads are joined,
+                    // used by no other session; the abort flag is 0.
                     let mut bar = unsafe { LsaBarrier::new(&cta, &comm, 0) };
                     let peer = (1 - rank) as usize;
                     let mut bad = 0;
@@ -507,6 +510,8 @@ mod tests {
         };
         let span = WarpSpan::new(1, 1, 0); // the host thread is thread 0, in warp 0
         assert!(span.thread_rank() >= span.size());
+        // SAFETY: barrier 0 of a communicator whose resource window is `buf` (zeroed, alive
+        // for the whole test, used by no other session); the abort flag is 0.
         let mut bar = unsafe { LsaBarrier::new(&span, &comm, 0) };
         bar.arrive(&span, Ordering::Release);
         let written: Vec<usize> = (0..buf.len())
@@ -535,6 +540,8 @@ mod tests {
         buf[1].store(u32::MAX, A::Relaxed);
         buf[3 + 1].store(0, A::Relaxed); // u32::MAX + 1 wraps to 0
         let cta = Cta::new();
+        // SAFETY: barrier 0 of a communicator whose resource window is `buf` (zeroed, alive
+        // for the whole test, used by no other session); the abort flag is 0.
         let mut bar = unsafe { LsaBarrier::new(&cta, &comm, 0) };
         assert_eq!(
             bar.sync_timeout(&cta, Ordering::Acquire, 50_000_000),

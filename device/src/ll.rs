@@ -197,6 +197,7 @@ mod tests {
         assert_eq!(decode(U32x4([1, 9, 2, 8]), 9), None); // half of another round
         assert_eq!(decode(U32x4::default(), 1), None);
         let mut lines = [U32x4::default(); 2];
+        // SAFETY: `lines` holds the 16-byte aligned lines both calls access; no abort flag.
         unsafe {
             store_pack(lines.as_mut_ptr(), U32x4([1, 2, 3, 4]), 7);
             assert_eq!(

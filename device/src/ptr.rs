@@ -346,6 +346,8 @@ mod tests {
         assert_eq!(r, p + 1);
         assert_eq!(p.cast::<u64>().add(1).offset, 72);
         let slot = 2u64 << 32;
+        // SAFETY: the accessors read only the descriptor `w` (alive) and compute addresses
+        // from it; nothing else is dereferenced.
         unsafe {
             assert_eq!(p.local() as u64, 0x10_0000_0000 + slot + 64);
             assert_eq!(p.lsa(3) as u64, 0x10_0000_0000 + 3 * slot + 64);

@@ -147,8 +147,10 @@ mod tests {
     #[test]
     fn a_raised_abort_flag_stops_the_first_failed_poll() {
         let flag = 1u32;
+        // SAFETY: the abort flag is `flag`, alive for the whole test.
         let mut s = unsafe { Spin::new(&raw const flag, NO_TIMEOUT) };
         assert_eq!(s.until(|| false), Err(WaitError::Aborted));
+        // SAFETY: as above.
         let mut ok = unsafe { Spin::new(&raw const flag, NO_TIMEOUT) };
         assert_eq!(ok.until(|| true), Ok(()));
     }
@@ -158,6 +160,7 @@ mod tests {
         // Taken before the deadline is set: the wait may end 2 ms after `Spin::new`, which is
         // less than 2 ms after any later instant.
         let t0 = std::time::Instant::now();
+        // SAFETY: no abort flag (null).
         let mut s = unsafe { Spin::new(core::ptr::null(), 2_000_000) };
         assert_eq!(s.until(|| false), Err(WaitError::Timeout));
         assert!(t0.elapsed() >= std::time::Duration::from_millis(2));

@@ -277,6 +277,8 @@ mod tests {
         };
         let slot = 36u64 << 32;
         let mut comm = DevComm::new(10, 16, 2, 4);
+        // SAFETY: the pointer functions read only `w` (alive) and `comm` and compute
+        // addresses; nothing else is dereferenced.
         unsafe {
             assert_eq!(w.local_ptr(64) as u64, 0x7000_0000_0000 + 2 * slot + 64);
             assert_eq!(w.lsa_ptr(8, 3) as u64, 0x7000_0000_0000 + 3 * slot + 8);

@@ -133,6 +133,7 @@ fn the_emulated_multicast_range_reaches_every_lsa_peer() {
         comm.bootstrap().barrier()?;
         // SAFETY: word 0..3 of the window, through the emulated multicast range.
         let sum = unsafe { multimem::ld_reduce_add_u32(mc(0)) };
+        // SAFETY: words 1 and 2 of the window, as above.
         unsafe {
             multimem::red_add_u32(mc(1), me, symcomm_device::mem::Ordering::Release);
             if me == 0 {

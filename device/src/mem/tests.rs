@@ -4,6 +4,7 @@ use super::*;
 fn host_atomics_follow_the_ptx_contracts() {
     let mut x = 5u32;
     let p = &raw mut x;
+    // SAFETY: `p` is an aligned, live `u32` that only this thread accesses.
     unsafe {
         assert_eq!(atomic_add(p, 3, Ordering::AcqRel, Scope::Sys), 5);
         red_add(p, 2, Ordering::Release, Scope::Gpu);
@@ -15,6 +16,7 @@ fn host_atomics_follow_the_ptx_contracts() {
         assert_eq!(load_const_word(p.cast_const()), 8);
     }
     let mut v = U32x4([1, 2, 3, 4]);
+    // SAFETY: `v` is a live, 16-byte aligned line that only this thread accesses.
     unsafe {
         store_v4_u32(
             &raw mut v,

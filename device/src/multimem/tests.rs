@@ -5,6 +5,8 @@ fn a_single_host_rank_reduces_into_its_own_copy() {
     let mut x = 3u32;
     let mut f = 1.5f32;
     let mut v = F32x4([1.0, 2.0, 3.0, 4.0]);
+    // SAFETY: outside a registered multicast range each address is its only copy: live,
+    // aligned locals that only this thread accesses.
     unsafe {
         red_add_u32(&raw mut x, 2, Ordering::Release);
         assert_eq!(ld_reduce_add_u32(&raw const x), 5);
@@ -35,6 +37,7 @@ fn a_registered_multicast_address_reaches_every_copy() {
     // before `copies` is read again) and is only accessed through the multimem calls.
     let range = unsafe { crate::emu::multicast::register(mc, 16, &bases) }.unwrap();
     let word = |i: u64| (mc + 4 * i) as *mut u32;
+    // SAFETY: every word lies in the registered range, whose copies are alive (see above).
     unsafe {
         assert_eq!(ld_reduce_add_u32(word(0)), 6);
         // f16x2 (1, 1) + (1, 1) + (1, 2) = (3, 4), accumulated in f32.

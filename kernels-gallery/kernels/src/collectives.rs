@@ -97,10 +97,10 @@ unsafe fn all_to_all_n<const N: usize>(
     while k < N {
         let p = rotated(me, k as i32, N as i32);
         from[k] = inp + pack_off(packs * p as u64);
-        // SAFETY: as above.
         to[k] = if p == me {
             out
         } else {
+            // SAFETY: as above.
             unsafe { peer_addr(dst, p) }
         } + mine;
         k += 1;

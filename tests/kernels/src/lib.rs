@@ -1236,6 +1236,8 @@ mod tests {
         let comm = comm_with_resource(&mut buf, 1, 2);
         let mut out = [u32::MAX; 2];
         for launch in 1..=3 {
+            // SAFETY: outside an emulated launch this is one block; `comm` has 2 LSA barriers
+            // in `buf` (alive for the test) and `out` holds 2 u32.
             unsafe { barrier_rounds(comm, out.as_mut_ptr(), 4, 1_000_000_000) };
             assert_eq!(out, [0, 4 * launch]);
         }
@@ -1248,6 +1250,7 @@ mod tests {
         let mut buf = vec![0u32; 16];
         let mut comm = comm_with_resource(&mut buf, 2, 1);
         let mut out = [u32::MAX; 3];
+        // SAFETY: `comm` has one LSA barrier in `buf` (alive for the test); `out` holds 3 u32.
         unsafe { barrier_lonely(comm, out.as_mut_ptr(), 20_000_000) };
         assert_eq!(out[0], 1, "timeout code");
         let dt = u64::from(out[1]) | (u64::from(out[2]) << 32);
@@ -1256,6 +1259,7 @@ mod tests {
         assert_eq!(buf[3], 1);
         let flag = 1u32;
         comm.abort_flag = &raw const flag as u64;
+        // SAFETY: as above; the abort flag is `flag`, alive until the call returns.
         unsafe { barrier_lonely(comm, out.as_mut_ptr(), 10_000_000_000) };
         assert_eq!(out[0], 2, "aborted code");
     }
@@ -1276,6 +1280,8 @@ mod tests {
         comm.lsa_multimem.mc_base = 0x7000_0000_0000;
         let sym: SymPtr<f32> = SymPtr::new(&raw const w, 16);
         let mut out = [0u64; WINDOW_MATH_WORDS];
+        // SAFETY: `w` is a descriptor whose local copy is `target` (alive, writable, large
+        // enough for the offsets the kernel writes); `out` holds WINDOW_MATH_WORDS u64.
         unsafe { window_math(&raw const w, comm, sym, out.as_mut_ptr()) };
         let t = target.as_ptr() as u64;
         assert_eq!(out[0], t);
@@ -1294,6 +1300,7 @@ mod tests {
         assert_eq!(&v[7..10], &[4, 1, 1]);
         assert_eq!(&v[14..17], &[2, 1, 4]);
         let mut out = [0i32; TEAM_PROBE_WORDS];
+        // SAFETY: `out` holds TEAM_PROBE_WORDS (64) i32.
         unsafe { team_probe(DevComm::new(5, 8, 1, 4), out.as_mut_ptr()) };
         assert_eq!(out, v);
     }

@@ -319,14 +319,15 @@ impl Mapping {
         }
         let ptr = va.base() + offset as u64;
         let mapped = match (&va.backing, &mem.backing) {
-            // SAFETY: [ptr, ptr + size) lies inside the reserved range (checked above), which
-            // the mapping keeps alive (`va`), as it keeps `mem`; as with the driver, the caller
-            // maps each part of a range once.
             (VaBacking::Gpu(_), MemBacking::Gpu(m)) => {
-                MapBacking::Gpu(unsafe { gpu::DeviceMapping::map(ptr, mem.size(), m, devices) }?)
+                // SAFETY: [ptr, ptr + size) lies inside the reserved range (checked above),
+                // which the mapping keeps alive (`va`), as it keeps `mem`; as with the driver,
+                // the caller maps each part of a range once.
+                let m = unsafe { gpu::DeviceMapping::map(ptr, mem.size(), m, devices) }?;
+                MapBacking::Gpu(m)
             }
-            // SAFETY: as above, inside a live emulated reservation.
             (VaBacking::Emulated(_), MemBacking::Emulated(h)) => {
+                // SAFETY: as above, inside a live emulated reservation.
                 MapBacking::Emulated(unsafe { emu::HostMapping::map(ptr, mem, h) }?)
             }
             _ => {
