@@ -18,7 +18,9 @@
 //! }
 //! ```
 //!
-//! The examples, the GPU test programs and `symcomm-bench` start their ranks this way.
+//! The examples, the GPU test programs and `symcomm-bench` start their ranks this way. Tests
+//! that need several ranks without a GPU use [`run_emulated`] (ranks as threads on the CPU
+//! emulator) and [`all_ok`].
 
 use crate::{Communicator, Error, Result};
 
@@ -99,9 +101,45 @@ where
     }
 }
 
+/// Runs `f` once per rank of an `n`-rank job of this process on the CPU emulator (ranks as
+/// threads, as [`run_ranks`] with `Some(n)`), and returns each rank's result in rank order.
+/// The emulated backend is chosen for the whole process
+/// ([`use_backend`](crate::backend::use_backend)); if the process already runs on GPUs, the
+/// result is that error, reported as rank 0's. The test harness of every crate that needs
+/// several ranks without a GPU.
+pub fn run_emulated<T, F>(n: usize, f: F) -> Vec<(usize, Result<T>)>
+where
+    T: Send,
+    F: Fn(Communicator) -> Result<T> + Sync,
+{
+    match crate::backend::use_backend(crate::backend::Backend::Emulated) {
+        Ok(()) => run_ranks(Some(n), f),
+        Err(e) => vec![(0, Err(e))],
+    }
+}
+
+/// Every rank's value, in rank order, when every rank succeeded; otherwise one line naming
+/// each failed rank and its error (`rank 1: …; rank 3: …`).
+pub fn all_ok<T>(results: Vec<(usize, Result<T>)>) -> std::result::Result<Vec<T>, String> {
+    let mut values = Vec::with_capacity(results.len());
+    let mut failed = Vec::new();
+    for (rank, result) in results {
+        match result {
+            Ok(v) => values.push(v),
+            Err(e) => failed.push(format!("rank {rank}: {e}")),
+        }
+    }
+    if failed.is_empty() {
+        Ok(values)
+    } else {
+        Err(failed.join("; "))
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use super::take_threads_flag;
+    use super::{all_ok, take_threads_flag};
+    use crate::Error;
 
     fn args(list: &[&str]) -> Vec<String> {
         list.iter().map(|a| a.to_string()).collect()
@@ -137,5 +175,19 @@ mod tests {
             );
             assert_eq!(a, args(list), "{list:?}: args must be left unchanged");
         }
+    }
+
+    #[test]
+    fn all_ok_keeps_rank_order_or_names_every_failed_rank() {
+        assert_eq!(all_ok(vec![(0, Ok(7)), (1, Ok(8))]), Ok(vec![7, 8]));
+        let failed = all_ok(vec![
+            (0, Ok(7)),
+            (1, Err(Error::Internal("boom".into()))),
+            (2, Err(Error::InvalidArgument("bad".into()))),
+        ]);
+        assert_eq!(
+            failed,
+            Err("rank 1: internal error: boom; rank 2: invalid argument: bad".to_string())
+        );
     }
 }

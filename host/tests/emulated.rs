@@ -3,32 +3,14 @@
 //! process; the emulated LSA multicast range. Runs on any Linux machine (the backend is forced
 //! to emulation for this test process).
 
-use std::time::Duration;
-
 use symcomm::backend::{self, Backend};
-use symcomm::{CommOptions, Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
+use symcomm::ranks;
+use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
 use symcomm_device::multimem;
 
 /// Runs `f` on `n` in-process ranks and returns their results in rank order.
 fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator) -> Result<T> + Sync) -> Vec<T> {
-    backend::use_backend(Backend::Emulated).unwrap();
-    let comms = Communicator::init_threads_with(n, Duration::from_secs(20), |r| {
-        CommOptions::new().device(r)
-    })
-    .unwrap();
-    let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = comms.into_iter().map(|c| s.spawn(move || f(c))).collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(r, h)| match h.join() {
-                Ok(Ok(v)) => v,
-                Ok(Err(e)) => panic!("rank {r}: {e}"),
-                Err(_) => panic!("rank {r} panicked"),
-            })
-            .collect()
-    })
+    ranks::all_ok(ranks::run_emulated(n, f)).unwrap_or_else(|e| panic!("{n} ranks: {e}"))
 }
 
 fn word_at(addr: u64) -> *mut u32 {

@@ -6,9 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use symcomm::backend::{self, Backend, emulated_launch};
+use symcomm::backend::emulated_launch;
 use symcomm::cuda::VmmBuffer;
-use symcomm::{CommOptions, Communicator, DevComm, Requirements, Result, SymmetricMemory};
+use symcomm::ranks;
+use symcomm::{Communicator, DevComm, Requirements, Result, SymmetricMemory};
 use symcomm_device::barrier::LsaBarrier;
 use symcomm_device::comm::DevComm as RawDevComm;
 use symcomm_device::coop::Cta;
@@ -25,24 +26,7 @@ const TIMEOUT_NS: u64 = 20_000_000_000;
 
 /// Runs `f` on `n` in-process ranks of an emulated job; panics naming the failed rank.
 fn on_ranks<T: Send>(n: usize, f: impl Fn(Communicator) -> Result<T> + Sync) -> Vec<T> {
-    backend::use_backend(Backend::Emulated).unwrap();
-    let comms = Communicator::init_threads_with(n, Duration::from_secs(30), |r| {
-        CommOptions::new().device(r)
-    })
-    .unwrap();
-    let f = &f;
-    std::thread::scope(|s| {
-        let handles: Vec<_> = comms.into_iter().map(|c| s.spawn(move || f(c))).collect();
-        handles
-            .into_iter()
-            .enumerate()
-            .map(|(r, h)| match h.join() {
-                Ok(Ok(v)) => v,
-                Ok(Err(e)) => panic!("rank {r}: {e}"),
-                Err(_) => panic!("rank {r} panicked"),
-            })
-            .collect()
-    })
+    ranks::all_ok(ranks::run_emulated(n, f)).unwrap_or_else(|e| panic!("{n} ranks: {e}"))
 }
 
 /// `gpu_symmem`'s barrier stress on one rank: returns `[mismatches, codes, rounds]`.
