@@ -494,6 +494,18 @@ mod tests {
     }
     // ANCHOR_END: two_ranks
 
+    /// LSA rank 0 of a two-rank team whose resource window (its `n_barriers` barriers) is
+    /// `buf`.
+    fn rank0_of_two(buf: &[AtomicU32], n_barriers: i32) -> DevComm {
+        let mut comm = DevComm::new(0, 2, 0, 2);
+        comm.resource.lsa_flat_base = buf.as_ptr() as u64;
+        comm.lsa_barrier = LsaBarrierHandle {
+            buf_handle: 0,
+            n_barriers,
+        };
+        comm
+    }
+
     /// A thread outside a `WarpSpan` gets a rank of `tid.x - 32 * warp0`, wrapped (here
     /// `0 - 32`). Taken as an `i32` that was a negative peer: arrive stored into a slot and
     /// wait polled a word outside its inbox. Now such a thread touches no slot.
@@ -502,12 +514,7 @@ mod tests {
         // 16 barriers of a 2-rank team: words [0, 48) are epochs and counters, the inboxes
         // follow; a negative peer made wait poll word 48 + 0 - 31 = 17 (barrier 1's counter).
         let buf: Vec<AtomicU32> = (0..80).map(|_| AtomicU32::new(0)).collect();
-        let mut comm = DevComm::new(0, 2, 0, 2);
-        comm.resource.lsa_flat_base = buf.as_ptr() as u64;
-        comm.lsa_barrier = LsaBarrierHandle {
-            buf_handle: 0,
-            n_barriers: 16,
-        };
+        let comm = rank0_of_two(&buf, 16);
         let span = WarpSpan::new(1, 1, 0); // the host thread is thread 0, in warp 0
         assert!(span.thread_rank() >= span.size());
         // SAFETY: barrier 0 of a communicator whose resource window is `buf` (zeroed, alive
@@ -529,12 +536,7 @@ mod tests {
     #[test]
     fn wrap_around_of_the_epoch_keeps_the_barrier_working() {
         let buf: Vec<AtomicU32> = (0..16).map(|_| AtomicU32::new(0)).collect();
-        let mut comm = DevComm::new(0, 2, 0, 2);
-        comm.resource.lsa_flat_base = buf.as_ptr() as u64;
-        comm.lsa_barrier = LsaBarrierHandle {
-            buf_handle: 0,
-            n_barriers: 1,
-        };
+        let comm = rank0_of_two(&buf, 1);
         // Persisted epoch just below the wrap; the (absent) peer's inbox already holds the
         // value of the round after the wrap, as a peer that ran ahead would have left it.
         buf[1].store(u32::MAX, A::Relaxed);

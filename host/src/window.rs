@@ -531,19 +531,7 @@ impl SymState {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn record(rank: u32) -> RegistrationRecord {
-        RegistrationRecord {
-            rank,
-            seq_no: 3,
-            window_size: 1 << 20,
-            offset_in_alloc: 4096,
-            alloc_size: 2 << 20,
-            granularity: 2 << 20,
-            device_total_mem: 141 << 30,
-            handle_kind: HandleKind::PosixFd,
-        }
-    }
+    use crate::symmem::layout::tests::rec as record;
 
     #[test]
     fn registration_offers_round_trip() {

@@ -358,7 +358,7 @@ pub fn validate_registration(records: &[RegistrationRecord]) -> Result<AgreedReg
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     const GIB: u64 = 1 << 30;
@@ -494,7 +494,8 @@ mod tests {
         );
     }
 
-    fn rec(rank: u32) -> RegistrationRecord {
+    /// A valid record of `rank` (the other tests of registration use it too).
+    pub(crate) fn rec(rank: u32) -> RegistrationRecord {
         RegistrationRecord {
             rank,
             seq_no: 3,
