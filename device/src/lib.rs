@@ -20,8 +20,9 @@
 //! - [`coop`]: groups of threads that act together;
 //! - [`cluster`]: thread block clusters (cluster barrier, transaction barriers, stores into a
 //!   peer block's shared memory);
+//! - [`reduce`]: element types and packed reductions;
+//! - [`multimem`], [`ll`]: the data path (NVLink SHARP, LL lines);
 //! - [`barrier`]: the LSA barrier (unicast and multimem);
-//! - [`multimem`], [`ll`], [`reduce`]: the data path (NVLink SHARP, LL lines, packed reductions);
 //! - `emu` (host only): the CPU emulator that runs kernels over a grid of OS threads, and the
 //!   emulated NVLink switch that `multimem` uses on the host.
 //!

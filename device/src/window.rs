@@ -63,12 +63,21 @@ const _: () = {
 };
 
 impl Window {
+    /// The flat-VA base of the window, read from the descriptor.
+    ///
+    /// # Safety
+    /// `self` is a window descriptor in global memory, unchanged while the kernel runs (as for
+    /// every public method).
     #[inline(always)]
     unsafe fn base(&self) -> u64 {
         // SAFETY: the caller of the public method guarantees `self` is a global descriptor.
         unsafe { load_const(&raw const self.lsa_flat_base) }
     }
 
+    /// The per-rank stride of the flat VA in units of 4 GiB, read from the descriptor.
+    ///
+    /// # Safety
+    /// As [`Window::base`].
     #[inline(always)]
     unsafe fn stride4g(&self) -> u32 {
         // SAFETY: as `base`.

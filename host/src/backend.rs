@@ -155,7 +155,7 @@ pub unsafe fn emulated_launch(blocks: u32, threads: u32, kernel: impl Fn()) -> R
     // SAFETY: the caller's contract.
     unsafe { symcomm_device::emu::Launch::new(blocks, threads).run_unsync(kernel) }.map_err(|e| {
         Error::Emulation {
-            kernel: "emulated_launch".into(),
+            kernel: "closure passed to emulated_launch".into(),
             detail: e.to_string(),
         }
     })

@@ -80,9 +80,10 @@ pub enum Error {
         /// The largest free block at the time of the request.
         largest_free: u64,
     },
-    /// A peer rank failed during a step: it disconnected, stopped answering, sent something
-    /// malformed, or is in a different collective. Raised on every rank that notices, and on
-    /// the ranks that those tell (the reason then says who reported it).
+    /// A peer rank failed during a step: it disconnected, stopped answering, refused, or is in
+    /// a different collective. Raised on every rank that notices, and on the ranks that those
+    /// tell (the reason then says who reported it). What a peer sent that breaks a protocol
+    /// is [`Error::PeerProtocol`].
     #[error("{}{step}: rank {peer} {reason}", rank_prefix(*rank))]
     PeerFailed {
         /// The rank that reports the failure (this process's rank), if known.
@@ -123,6 +124,16 @@ pub enum Error {
     /// by a panic on another thread. Not something the caller can fix by changing arguments.
     #[error("internal error: {0}")]
     Internal(String),
+    /// A thread the runtime started panicked: a rank's thread running the caller's function
+    /// (`symcomm::ranks`), or a helper thread of a runtime step. The panic message went to
+    /// standard error.
+    #[error("{}{what} panicked", rank_prefix(*rank))]
+    Panicked {
+        /// The rank whose thread it was, if any.
+        rank: Option<usize>,
+        /// Which thread, e.g. `the rank's thread`.
+        what: String,
+    },
     /// A launch environment variable is missing or malformed.
     #[error("environment variable {var}: {reason}")]
     Env {
@@ -154,6 +165,34 @@ pub enum Error {
 
 fn rank_prefix(rank: Option<usize>) -> String {
     rank.map(|r| format!("rank {r}: ")).unwrap_or_default()
+}
+
+impl Error {
+    /// The error's own message, without the `invalid argument: ` prefix of
+    /// [`Error::InvalidArgument`] (for wrapping a checked value's complaint into another
+    /// variant's message).
+    pub(crate) fn detail(self) -> String {
+        match self {
+            Error::InvalidArgument(m) => m,
+            e => e.to_string(),
+        }
+    }
+
+    /// Names `me` as the rank reporting the error, where the variant has such a field and it
+    /// is not set yet.
+    pub(crate) fn reported_by(mut self, me: usize) -> Error {
+        match &mut self {
+            Error::Timeout { rank, .. }
+            | Error::PeerFailed { rank, .. }
+            | Error::Protocol { rank, .. }
+            | Error::PeerProtocol { rank, .. }
+            | Error::Panicked { rank, .. } => {
+                rank.get_or_insert(me);
+            }
+            _ => {}
+        }
+        self
+    }
 }
 
 #[cfg(test)]
@@ -202,5 +241,18 @@ mod tests {
         );
         let e = Error::Internal("symmetric state missing".into());
         assert_eq!(e.to_string(), "internal error: symmetric state missing");
+        let e = Error::Panicked {
+            rank: None,
+            what: "the rank's thread".into(),
+        };
+        assert_eq!(
+            e.reported_by(3).to_string(),
+            "rank 3: the rank's thread panicked"
+        );
+        assert_eq!(
+            Error::InvalidArgument("size 0".into()).detail(),
+            "size 0",
+            "no nested prefix"
+        );
     }
 }

@@ -50,7 +50,7 @@ pub fn take_threads_flag(args: &mut Vec<String>) -> std::result::Result<Option<u
 /// process of the job must call this; with `Some(n)` this process is the whole job: ranks
 /// `0..n`, one thread each, on GPUs `0..n` (see [`Communicator::init_threads`]). If the
 /// communicators cannot be created, the result is that one error, reported as rank 0's. A
-/// rank whose thread panics reports [`Error::Internal`] naming the rank, one whose
+/// rank whose thread panics reports [`Error::Panicked`] naming the rank, one whose
 /// thread cannot be started [`Error::Io`]; the other ranks' results are still returned.
 pub fn run_ranks<T, F>(threads: Option<usize>, f: F) -> Vec<(usize, Result<T>)>
 where
@@ -89,7 +89,10 @@ where
                     .map(|(rank, h)| {
                         let result = h.and_then(|h| {
                             h.join().unwrap_or_else(|_| {
-                                Err(Error::Internal(format!("rank {rank}'s thread panicked")))
+                                Err(Error::Panicked {
+                                    rank: Some(rank),
+                                    what: "the rank's thread".into(),
+                                })
                             })
                         });
                         (rank, result)

@@ -37,8 +37,8 @@ use crate::cuda::vmm::{self, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer
 use crate::ipc::FdServer;
 use crate::space::Space;
 use crate::symmem::layout::{
-    AgreedRegistration, FlatLayout, team_stride_from_env, validate_registration,
-    window_offset_in_alloc,
+    AgreedRegistration, FlatLayout, registration_fault, team_stride_from_env,
+    validate_registration, window_offset_in_alloc,
 };
 use crate::symmem::record::{HandleKind, RegistrationRecord};
 use crate::symmem::state::{McTeam, StateSlot, SymState, WindowEntry, lock};
@@ -208,17 +208,21 @@ impl Offer {
         }
     }
 
+    /// The offer rank `rank` sent (a record must name its sender).
     fn decode(rank: usize, bytes: &[u8]) -> Result<Offer> {
-        let sent = |what: String| Error::PeerProtocol {
-            rank: None,
-            step: "window registration".into(),
-            peer: rank,
-            what,
-        };
+        let sent = |what: String| registration_fault(rank, what);
         match bytes.split_first() {
-            Some((b'R', rest)) => RegistrationRecord::decode(rest)
-                .map(Offer::Ready)
-                .map_err(|e| sent(format!("a malformed registration record: {e}"))),
+            Some((b'R', rest)) => match RegistrationRecord::decode(rest) {
+                Ok(r) if r.rank as usize == rank => Ok(Offer::Ready(r)),
+                Ok(r) => Err(sent(format!(
+                    "a registration record that names rank {}",
+                    r.rank
+                ))),
+                Err(e) => Err(sent(format!(
+                    "a malformed registration record: {}",
+                    e.detail()
+                ))),
+            },
             Some((b'E', rest)) => Ok(Offer::Refused(String::from_utf8_lossy(rest).into_owned())),
             _ => Err(sent("a malformed registration message".into())),
         }
@@ -264,11 +268,13 @@ impl Communicator {
         let gathered = self.bootstrap().all_gather(&offer.encode())?;
         let mut records = Vec::with_capacity(gathered.len());
         for (rank, bytes) in gathered.iter().enumerate() {
-            match Offer::decode(rank, bytes)? {
+            match Offer::decode(rank, bytes).map_err(|e| e.reported_by(me))? {
                 Offer::Ready(r) => records.push(r),
                 Offer::Refused(why) => {
                     return Err(if rank == me {
-                        local.err().unwrap_or(Error::InvalidArgument(why))
+                        local.err().unwrap_or_else(|| {
+                            Error::Internal(format!("this rank's offer came back refused: {why}"))
+                        })
                     } else {
                         Error::PeerFailed {
                             rank: Some(me),
@@ -280,7 +286,7 @@ impl Communicator {
                 }
             }
         }
-        let agreed = validate_registration(&records)?;
+        let agreed = validate_registration(&records).map_err(|e| e.reported_by(me))?;
         let local = local?; // every rank was ready, including this one
         let (slot_size, align) = agreed.space_request()?;
         // ANCHOR_END: gather
@@ -512,7 +518,15 @@ impl SymState {
                     PhysicalMem::import_fd(
                         std::os::fd::AsFd::as_fd(&fd),
                         agreed.alloc_size as usize,
-                    )?
+                    )
+                    .map_err(|e| match e {
+                        // The peer's memory does not match the size it agreed to.
+                        Error::InvalidArgument(m) => {
+                            registration_fault(world, format!("an fd that does not import: {m}"))
+                                .reported_by(me)
+                        }
+                        e => e,
+                    })?
                 };
                 let offset = self.layout.peer_offset(lsa_peer, slot_offset)?;
                 mappings.push(Mapping::new(&self.flat, offset as usize, &mem, &[device])?);
@@ -554,7 +568,17 @@ mod tests {
                 .err()
                 .map(|e| e.to_string())
                 .unwrap_or_default();
-            assert!(err.contains("rank 6"), "{err}");
+            assert!(
+                err.contains("window registration: rank 6 sent a malformed"),
+                "{err}"
+            );
+            assert!(!err.contains("invalid argument"), "no nested prefix: {err}");
         }
+        // A well-formed record must name its sender.
+        let err = Offer::decode(6, &Offer::Ready(record(5)).encode()).err();
+        assert!(
+            matches!(err, Some(Error::PeerProtocol { peer: 6, .. })),
+            "{err:?}"
+        );
     }
 }

@@ -174,3 +174,37 @@ fn an_emulated_stream_is_a_null_handle_that_is_always_idle() {
     );
     s.synchronize().unwrap();
 }
+
+/// `mmap(MAP_FIXED)` replaces whatever is mapped: a second mapping over a live one used to
+/// succeed and leave the first one's memory inaccessible once either was dropped. As on the
+/// driver, it is refused, and the first mapping keeps working.
+#[test]
+fn an_emulated_mapping_over_a_live_one_is_refused() {
+    use symcomm::cuda::{Mapping, PhysicalMem, Shareable, VaRange};
+    backend::use_backend(Backend::Emulated).unwrap();
+    let mem = PhysicalMem::new(0, 1, Shareable::PosixFd).unwrap();
+    let other = PhysicalMem::new(0, 1, Shareable::PosixFd).unwrap();
+    let va = VaRange::reserve(2 * mem.size(), 0).unwrap();
+    let first = Mapping::new(&va, 0, &mem, &[0]).unwrap();
+    let err = Mapping::new(&va, 0, &other, &[0]).unwrap_err();
+    assert!(
+        matches!(&err, Error::InvalidArgument(m) if m.contains("overlaps the live mapping")),
+        "{err}"
+    );
+    // Overlapping by a part is refused too; the other half of the range is free.
+    assert!(Mapping::new(&va, mem.size() / 2, &other, &[0]).is_err());
+    let second = Mapping::new(&va, mem.size(), &other, &[0]).unwrap();
+    // SAFETY: both mappings are live, each 2 MiB of host memory.
+    unsafe {
+        word_at(first.ptr()).write(7);
+        word_at(second.ptr()).write(9);
+        assert_eq!(word_at(first.ptr()).read(), 7);
+    }
+    assert_eq!(
+        symcomm::cuda::find_allocation(first.ptr())
+            .unwrap()
+            .mem
+            .size(),
+        mem.size()
+    );
+}

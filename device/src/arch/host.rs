@@ -1,5 +1,8 @@
 //! The host backend: the emulated launch of the calling thread ([`crate::emu`]) if there is
 //! one, else a launch of one block of one thread.
+//!
+//! Contract: every `unsafe fn` here has the `# Safety` contract (and gives the ordering) of
+//! the public function of `arch` that calls it, documented in `arch/mod.rs`.
 
 use super::{Dim3, HostShared, ShflMode, VoteMode};
 use crate::emu;

@@ -1,4 +1,7 @@
 //! The GPU backend: every PTX instruction of `arch`.
+//!
+//! Contract: every `unsafe fn` here has the `# Safety` contract (and gives the ordering) of
+//! the public function of `arch` that calls it, documented in `arch/mod.rs`.
 
 use super::{Dim3, ShflMode, VoteMode};
 use core::arch::{asm, global_asm, nvptx};

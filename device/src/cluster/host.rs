@@ -3,6 +3,9 @@
 //! (the GPU's is opaque): phase parity in bit 63, the arrival count per phase in bits 42..63,
 //! pending arrivals in bits 21..42, and the transaction count (bytes announced minus bytes
 //! landed, two's complement) in bits 0..21.
+//!
+//! Contract: every `unsafe fn` here has the `# Safety` contract (and gives the ordering) of
+//! the public function of `cluster` that calls it, documented in `cluster/mod.rs`.
 
 use crate::emu;
 use core::sync::atomic::{AtomicU32, AtomicU64, Ordering as AtomicOrdering};

@@ -1,4 +1,7 @@
 //! The GPU backend.
+//!
+//! Contract: every `unsafe fn` here has the `# Safety` contract (and gives the ordering) of
+//! the public function of `cluster` that calls it, documented in `cluster/mod.rs`.
 
 use core::arch::asm;
 

@@ -10,6 +10,9 @@
 //! In an emulated launch a load stops its thread once the launch has failed, but never
 //! yields (see the `emu` module docs): spin with [`Spin`](crate::wait::Spin), which does.
 //!
+//! Contract: every `unsafe fn` here has the `# Safety` contract (and gives the ordering) of
+//! the public function of `mem` that calls it, documented in `mem/mod.rs`.
+//!
 //! Racing atomics of different sizes on the same bytes are undefined behaviour in Rust when
 //! one of them writes (on the GPU such a race is merely unordered): a 16-byte access (two
 //! 8-byte atomics here) must not race with a 4-byte access to the same line, e.g. an LL line

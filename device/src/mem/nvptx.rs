@@ -3,6 +3,9 @@
 //! The dispatch macros turn (order, scope) into the PTX qualifier string at compile time;
 //! with constant arguments (the normal case, everything is `inline(always)`) the `match`
 //! folds away and one instruction remains.
+//!
+//! Contract: every `unsafe fn` here has the `# Safety` contract (and gives the ordering) of
+//! the public function of `mem` that calls it, documented in `mem/mod.rs`.
 
 use super::{LoadOrder, Ordering, Scope, StoreOrder};
 use core::arch::asm;

@@ -1,4 +1,7 @@
 //! The GPU backend: every multimem instruction of the crate.
+//!
+//! Contract: every `unsafe fn` here has the `# Safety` contract (and gives the ordering) of
+//! the public function of `multimem` that calls it, documented in `multimem/mod.rs`.
 
 use crate::mem::{F32x4, Ordering, U32x4};
 use core::arch::asm;

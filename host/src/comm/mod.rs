@@ -230,9 +230,10 @@ impl Communicator {
                 .into_iter()
                 .map(|h| {
                     h.join().unwrap_or_else(|_| {
-                        Err(Error::Internal(
-                            "a rank's initialisation thread panicked".into(),
-                        ))
+                        Err(Error::Panicked {
+                            rank: None,
+                            what: "a rank's initialisation thread".into(),
+                        })
                     })
                 })
                 .collect()
@@ -372,7 +373,7 @@ impl Communicator {
         &self.bootstrap
     }
 
-    /// The symmetric-memory state slot (see [`crate::window`]).
+    /// The symmetric-memory state slot (see `crate::symmem::state`).
     pub(crate) fn symm_slot(&self) -> &StateSlot {
         &self.symm
     }

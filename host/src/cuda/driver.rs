@@ -22,7 +22,7 @@ use cudarc::driver::sys;
 use crate::{Error, Result};
 
 /// Turns a raw driver status into a [`Result`] that names the call.
-pub(crate) fn check(call: &'static str, status: sys::CUresult) -> Result<()> {
+fn check(call: &'static str, status: sys::CUresult) -> Result<()> {
     if status == sys::CUresult::CUDA_SUCCESS {
         Ok(())
     } else {
@@ -143,11 +143,12 @@ pub(crate) fn mem_create(
     Ok(handle)
 }
 
-/// `cuMemRelease`.
+/// `cuMemRelease`: drops this reference to the allocation (the physical memory goes once no
+/// handle and no mapping refers to it any more).
 ///
 /// # Safety
-/// `handle` is a live allocation handle owned by the caller, released once, and no longer
-/// mapped anywhere.
+/// `handle` is a live allocation handle owned by the caller and released once; it is not used
+/// afterwards.
 pub(crate) unsafe fn mem_release(handle: sys::CUmemGenericAllocationHandle) -> Result<()> {
     // SAFETY: the caller's contract.
     check("cuMemRelease", unsafe { sys::cuMemRelease(handle) })
@@ -261,11 +262,11 @@ pub(crate) unsafe fn mem_address_free(base: u64, size: usize) -> Result<()> {
     })
 }
 
-/// `cuMemMap` of all `size` bytes of `handle` at `ptr`.
+/// `cuMemMap` of all `size` bytes of `handle` at `ptr` (the driver refuses a range that is
+/// already mapped).
 ///
 /// # Safety
-/// `[ptr, ptr + size)` lies inside a live reservation and holds no other mapping; `handle` is
-/// live and `size` bytes long.
+/// `[ptr, ptr + size)` lies inside a live reservation; `handle` is live and `size` bytes long.
 pub(crate) unsafe fn mem_map(
     ptr: u64,
     size: usize,

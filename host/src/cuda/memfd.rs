@@ -12,7 +12,8 @@
 //!   maps `PROT_NONE` anonymous memory back over it, so the reservation stays whole;
 //! - copies and fills are plain memory operations.
 //!
-//! Errors name the call and carry `errno` ([`Error::Io`]).
+//! OS failures name the call and carry `errno` ([`Error::Io`]); sizes and alignments the
+//! caller passed are checked first ([`Error::InvalidArgument`]).
 
 use std::ffi::{CString, c_void};
 use std::io;
@@ -147,7 +148,8 @@ pub(crate) unsafe fn mem_address_free(base: u64, size: usize) -> Result<()> {
 }
 
 /// Maps all `size` bytes of `fd` read/write and shared at `addr` (the emulated `cuMemMap` +
-/// `cuMemSetAccess`).
+/// `cuMemSetAccess`). Unlike the driver, `mmap(MAP_FIXED)` silently replaces what is mapped
+/// there: the caller checks that first.
 ///
 /// # Safety
 /// `[addr, addr + size)` lies inside a live reservation and holds no other mapping.

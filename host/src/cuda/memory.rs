@@ -37,15 +37,16 @@ impl<T: Copy> DeviceBox<T> {
             });
         }
         let alloc = DeviceAlloc::new(std::mem::size_of::<T>().max(1))?;
-        let b = DeviceBox {
+        let mut b = DeviceBox {
             alloc: BoxBacking::Gpu(alloc, PhantomData),
         };
         b.write(value)?;
         Ok(b)
     }
 
-    /// Overwrites the value (synchronously). No kernel may be reading it concurrently.
-    pub fn write(&self, value: &T) -> Result<()> {
+    /// Overwrites the value (synchronously). No kernel may be reading it concurrently
+    /// (`&mut self` rules out a concurrent host access).
+    pub fn write(&mut self, value: &T) -> Result<()> {
         match &self.alloc {
             // SAFETY: the box holds a live T; no kernel reads it concurrently.
             BoxBacking::Emulated(b) => unsafe { ptr::write_volatile(b.ptr, *value) },
@@ -217,10 +218,11 @@ impl<T> HostBox<T> {
     }
 }
 
-// SAFETY: a HostBox owns its `T` as a `Box<T>` does; the host side only reads and writes it
-// with volatile accesses (see `DeviceBox` and `HostMapped`).
+// SAFETY: a HostBox owns its `T` as a `Box<T>` does; moving it to another thread moves that
+// ownership.
 unsafe impl<T: Send> Send for HostBox<T> {}
-// SAFETY: as above.
+// SAFETY: through `&DeviceBox` the host only reads the value (`DeviceBox::write` takes
+// `&mut`); `HostMapped`, the other owner of a HostBox, states its own `Sync` contract.
 unsafe impl<T: Sync> Sync for HostBox<T> {}
 
 impl<T> Drop for HostBox<T> {

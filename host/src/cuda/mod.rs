@@ -6,8 +6,8 @@
 //!
 //! The emulated backend ([`crate::backend`]) has a layer of the same shape: the private `memfd`
 //! module does the memory calls with memfd + `mmap`. Each RAII type holds one backend's
-//! resource, chosen when it is made; the public types dispatch and have no `Drop` of their
-//! own. Device queries are [`device`].
+//! resource, chosen when it is made; the public types with two backends dispatch and have no
+//! `Drop` of their own (multicast objects exist on GPUs only). Device queries are [`device`].
 
 pub mod device;
 pub(crate) mod driver;

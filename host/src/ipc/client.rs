@@ -86,7 +86,9 @@ pub(crate) fn fetch_until(
                     rank: Some(my_rank),
                     step: format!("fetching fd key {key} (@{name})"),
                     peer,
-                    reason: "closed the connection without replying".into(),
+                    reason: "closed the connection without replying (its server drops requests \
+                             from another user or another job)"
+                        .into(),
                 });
             }
             Err(Failure::Io(step, source)) => {

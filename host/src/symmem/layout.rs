@@ -66,7 +66,7 @@ pub fn team_stride(device_total_mem: &[u64], env_override: Option<&str>) -> Resu
             var: STRIDE_ENV.into(),
             reason,
         };
-        let stride = parse_size(value).map_err(|e| env(format!("{value:?}: {e}")))?;
+        let stride = parse_size(value).map_err(|e| env(format!("{value:?}: {}", e.detail())))?;
         if !stride.is_multiple_of(STRIDE_UNIT) {
             let up = stride.div_ceil(STRIDE_UNIT);
             return Err(env(format!(
@@ -78,12 +78,12 @@ pub fn team_stride(device_total_mem: &[u64], env_override: Option<&str>) -> Resu
     }
     let max = device_total_mem.iter().copied().max().unwrap_or(0);
     if max == 0 {
-        return Err(Error::InvalidArgument(
+        return Err(Error::Internal(
             "cannot derive the window stride: no device reported its memory size".into(),
         ));
     }
     max.checked_next_multiple_of(STRIDE_UNIT)
-        .ok_or_else(|| Error::InvalidArgument(format!("device memory size {max} overflows")))
+        .ok_or_else(|| Error::Internal(format!("device memory size {max} overflows")))
 }
 
 /// [`team_stride`] with the override read from the environment ([`STRIDE_ENV`]).
@@ -256,16 +256,28 @@ impl AgreedRegistration {
     }
 }
 
+/// The error for something rank `peer` sent during a window registration that breaks the
+/// protocol (the reporting rank is added by the caller, [`Error::reported_by`]).
+pub(crate) fn registration_fault(peer: usize, what: String) -> Error {
+    Error::PeerProtocol {
+        rank: None,
+        step: "window registration".into(),
+        peer,
+        what,
+    }
+}
+
 /// Checks the gathered records of one registration (one per rank, in increasing rank order)
 /// and returns what they agree on.
 ///
 /// Every rank calls this on the same records and therefore gets the same result. Checks, in
 /// this order, reporting the first failure:
 /// 1. the records are non-empty ([`Error::Internal`]) and in strictly increasing rank order
-///    ([`Error::PeerProtocol`] naming the rank out of order);
+///    ([`Error::InvalidArgument`]: the caller passes them so; each record's rank must be its
+///    sender's, which registration checks as it decodes them);
 /// 2. each record on its own: window size > 0, granularity a power of two, window offset a
 ///    multiple of 4 KiB, window inside the allocation ([`Error::PeerProtocol`] naming the
-///    rank: every rank checked its own record before sending it);
+///    record's rank: every rank checked its own record before sending it);
 /// 3. against the first record, field by field (sequence number, handle kind, granularity,
 ///    window offset, window size, allocation size): the first rank that differs gives
 ///    [`Error::Mismatch`] between the first record's rank and that rank.
@@ -273,25 +285,19 @@ pub fn validate_registration(records: &[RegistrationRecord]) -> Result<AgreedReg
     let Some(first) = records.first() else {
         return Err(Error::Internal("no registration records gathered".into()));
     };
-    let sent = |peer: u32, what: String| Error::PeerProtocol {
-        rank: None,
-        step: "window registration".into(),
-        peer: peer as usize,
-        what,
-    };
     for pair in records.windows(2) {
         if pair[1].rank <= pair[0].rank {
-            return Err(sent(
-                pair[1].rank,
-                format!(
-                    "a record out of rank order (rank {} follows rank {})",
-                    pair[1].rank, pair[0].rank
-                ),
-            ));
+            return Err(Error::InvalidArgument(format!(
+                "registration records are not in rank order (rank {} follows rank {})",
+                pair[1].rank, pair[0].rank
+            )));
         }
     }
     for r in records {
-        let bad = |why: String| sent(r.rank, format!("an invalid registration record: {why}"));
+        let sender = r.rank as usize;
+        let bad = |why: String| {
+            registration_fault(sender, format!("an invalid registration record: {why}"))
+        };
         if r.window_size == 0 {
             return Err(bad("window size is 0".into()));
         }
@@ -617,7 +623,7 @@ pub(crate) mod tests {
             |r| r.offset_in_alloc = u64::MAX - 4095,
             &format!("{record}window of"),
         );
-        check(|r| r.rank = 0, "rank 0 sent a record out of rank order");
+        check(|r| r.rank = 0, "not in rank order");
         assert!(matches!(
             validate_registration(&[]),
             Err(Error::Internal(_))

@@ -1,4 +1,5 @@
-//! Symmetric memory: the pure building blocks of window registration.
+//! Symmetric memory: the building blocks of window registration (the pure ones, [`layout`]
+//! and [`record`]) and the per-communicator state they fill.
 //!
 //! - [`layout`]: the flat VA (`lsa_size × stride` slots), stride derivation, per-peer
 //!   addresses, window-offset checks, and the cross-rank validation of a registration;
@@ -9,7 +10,7 @@
 //!
 //! Offsets inside a slot come from [`crate::space::Space`]; file descriptors travel through
 //! [`crate::ipc`]; the CUDA side (export, import, map) is [`crate::cuda::vmm`]. The collective
-//! `register_window` that ties them to the bootstrap lives with the communicator; with these
+//! `register_window` that ties them to the bootstrap is in [`crate::window`]; with these
 //! blocks one registration is, on every rank of the LSA team:
 //!
 //! 1. [`crate::cuda::vmm::find_allocation`] on the user pointer, then

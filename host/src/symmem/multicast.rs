@@ -14,6 +14,11 @@ use crate::{Error, Result};
 /// fd-server key under which LSA rank 0 offers the multicast object.
 const MC_KEY: u64 = u64::MAX;
 
+/// Multicast binds windows' memory: asking before the first registration is a caller error.
+fn no_window_yet() -> Error {
+    Error::InvalidArgument("register a window before asking for multicast".into())
+}
+
 impl Communicator {
     /// Collective over the LSA team (every member calls it, after the same registrations):
     /// creates the team's NVLink SHARP multicast object once, maps it, and binds every
@@ -59,9 +64,7 @@ impl Communicator {
             });
         }
         let mut guard = lock(self.symm_slot())?;
-        let state = guard.as_mut().ok_or_else(|| {
-            Error::InvalidArgument("register a window before asking for multicast".into())
-        })?;
+        let state = guard.as_mut().ok_or_else(no_window_yet)?;
         if let Some(team) = &state.mc {
             return Ok(team.base());
         }
@@ -144,9 +147,7 @@ impl Communicator {
                 });
             }
             let mut guard = lock(self.symm_slot())?;
-            let state = guard.as_mut().ok_or_else(|| {
-                Error::InvalidArgument("register a window before asking for multicast".into())
-            })?;
+            let state = guard.as_mut().ok_or_else(no_window_yet)?;
             if let Some(team) = &state.mc {
                 return Ok(team.base());
             }

@@ -48,11 +48,10 @@ pub(crate) fn build(
             stop.store(true, Ordering::Relaxed);
         }
         let accepted = acceptor.join().unwrap_or_else(|_| {
-            Err(protocol(
-                rank,
-                "mesh setup",
-                "the acceptor thread panicked".into(),
-            ))
+            Err(Error::Panicked {
+                rank: Some(rank),
+                what: "the mesh set-up's acceptor thread".into(),
+            })
         });
         (dialed, accepted)
     });

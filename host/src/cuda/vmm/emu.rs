@@ -66,20 +66,33 @@ pub(super) struct HostMapping {
 }
 
 impl HostMapping {
-    /// Maps all of `mem` (backed by `host`) at `ptr` and records the mapping.
+    /// Maps all of `mem` (backed by `host`) at `ptr` and records the mapping; refuses, as the
+    /// driver does, a range that overlaps a live mapping (`MAP_FIXED` would replace it).
     ///
     /// # Safety
     /// `[ptr, ptr + mem.size())` lies inside a live emulated reservation that outlives the
-    /// mapping and holds no other mapping.
+    /// mapping.
     pub(super) unsafe fn map(
         ptr: u64,
         mem: &Arc<PhysicalMem>,
         host: &HostMem,
     ) -> Result<HostMapping> {
         let size = mem.size();
-        // SAFETY: the caller's contract.
+        let mut live = mappings();
+        let end = ptr.saturating_add(size as u64);
+        if let Some(e) = live
+            .iter()
+            .find(|e| ptr < e.base.saturating_add(e.size as u64) && e.base < end)
+        {
+            return Err(Error::InvalidArgument(format!(
+                "mapping {size} bytes at {ptr:#x} overlaps the live mapping of {} bytes at {:#x}",
+                e.size, e.base
+            )));
+        }
+        // SAFETY: the range lies in a live reservation (the caller's contract) and holds no
+        // live mapping (checked above, under the registry's lock).
         unsafe { memfd::mem_map(ptr, size, host.fd.as_fd()) }?;
-        mappings().push(Entry {
+        live.push(Entry {
             base: ptr,
             size,
             mem: Arc::downgrade(mem),

@@ -82,8 +82,10 @@ impl DeviceMem {
 
 impl Drop for DeviceMem {
     fn drop(&mut self) {
-        // SAFETY: the handle is owned by `self` and released exactly once; every Mapping of it
-        // holds an Arc to the PhysicalMem that owns `self`, so none is still mapped here.
+        // SAFETY: the handle is owned by `self` and released exactly once. Mappings through
+        // this handle hold an Arc to the PhysicalMem that owns `self`, so none is left; other
+        // mappings of the same memory (a retained or imported handle's) keep the physical
+        // memory alive, as the driver counts them.
         if let Err(e) = unsafe { driver::mem_release(self.handle) } {
             tracing::warn!("{e}");
         }
@@ -154,11 +156,12 @@ pub(super) struct DeviceMapping {
 }
 
 impl DeviceMapping {
-    /// Maps all `size` bytes of `mem` at `ptr` and grants read/write access to `devices`.
+    /// Maps all `size` bytes of `mem` at `ptr` and grants read/write access to `devices` (the
+    /// driver refuses a range that is already mapped).
     ///
     /// # Safety
-    /// `[ptr, ptr + size)` lies inside a live reservation that outlives the mapping, holds no
-    /// other mapping, and `mem` is `size` bytes long and outlives the mapping.
+    /// `[ptr, ptr + size)` lies inside a live reservation that outlives the mapping, and `mem`
+    /// is `size` bytes long and outlives the mapping.
     pub(super) unsafe fn map(
         ptr: u64,
         size: usize,

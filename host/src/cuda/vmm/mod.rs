@@ -321,13 +321,14 @@ impl Mapping {
         let mapped = match (&va.backing, &mem.backing) {
             (VaBacking::Gpu(_), MemBacking::Gpu(m)) => {
                 // SAFETY: [ptr, ptr + size) lies inside the reserved range (checked above),
-                // which the mapping keeps alive (`va`), as it keeps `mem`; as with the driver,
-                // the caller maps each part of a range once.
+                // which the mapping keeps alive (`va`), as it keeps `mem`; the driver refuses a
+                // range that is already mapped.
                 let m = unsafe { gpu::DeviceMapping::map(ptr, mem.size(), m, devices) }?;
                 MapBacking::Gpu(m)
             }
             (VaBacking::Emulated(_), MemBacking::Emulated(h)) => {
-                // SAFETY: as above, inside a live emulated reservation.
+                // SAFETY: inside the live emulated reservation (checked above), which the
+                // mapping keeps alive; `map` refuses a range that is already mapped.
                 MapBacking::Emulated(unsafe { emu::HostMapping::map(ptr, mem, h) }?)
             }
             _ => {
