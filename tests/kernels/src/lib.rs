@@ -3,7 +3,7 @@
 //! `ll`, `barrier`, `multimem`; `symmem` holds the multi-GPU kernels). Every item is
 //! re-exported at the crate root, where the host and the tests name it. Their PTX is checked
 //! for the intended instructions (`tests/tests/device_ptx.rs`, per kernel) and the
-//! non-multimem ones run on one GPU in `gpu_device` (`tests/src/bin/gpu_device.rs`), which
+//! non-multimem ones run on one GPU in `gpu_device` (`tests/src/bin/gpu_device/`), which
 //! documents the expected results next to each launch.
 //!
 //! Conventions: every spin-wait is timed (no launch can hang); wait results are reported as
