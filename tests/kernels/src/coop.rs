@@ -5,6 +5,22 @@
 use symcomm_device::arch;
 use symcomm_device::prelude::*;
 
+/// The mask of the calling lane's half warp (lanes 0-15 or 16-31), for a `Lanes` group.
+#[inline(always)]
+fn half_warp() -> u32 {
+    if arch::lane_id() < 16 {
+        0x0000_ffff
+    } else {
+        0xffff_0000
+    }
+}
+
+/// `[thread_rank, size, any(p)]` of the group `g`.
+#[inline(always)]
+fn probe<C: Coop>(g: &C, p: bool) -> [u32; 3] {
+    [g.thread_rank(), g.size(), u32::from(g.any(p))]
+}
+
 /// Cooperative groups: per thread 20 words at `out[20 * tid ..]` (one block of 128 threads):
 /// rank/size/any for Thread, Tile<4>, Warp, Lanes (half warps), WarpSpan (warps 0-1 with id
 /// 0, warps 2-3 with id 1), Cta, where `any` ORs `thread_idx().x == 70`.
@@ -18,40 +34,23 @@ pub unsafe fn coop_probe(out: *mut u32) {
     let th = Thread::new();
     let t4 = Tile::<4>::new();
     let w = Warp::new();
-    let half = if arch::lane_id() < 16 {
-        0x0000_ffff
-    } else {
-        0xffff_0000
-    };
-    let l = Lanes::new(half);
+    let l = Lanes::new(half_warp());
     let s = if t < 64 {
         WarpSpan::new(0, 2, 0)
     } else {
         WarpSpan::new(2, 2, 1)
     };
     let c = Cta::new();
-    let words = [
-        th.thread_rank(),
-        th.size(),
-        u32::from(th.any(p)),
-        t4.thread_rank(),
-        t4.size(),
-        u32::from(t4.any(p)),
-        w.thread_rank(),
-        w.size(),
-        u32::from(w.any(p)),
-        l.thread_rank(),
-        l.size(),
-        u32::from(l.any(p)),
-        s.thread_rank(),
-        s.size(),
-        u32::from(s.any(p)),
-        c.thread_rank(),
-        c.size(),
-        u32::from(c.any(p)),
-        0,
-        0,
+    let groups = [
+        probe(&th, p),
+        probe(&t4, p),
+        probe(&w, p),
+        probe(&l, p),
+        probe(&s, p),
+        probe(&c, p),
     ];
+    let mut words = [0; 20];
+    words[..18].copy_from_slice(groups.as_flattened());
     t4.sync();
     w.sync();
     l.sync();
@@ -74,11 +73,7 @@ pub unsafe fn coop_probe(out: *mut u32) {
 pub unsafe fn warp_any_orders(out: *mut u32) {
     let t = thread_idx().x;
     let p = t == 70;
-    let half = if arch::lane_id() < 16 {
-        0x0000_ffff
-    } else {
-        0xffff_0000
-    };
+    let half = half_warp();
     let bits = u32::from(Tile::<4>::new().any(p))
         | u32::from(Warp::new().any(p)) << 1
         | u32::from(Lanes::new(half).any(p)) << 2;
