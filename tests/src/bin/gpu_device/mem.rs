@@ -10,10 +10,18 @@ use symcomm_tests::reference::{self as refs, Rng, compare, is_permutation};
 use crate::harness::{Ctx, Verdict, ensure};
 
 /// Runs the counter kernel `name` (`atomic_add_acq_rel`, `atomic_cas_counter`: every thread
-/// adds one to a zeroed counter and records the value it replaced) on `blocks × t` threads:
-/// the number of threads, the final count, and whether the replaced values are a permutation
-/// of `0..threads`.
-fn run_counter(ctx: &Ctx, name: &str, blocks: u32, t: u32) -> Result<(usize, u32, bool)> {
+/// adds one to a zeroed counter and records the value it replaced) on `blocks × t` threads.
+/// It passes when the counter equals the number of threads and the replaced values are a
+/// permutation of `0..threads`; the failures name the `increments` and say
+/// `not_a_permutation`, the pass reports `passed` after the thread count.
+fn check_counter(
+    ctx: &Ctx,
+    name: &str,
+    (blocks, t): (u32, u32),
+    increments: &str,
+    not_a_permutation: &str,
+    passed: &str,
+) -> Result<Verdict> {
     let n = (blocks * t) as usize;
     let (counter, olds) = (ctx.zeroed::<u32>(1)?, ctx.poisoned::<u32>(n)?);
     ctx.run(
@@ -23,21 +31,27 @@ fn run_counter(ctx: &Ctx, name: &str, blocks: u32, t: u32) -> Result<(usize, u32
     )?;
     let total = ctx.download::<u32>(&counter, 1)?[0];
     let olds: Vec<u32> = ctx.download(&olds, n)?;
-    let permutation = is_permutation(olds.iter().map(|&x| u64::from(x)).collect(), n);
-    Ok((n, total, permutation))
+    Ok(ensure(total as usize == n, || {
+        format!("counter {total} after {n} {increments}")
+    })
+    .and_then(|()| {
+        ensure(
+            is_permutation(olds.iter().map(|&x| u64::from(x)).collect(), n),
+            || not_a_permutation.into(),
+        )
+    })
+    .map(|()| format!("{n} threads: {passed}")))
 }
 
 pub fn check_atomic_add(ctx: &Ctx) -> Result<Verdict> {
-    let (n, total, permutation) = run_counter(ctx, "atomic_add_acq_rel", 64, 256)?;
-    Ok(ensure(total as usize == n, || {
-        format!("counter {total} after {n} increments")
-    })
-    .and_then(|()| {
-        ensure(permutation, || {
-            "old values are not a permutation of 0..n".into()
-        })
-    })
-    .map(|()| format!("{n} threads: exact count, olds a permutation")))
+    check_counter(
+        ctx,
+        "atomic_add_acq_rel",
+        (64, 256),
+        "increments",
+        "old values are not a permutation of 0..n",
+        "exact count, olds a permutation",
+    )
 }
 
 pub fn check_red_add(ctx: &Ctx) -> Result<Verdict> {
@@ -64,16 +78,14 @@ pub fn check_red_add(ctx: &Ctx) -> Result<Verdict> {
 }
 
 pub fn check_atomic_cas(ctx: &Ctx) -> Result<Verdict> {
-    let (n, total, permutation) = run_counter(ctx, "atomic_cas_counter", 16, 128)?;
-    Ok(ensure(total as usize == n, || {
-        format!("counter {total} after {n} CAS increments")
-    })
-    .and_then(|()| {
-        ensure(permutation, || {
-            "replaced values are not a permutation (or a thread gave up)".into()
-        })
-    })
-    .map(|()| format!("{n} threads: CAS loop counts exactly")))
+    check_counter(
+        ctx,
+        "atomic_cas_counter",
+        (16, 128),
+        "CAS increments",
+        "replaced values are not a permutation (or a thread gave up)",
+        "CAS loop counts exactly",
+    )
 }
 
 pub fn check_atomic_exch(ctx: &Ctx) -> Result<Verdict> {
