@@ -26,7 +26,9 @@ use cudarc::driver::{CudaContext, sys};
 use symcomm::cuda::{self, VmmBuffer, memory::DeviceBox};
 use symcomm::launch::{LaunchConfig, Module, synchronize};
 use symcomm::ranks::{run_ranks, take_threads_flag};
-use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
+use symcomm::{
+    Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, SymmetricUsage,
+};
 use symcomm_device::window::Window as DeviceWindow;
 use symcomm_tests::kernels;
 
@@ -170,28 +172,24 @@ fn cycles(r: &Rank, count: u32) -> Result<String> {
         drop(mem);
         Ok(())
     };
+    // Free device memory and symmetric state once every rank is done with the cycles before:
+    // a rank's physical memory lives until the last peer has unmapped it.
+    let settled = |missing: &str| -> Result<(usize, SymmetricUsage)> {
+        r.comm.bootstrap().barrier()?;
+        let (free, _) = cuda::mem_info()?;
+        let usage = r.comm.symmetric_usage().ok_or_else(|| fail(missing))?;
+        Ok((free, usage))
+    };
     one_cycle()?; // creates the symmetric state (flat VA, fd server) once
     synchronize()?;
-    // A rank's physical memory lives until the last peer has unmapped it: measure only once
-    // every rank is done with the previous cycle.
-    r.comm.bootstrap().barrier()?;
-    let (free0, _) = cuda::mem_info()?;
-    let usage0 = r
-        .comm
-        .symmetric_usage()
-        .ok_or_else(|| fail("no symmetric state after a registration"))?;
+    let (free0, usage0) = settled("no symmetric state after a registration")?;
     let t0 = Instant::now();
     for i in 0..count {
         one_cycle().map_err(|e| fail(format!("cycle {i}: {e}")))?;
     }
     synchronize()?;
     let elapsed = t0.elapsed();
-    r.comm.bootstrap().barrier()?;
-    let (free1, _) = cuda::mem_info()?;
-    let usage1 = r
-        .comm
-        .symmetric_usage()
-        .ok_or_else(|| fail("symmetric state vanished"))?;
+    let (free1, usage1) = settled("symmetric state vanished")?;
     let granule = cuda::vmm::granularity(r.device(), cuda::vmm::Shareable::PosixFd)?;
     let lost = free0.saturating_sub(free1);
     if lost > granule {
@@ -347,7 +345,7 @@ fn timeout(r: &Rank) -> Result<String> {
     }
     let probe = r.module.function("barrier_timeout_probe")?;
     let out = VmmBuffer::new(r.device(), 8)?;
-    let run = |dev: &DevComm, wait_ns: u64| -> Result<(u32, Duration)> {
+    let run = |dev: &DevComm, wait_ns: u64| -> Result<Duration> {
         out.fill_bytes(0xff)?;
         let t0 = Instant::now();
         // SAFETY: arguments match `barrier_timeout_probe`; the communicator has one barrier.
@@ -358,27 +356,32 @@ fn timeout(r: &Rank) -> Result<String> {
                 (dev.raw(), wait_ns, out.device_ptr() as *mut u32),
             )?
         };
-        Ok((0, t0.elapsed()))
+        Ok(t0.elapsed())
     };
-    let finish = |started: Duration| -> Result<(u32, Duration)> {
+    // Waits for the probe launched `started` ago, which must return result code `want`
+    // (`what`): how long it took.
+    let finish = |started: Duration, want: u32, what: &str| -> Result<Duration> {
         let t0 = Instant::now();
         synchronize()?;
         let w = read_words(&out, 2)?;
         if w[1] != 1 {
             return Err(fail("the probe kernel did not get past its wait"));
         }
-        Ok((w[0], started + t0.elapsed()))
+        if w[0] != want {
+            return Err(fail(format!(
+                "expected the {what} code {want}, got {}",
+                w[0]
+            )));
+        }
+        Ok(started + t0.elapsed())
     };
 
     // 1. A 200 ms timed wait on a peer that never arrives.
     let dev = DevComm::create(&r.comm, Requirements::new().lsa_barriers(1))?;
     let mut line = String::new();
     if !absent {
-        let (_, launch) = run(&dev, 200_000_000)?;
-        let (code, took) = finish(launch)?;
-        if code != 1 {
-            return Err(fail(format!("expected the timeout code 1, got {code}")));
-        }
+        let launch = run(&dev, 200_000_000)?;
+        let took = finish(launch, 1, "timeout")?;
         line.push_str(&format!(
             "200 ms wait for absent LSA rank {lsa_last} returned Timeout after {:.0} ms",
             took.as_secs_f64() * 1e3
@@ -391,14 +394,11 @@ fn timeout(r: &Rank) -> Result<String> {
     let dev = DevComm::create(&r.comm, Requirements::new().lsa_barriers(1))?;
     if !absent {
         // ANCHOR: abort
-        let (_, launch) = run(&dev, 60_000_000_000)?;
+        let launch = run(&dev, 60_000_000_000)?;
         std::thread::sleep(Duration::from_millis(100));
         dev.abort();
-        let (code, took) = finish(launch)?;
+        let took = finish(launch, 2, "aborted")?;
         // ANCHOR_END: abort
-        if code != 2 {
-            return Err(fail(format!("expected the aborted code 2, got {code}")));
-        }
         line.push_str(&format!(
             "; 60 s wait ended by the abort flag (code 2) after {:.0} ms",
             took.as_secs_f64() * 1e3
