@@ -208,23 +208,28 @@ fn cooperative_groups_report_ranks_sizes_and_votes() {
 // ---------------------------------------------------------------------------------------
 // mem: atomics with exact counts, CAS chains, message passing, vectors, constant loads.
 
-#[test]
-fn atomics_count_exactly_across_blocks() {
-    let (blocks, t) = (8u32, 256u32);
+/// Runs the counter kernel `kernel` (`(counter, olds)`: every thread adds one to a zeroed
+/// counter and records the value it replaced) on `blocks × t` threads and asserts that the
+/// count is exact and the replaced values are a permutation of `0..threads`.
+fn counts_exactly(what: &str, (blocks, t): (u32, u32), kernel: unsafe fn(*mut u32, *mut u32)) {
     let n = (blocks * t) as usize;
     let mut counter = 0u32;
     let mut olds = vec![u32::MAX; n];
     let (c, o) = (&raw mut counter, olds.as_mut_ptr());
-    // SAFETY: a zeroed counter and one old value per thread.
-    run(Launch::new(blocks, t), || unsafe {
-        k::atomic_add_acq_rel(c, o)
-    })
-    .unwrap();
-    assert_eq!(counter as usize, n);
-    assert!(is_permutation(
-        olds.iter().map(|&x| u64::from(x)).collect(),
-        n
-    ));
+    // SAFETY: a zeroed counter and one old value per thread, as the counter kernels ask.
+    run(Launch::new(blocks, t), || unsafe { kernel(c, o) }).unwrap();
+    assert_eq!(counter as usize, n, "{what}: count");
+    assert!(
+        is_permutation(olds.iter().map(|&x| u64::from(x)).collect(), n),
+        "{what}: replaced values"
+    );
+}
+
+#[test]
+fn atomics_count_exactly_across_blocks() {
+    let (blocks, t) = (8u32, 256u32);
+    let n = (blocks * t) as usize;
+    counts_exactly("atomic_add_acq_rel", (blocks, t), k::atomic_add_acq_rel);
 
     let (mut c32, mut c64, mut c64b) = (0u32, 0u64, 0u64);
     let (a, b, c) = (&raw mut c32, &raw mut c64, &raw mut c64b);
@@ -236,19 +241,7 @@ fn atomics_count_exactly_across_blocks() {
     let n64 = n as u64;
     assert_eq!([u64::from(c32), c64, c64b], refs::red_add_totals(n64));
 
-    let mut counter = 0u32;
-    let mut olds = vec![u32::MAX; n];
-    let (c, o) = (&raw mut counter, olds.as_mut_ptr());
-    // SAFETY: as for atomic_add_acq_rel.
-    run(Launch::new(blocks, t), || unsafe {
-        k::atomic_cas_counter(c, o)
-    })
-    .unwrap();
-    assert_eq!(counter as usize, n, "CAS loop count");
-    assert!(is_permutation(
-        olds.iter().map(|&x| u64::from(x)).collect(),
-        n
-    ));
+    counts_exactly("CAS loop", (blocks, t), k::atomic_cas_counter);
 
     let (mut s32, mut s64) = (0u32, 0u64);
     let (mut o32, mut o64) = (vec![u32::MAX; n], vec![u64::MAX; n]);
@@ -570,9 +563,10 @@ unsafe fn ring_exchange(comm: DevComm, data_offset: u64, rounds: u32, timeout: u
     }
 }
 
-/// `n_ranks` concurrent launches (one host thread each) of `ring_exchange`; returns the
-/// `[mismatches, codes]` words, the persisted epochs of block 0 per rank, and the time.
-fn ring(n_ranks: usize, blocks: u32, threads: u32, rounds: u32) -> ([u32; 2], Vec<u32>, Duration) {
+/// `n_ranks` concurrent launches (one host thread each) of `ring_exchange`: asserts that no
+/// payload was wrong and no wait failed, and that every rank's block-0 barrier persisted its
+/// epoch (two syncs a round); returns the time the launches took.
+fn ring(n_ranks: usize, blocks: u32, threads: u32, rounds: u32) -> Duration {
     let va = FlatVa::new(n_ranks, 1 << 20);
     let data_offset = 64 * 1024u64;
     assert!(LsaBarrierHandle::buffer_bytes(blocks, n_ranks as u32) <= data_offset as usize);
@@ -599,24 +593,21 @@ fn ring(n_ranks: usize, blocks: u32, threads: u32, rounds: u32) -> ([u32; 2], Ve
     let dt = t0.elapsed();
     let errors = errors.into_inner().unwrap();
     assert!(errors.is_empty(), "{errors:?}");
-    let epochs = (0..n_ranks).map(|r| va.word(r, blocks as usize)).collect();
-    (out, epochs, dt)
+    let epochs: Vec<u32> = (0..n_ranks).map(|r| va.word(r, blocks as usize)).collect();
+    assert_eq!(out, [0, 0], "[mismatches, wait codes]");
+    assert_eq!(epochs, vec![2 * rounds; n_ranks]);
+    dt
 }
 
 #[test]
 fn ranks_as_concurrent_launches_pass_a_ring_through_lsa_barriers() {
-    let rounds = 10;
-    let (out, epochs, _) = ring(2, 2, 64, rounds);
-    assert_eq!(out, [0, 0], "[mismatches, wait codes]");
-    assert_eq!(epochs, vec![2 * rounds; 2]);
+    ring(2, 2, 64, 10);
 }
 
 #[test]
 fn eight_ranks_of_four_blocks_of_256_threads_emulate_in_seconds() {
     let rounds = 8;
-    let (out, epochs, dt) = ring(8, 4, 256, rounds);
-    assert_eq!(out, [0, 0], "[mismatches, wait codes]");
-    assert_eq!(epochs, vec![2 * rounds; 8]);
+    let dt = ring(8, 4, 256, rounds);
     println!(
         "emulated 8 ranks × 4 blocks × 256 threads ({} OS threads), {rounds} ring rounds of \
          2 LSA barrier syncs each: {:.2} s",
