@@ -1,7 +1,40 @@
 //! Element types and reduction operators the gallery supports, and the names of the kernels
 //! that implement them.
 
-use std::fmt;
+/// Implements, for a fieldless enum whose variants each have a name: `ALL` (every variant, in
+/// order), `name` (the variant's name), `parse` (its inverse) and `Display` (the name). `all`
+/// and `name` are the docs of `ALL` and `name`.
+macro_rules! names {
+    (
+        $ty:ident { $($variant:ident => $name:literal),+ $(,)? },
+        all: $all:literal,
+        name: $name_doc:literal $(,)?
+    ) => {
+        impl $ty {
+            #[doc = $all]
+            pub const ALL: [$ty; [$($name),+].len()] = [$($ty::$variant),+];
+
+            #[doc = $name_doc]
+            pub const fn name(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $name,)+
+                }
+            }
+
+            #[doc = concat!("Parses [`", stringify!($ty), "::name`].")]
+            pub fn parse(s: &str) -> Option<$ty> {
+                Self::ALL.into_iter().find(|v| v.name() == s)
+            }
+        }
+
+        impl std::fmt::Display for $ty {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str(self.name())
+            }
+        }
+    };
+}
+pub(crate) use names;
 
 /// An element type of the collectives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -16,37 +49,19 @@ pub enum DataType {
     I32,
 }
 
-impl DataType {
-    /// Every supported type.
-    pub const ALL: [DataType; 4] = [DataType::F32, DataType::Bf16, DataType::F16, DataType::I32];
+names!(
+    DataType { F32 => "f32", Bf16 => "bf16", F16 => "f16", I32 => "i32" },
+    all: "Every supported type.",
+    name: "The name used in kernel names and on the command line (`f32`, `bf16`, `f16`, `i32`).",
+);
 
+impl DataType {
     /// Bytes per element.
     pub const fn size(self) -> usize {
         match self {
             DataType::F32 | DataType::I32 => 4,
             DataType::Bf16 | DataType::F16 => 2,
         }
-    }
-
-    /// The name used in kernel names and on the command line (`f32`, `bf16`, `f16`, `i32`).
-    pub const fn name(self) -> &'static str {
-        match self {
-            DataType::F32 => "f32",
-            DataType::Bf16 => "bf16",
-            DataType::F16 => "f16",
-            DataType::I32 => "i32",
-        }
-    }
-
-    /// Parses [`DataType::name`].
-    pub fn parse(s: &str) -> Option<DataType> {
-        DataType::ALL.into_iter().find(|t| t.name() == s)
-    }
-}
-
-impl fmt::Display for DataType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
     }
 }
 
@@ -61,30 +76,11 @@ pub enum RedOp {
     Max,
 }
 
-impl RedOp {
-    /// Every supported operator.
-    pub const ALL: [RedOp; 3] = [RedOp::Sum, RedOp::Min, RedOp::Max];
-
-    /// The name used in kernel names and on the command line.
-    pub const fn name(self) -> &'static str {
-        match self {
-            RedOp::Sum => "sum",
-            RedOp::Min => "min",
-            RedOp::Max => "max",
-        }
-    }
-
-    /// Parses [`RedOp::name`].
-    pub fn parse(s: &str) -> Option<RedOp> {
-        RedOp::ALL.into_iter().find(|o| o.name() == s)
-    }
-}
-
-impl fmt::Display for RedOp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.name())
-    }
-}
+names!(
+    RedOp { Sum => "sum", Min => "min", Max => "max" },
+    all: "Every supported operator.",
+    name: "The name used in kernel names and on the command line.",
+);
 
 /// True when NVLink SHARP can reduce `t` with `op` (`multimem.ld_reduce`): every type's sum,
 /// and minima and maxima of every type but f32 (PTX has no f32 `min`/`max` there).
