@@ -68,10 +68,20 @@ impl<'a> Buf<'a> {
         )
     }
 
+    /// Block `k` of `bytes` bytes from this start: this rank's block of a buffer holding one
+    /// per rank. Saturating, so meaningful once the whole buffer passed [`Buf::check`].
+    pub(crate) fn block(&self, bytes: usize, k: usize) -> Buf<'a> {
+        Buf::new(
+            self.window,
+            self.offset.saturating_add(bytes.saturating_mul(k)),
+        )
+    }
+
     /// Checks that `bytes` bytes from the start fit the window and that the start and size
-    /// are multiples of 16 bytes (the kernels' pack size). `what` names the buffer.
-    pub(crate) fn check(&self, what: &str, bytes: usize) -> Result<()> {
-        check_range(what, self.offset, bytes, self.window.size())
+    /// are multiples of 16 bytes (the kernels' pack size). `what` and `role` name the buffer
+    /// (`all_reduce`, `source`).
+    pub(crate) fn check(&self, what: &str, role: &str, bytes: usize) -> Result<()> {
+        check_range(what, role, self.offset, bytes, self.window.size())
     }
 
     /// True when both name the same window and offset.
@@ -81,17 +91,23 @@ impl<'a> Buf<'a> {
 }
 
 /// The range check of [`Buf::check`], as plain arithmetic.
-pub(crate) fn check_range(what: &str, offset: usize, bytes: usize, size: usize) -> Result<()> {
+pub(crate) fn check_range(
+    what: &str,
+    role: &str,
+    offset: usize,
+    bytes: usize,
+    size: usize,
+) -> Result<()> {
     let pack = PACK as usize;
     if !offset.is_multiple_of(pack) || !bytes.is_multiple_of(pack) {
         return Err(Error::InvalidArgument(format!(
-            "{what}: offset {offset} and size {bytes} must be multiples of {pack} bytes"
+            "{what} {role}: offset {offset} and size {bytes} must be multiples of {pack} bytes"
         )));
     }
     match offset.checked_add(bytes) {
         Some(end) if end <= size => Ok(()),
         _ => Err(Error::InvalidArgument(format!(
-            "{what}: {bytes} bytes at offset {offset} do not fit the {size}-byte window"
+            "{what} {role}: {bytes} bytes at offset {offset} do not fit the {size}-byte window"
         ))),
     }
 }
@@ -102,11 +118,11 @@ mod tests {
 
     #[test]
     fn ranges_must_be_pack_aligned_and_inside_the_window() {
-        assert!(check_range("x", 0, 4096, 4096).is_ok());
-        assert!(check_range("x", 16, 4080, 4096).is_ok());
-        assert!(check_range("x", 16, 4096, 4096).is_err());
-        assert!(check_range("x", 8, 16, 4096).is_err());
-        assert!(check_range("x", 0, 20, 4096).is_err());
-        assert!(check_range("x", usize::MAX - 15, 32, 4096).is_err());
+        assert!(check_range("x", "y", 0, 4096, 4096).is_ok());
+        assert!(check_range("x", "y", 16, 4080, 4096).is_ok());
+        assert!(check_range("x", "y", 16, 4096, 4096).is_err());
+        assert!(check_range("x", "y", 8, 16, 4096).is_err());
+        assert!(check_range("x", "y", 0, 20, 4096).is_err());
+        assert!(check_range("x", "y", usize::MAX - 15, 32, 4096).is_err());
     }
 }

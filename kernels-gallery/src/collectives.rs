@@ -15,6 +15,7 @@ use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemor
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::window::Window as DeviceWindow;
 use symcomm_gallery_kernels::plan;
+use symcomm_gallery_kernels::rmsnorm_split::FUSED_SCRATCH_BYTES;
 
 use crate::buffer::Buf;
 use crate::kernels;
@@ -38,6 +39,56 @@ pub(crate) enum Kind {
     Ll,
     /// Any other kernel.
     Other,
+}
+
+/// The grid of a gallery launch: `blocks` blocks of at most `threads` threads (fewer under
+/// emulation: [`Collectives::block_threads`]) in clusters of `cluster` blocks (1: none; a
+/// divisor of `blocks`, at most `symcomm::launch::MAX_CLUSTER`).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Grid {
+    pub kind: Kind,
+    pub blocks: u32,
+    pub threads: u32,
+    pub cluster: u32,
+}
+
+impl Grid {
+    /// `(blocks, threads)` of a kernel of `kind`, without clusters.
+    pub(crate) fn new(kind: Kind, (blocks, threads): (u32, u32)) -> Grid {
+        Grid {
+            kind,
+            blocks,
+            threads,
+            cluster: 1,
+        }
+    }
+
+    /// The same grid in clusters of `cluster` blocks.
+    pub(crate) fn clustered(self, cluster: u32) -> Grid {
+        Grid { cluster, ..self }
+    }
+}
+
+/// How a kernel that moves packs from a source to a destination is launched: what its
+/// protocol passes after `(comm, src, dst, packs` and before the common `timeout, status)`
+/// ([`launch_args!`]), and its grid.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Protocol {
+    /// Between an entry and an exit barrier: nothing more; grid [`Tuning::shape`].
+    Barriered,
+    /// On LL lines, no barrier: `scratch, cap`; grid [`Tuning::ll_shape`].
+    Ll,
+    /// The pipelined push (`pipeline.rs` in the kernels): `push, slots, chunk`; full blocks,
+    /// as many as [`Tuning::push_shape`] says.
+    Pipelined,
+}
+
+/// The operands of a kernel that moves packs: `packs` 16-byte packs from `src` to `dst`.
+#[derive(Clone, Copy)]
+struct Packs<'a> {
+    src: Buf<'a>,
+    dst: Buf<'a>,
+    packs: u64,
 }
 
 /// The gallery collectives of one rank (see the module docs).
@@ -82,89 +133,42 @@ impl Collectives {
                 hint: "run every rank on one NVLink domain (one node)".into(),
             });
         }
-        // Loaded before the collective calls below: loading a module waits for the kernels
-        // running in the context, and with ranks as threads on one GPU a rank that returned
-        // first may already be running a collective that waits for this rank (measured with
-        // `hello_window`: the late rank stayed in `Module::load` until the other's barrier
-        // timed out). Every gallery kernel runs blocks of at most `plan::THREADS` threads;
-        // the pipelined push kernels would take more registers than such a block has if left
-        // unbounded.
+        // The module is loaded before the collective calls below: loading a module waits for
+        // the kernels running in the context, and with ranks as threads on one GPU a rank that
+        // returned first may already be running a collective that waits for this rank
+        // (measured with `hello_window`: the late rank stayed in `Module::load` until the
+        // other's barrier timed out). Everything that can fail on this rank alone comes before
+        // the first collective step.
         let n = comm.lsa_size();
-        // Everything that can fail on this rank alone comes before the first collective step.
-        // (The scratch sizes are bounded once the tuning is valid.)
-        let local = tuning.validate().and_then(|()| {
-            let ll_cap = tuning.ll_cap_packs(n);
-            let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
-            let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
-            let status = HostMapped::new(0u32)?;
-            let threads = crate::emulation::threads()?;
-            let scratch_bytes =
-                fused_off + symcomm_gallery_kernels::rmsnorm_split::FUSED_SCRATCH_BYTES;
-            let scratch_mem = SymmetricMemory::alloc(comm, scratch_bytes as usize)?;
-            // Zeroed before registering: registration ends with a team barrier, so no peer
-            // can write an LL line before every header and line is zero (= never valid).
-            // `fill_bytes` returns once the memset is done. (No context-wide synchronize
-            // here: it would also wait for other streams' kernels, e.g. another rank's
-            // collective when several ranks share this device and context.)
-            scratch_mem.buffer().fill_bytes(0)?;
-            // No zeroing needed for the push scratch: each pipelined launch zeroes its own
-            // counters before its entry barrier, and slots are written before they are read.
-            let push_mem = match tuning.push_scratch {
-                0 => None,
-                _ => Some(SymmetricMemory::alloc(
-                    comm,
-                    tuning.push_window_bytes(n) as usize,
-                )?),
-            };
-            let scratch = (scratch_mem, push_mem, ll_cap, fused_off);
-            Ok((module, status, threads, scratch))
-        });
+        let local = Local::new(comm, &tuning, n);
         // Every rank learns whether every other one got this far and runs the same knobs
         // before the first collective step (`agreement`).
         let mut knobs = tuning.agreed_knobs();
-        if let Ok((_, _, threads, ..)) = &local {
-            knobs.push(("block threads", threads.to_string()));
+        if let Ok(local) = &local {
+            knobs.push(("block threads", local.threads.to_string()));
         }
         let agreed = crate::agreement::check(comm, local.as_ref().err(), &knobs);
-        let (module, status, threads, (scratch_mem, push_mem, ll_cap, fused_off)) = local?;
+        let local = local?;
         agreed?;
-        let scratch = comm.register_window(&scratch_mem)?;
-        let push = match push_mem {
+        let scratch = comm.register_window(&local.scratch_mem)?;
+        let push = match local.push_mem {
             Some(mem) => Some((comm.register_window(&mem)?, mem)),
             None => None,
         };
-        let req = Requirements::new().lsa_barriers(tuning.max_blocks);
-        let (dev, tuning) = match DevComm::create(comm, req.lsa_multimem(tuning.multimem)) {
-            // Refusals of multicast come back alike on every rank (the runtime votes), so every
-            // rank retries without it: no NVLink SHARP here, and forced multimem algorithms
-            // fall back to the choice by size, as PyTorch and vLLM fall back to unicast.
-            Err(Error::Unsupported { what, hint }) if tuning.multimem => {
-                tracing::warn!(
-                    "rank {}: gallery collectives without multimem: {what} unsupported ({hint})",
-                    comm.rank()
-                );
-                let dev = DevComm::create(comm, req)?;
-                let tuning = Tuning {
-                    multimem: false,
-                    ..tuning
-                };
-                (dev, tuning)
-            }
-            r => (r?, tuning),
-        };
+        let (dev, tuning) = dev_comm(comm, tuning)?;
         Ok(Collectives {
-            module,
+            module: local.module,
             scratch,
-            _scratch_mem: scratch_mem,
+            _scratch_mem: local.scratch_mem,
             push,
             dev,
-            status,
+            status: local.status,
             tuning,
             rank: comm.rank(),
             n,
-            ll_cap,
-            fused_off,
-            threads,
+            ll_cap: local.ll_cap,
+            fused_off: local.fused_off,
+            threads: local.threads,
         })
     }
 
@@ -261,50 +265,30 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<Algo> {
         let bytes = bytes_of(count, t)?;
-        src.check("all_reduce source", bytes)?;
-        dst.check("all_reduce destination", bytes)?;
-        no_partial_overlap("all_reduce", &src, bytes, &dst, bytes)?;
+        check_operands("all_reduce", (&src, bytes), (&dst, bytes), false)?;
         let algo = self.all_reduce_algo(algo, bytes, t, op, src.same_as(&dst));
         if bytes == 0 {
             return Ok(algo);
         }
         let packs = (bytes as u64) / plan::PACK;
-        match algo {
-            Algo::OneShot => {
-                let name = reducing_kernel("all_reduce_one_shot", t, op);
-                self.launch_ll(&name, src, dst, packs, packs, stream)?;
-            }
-            Algo::TwoShotLl => {
-                let name = reducing_kernel("all_reduce_two_shot_ll", t, op);
-                let slice = plan::slice_len(packs, self.n as u64);
-                if 2 * slice > self.ll_cap {
-                    return Err(Error::InvalidArgument(format!(
-                        "all_reduce: {bytes} bytes exceed the two-shot LL scratch"
-                    )));
-                }
-                self.launch_ll(&name, src, dst, packs, slice, stream)?;
-            }
-            Algo::TwoShot => {
-                let name = reducing_kernel("all_reduce_two_shot", t, op);
-                let work = plan::slice_len(packs, self.n as u64);
-                self.launch_barriered(&name, src, dst, packs, work, stream)?;
-            }
-            Algo::TwoShotPush => {
-                let name = reducing_kernel("all_reduce_two_shot_push", t, op);
-                let slice = plan::slice_len(packs, self.n as u64);
-                self.launch_pipelined(&name, src, dst, packs, slice, stream)?;
-            }
+        let slice = plan::slice_len(packs, self.n as u64);
+        // The kernel, and the packs per thread pass of its grid.
+        let (kernel, protocol, work) = match algo {
+            Algo::OneShot => ("all_reduce_one_shot", Protocol::Ll, packs),
+            Algo::TwoShotLl => ("all_reduce_two_shot_ll", Protocol::Ll, slice),
+            Algo::TwoShot => ("all_reduce_two_shot", Protocol::Barriered, slice),
+            Algo::TwoShotPush => ("all_reduce_two_shot_push", Protocol::Pipelined, slice),
             // Only with the multicast range (`Tuning::multimem`, which `new` asked for).
-            Algo::MultimemOneShot => {
-                let name = reducing_kernel("all_reduce_multimem_one_shot", t, op);
-                self.launch_barriered(&name, src, dst, packs, packs, stream)?;
-            }
-            Algo::MultimemTwoShot => {
-                let name = reducing_kernel("all_reduce_multimem_two_shot", t, op);
-                let slice = plan::slice_len(packs, self.n as u64);
-                self.launch_barriered(&name, src, dst, packs, slice, stream)?;
-            }
+            Algo::MultimemOneShot => ("all_reduce_multimem_one_shot", Protocol::Barriered, packs),
+            Algo::MultimemTwoShot => ("all_reduce_multimem_two_shot", Protocol::Barriered, slice),
+        };
+        if algo == Algo::TwoShotLl && 2 * slice > self.ll_cap {
+            return Err(Error::InvalidArgument(format!(
+                "all_reduce: {bytes} bytes exceed the two-shot LL scratch"
+            )));
         }
+        let kernel = reducing_kernel(kernel, t, op);
+        self.run(protocol, &kernel, Packs { src, dst, packs }, work, stream)?;
         Ok(algo)
     }
 
@@ -328,18 +312,6 @@ impl Collectives {
         self.tuning.all_reduce_algo_with(forced, bytes)
     }
 
-    /// `bytes` per rank times the number of ranks: the size of a buffer holding every rank's
-    /// block, refused where it overflows (before any range check could pass on a wrapped
-    /// product).
-    fn all_blocks(&self, what: &str, bytes: usize) -> Result<usize> {
-        bytes.checked_mul(self.n).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "{what}: {bytes} bytes per rank × {} ranks overflows",
-                self.n
-            ))
-        })
-    }
-
     /// Collective: `dst` (`count` elements) = reduction with `op` of block `rank` (elements
     /// `rank × count ..`) of every rank's `src` (`size × count` elements).
     pub fn reduce_scatter(
@@ -351,28 +323,22 @@ impl Collectives {
         op: RedOp,
         stream: CUstream,
     ) -> Result<()> {
-        let bytes = bytes_of(count, t)?;
-        let total = self.all_blocks("reduce_scatter", bytes)?;
-        src.check("reduce_scatter source", total)?;
-        dst.check("reduce_scatter destination", bytes)?;
-        let own = Buf::new(src.window(), src.offset() + bytes * self.rank);
-        if !dst.same_as(&own) {
-            no_partial_overlap("reduce_scatter", &src, total, &dst, bytes)?;
-        }
+        let (bytes, total) = self.blocks("reduce_scatter", count, t)?;
+        let own = dst.same_as(&src.block(bytes, self.rank));
+        check_operands("reduce_scatter", (&src, total), (&dst, bytes), own)?;
         if bytes == 0 {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
-        if self.tuning.ll_for(total, bytes, self.n) {
-            let name = reducing_kernel("reduce_scatter_ll", t, op);
-            return self.launch_ll(&name, src, dst, packs, packs, stream);
-        }
-        if self.push.is_some() && total >= self.tuning.rs_push_min {
-            let name = reducing_kernel("reduce_scatter_push", t, op);
-            return self.launch_pipelined(&name, src, dst, packs, packs, stream);
-        }
-        let name = reducing_kernel("reduce_scatter", t, op);
-        self.launch_barriered(&name, src, dst, packs, packs, stream)
+        let (kernel, protocol) = if self.tuning.ll_for(total, bytes, self.n) {
+            ("reduce_scatter_ll", Protocol::Ll)
+        } else if self.tuning.reduce_scatter_push(total) {
+            ("reduce_scatter_push", Protocol::Pipelined)
+        } else {
+            ("reduce_scatter", Protocol::Barriered)
+        };
+        let kernel = reducing_kernel(kernel, t, op);
+        self.run(protocol, &kernel, Packs { src, dst, packs }, packs, stream)
     }
 
     /// Collective: block `rank` of every rank's `dst` (`size × count` elements) receives this
@@ -385,15 +351,11 @@ impl Collectives {
         t: DataType,
         stream: CUstream,
     ) -> Result<()> {
-        let bytes = bytes_of(count, t)?;
-        let total = self.all_blocks("all_gather", bytes)?;
-        src.check("all_gather source", bytes)?;
-        dst.check("all_gather destination", total)?;
-        let own = Buf::new(dst.window(), dst.offset() + bytes * self.rank);
-        if !src.same_as(&own) {
-            no_partial_overlap("all_gather", &src, bytes, &dst, total)?;
-        }
-        self.move_blocks("all_gather", src, dst, bytes, total, stream)
+        let (bytes, total) = self.blocks("all_gather", count, t)?;
+        let own = src.same_as(&dst.block(bytes, self.rank));
+        check_operands("all_gather", (&src, bytes), (&dst, total), own)?;
+        let kernels = ("all_gather_ll", "all_gather");
+        self.move_blocks(kernels, src, dst, bytes, total, stream)
     }
 
     /// Collective: block `p` (`count` elements) of this rank's `src` lands in block `rank` of
@@ -406,16 +368,16 @@ impl Collectives {
         t: DataType,
         stream: CUstream,
     ) -> Result<()> {
-        let bytes = bytes_of(count, t)?;
-        let total = self.all_blocks("all_to_all", bytes)?;
-        src.check("all_to_all source", total)?;
-        dst.check("all_to_all destination", total)?;
+        let (bytes, total) = self.blocks("all_to_all", count, t)?;
+        src.check("all_to_all", "source", total)?;
+        dst.check("all_to_all", "destination", total)?;
         if overlaps(&src, total, &dst, total) {
             return Err(Error::InvalidArgument(
                 "all_to_all: source and destination overlap (in-place is not supported)".into(),
             ));
         }
-        self.move_blocks("all_to_all", src, dst, bytes, total, stream)
+        let kernels = ("all_to_all_ll", "all_to_all");
+        self.move_blocks(kernels, src, dst, bytes, total, stream)
     }
 
     /// Collective: every rank's `dst` receives `count` elements of rank `root`'s `src`
@@ -430,9 +392,7 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<()> {
         let bytes = bytes_of(count, t)?;
-        src.check("broadcast source", bytes)?;
-        dst.check("broadcast destination", bytes)?;
-        no_partial_overlap("broadcast", &src, bytes, &dst, bytes)?;
+        check_operands("broadcast", (&src, bytes), (&dst, bytes), false)?;
         if root >= self.n {
             return Err(Error::InvalidArgument(format!(
                 "broadcast: root {root} is not a rank of {}",
@@ -443,32 +403,39 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
+        let (src, dst, root) = (src.sym(0), dst.sym(0), root as i32);
+        // The protocols of `run`, with the root after their own arguments.
         if self.tuning.broadcast_ll(bytes, self.n) {
-            let args = launch_args!(
-                self;
-                src.sym(0),
-                dst.sym(0),
-                packs,
-                self.scratch_sym(0),
-                self.ll_cap,
-                root as i32,
-            );
-            let (blocks, threads) = self.tuning.ll_shape(packs);
-            return self.launch(Kind::Ll, "broadcast_ll", blocks, threads, stream, args);
+            let args = launch_args!(self; src, dst, packs, self.scratch_sym(0), self.ll_cap, root);
+            let grid = Grid::new(Kind::Ll, self.tuning.ll_shape(packs));
+            return self.launch("broadcast_ll", grid, stream, args);
         }
-        let args = launch_args!(self; src.sym(0), dst.sym(0), packs, root as i32);
-        let (blocks, threads) = self
-            .tuning
-            .shape(plan::bcast_slice_len(packs, self.n as u64));
-        self.launch(Kind::Other, "broadcast", blocks, threads, stream, args)
+        let args = launch_args!(self; src, dst, packs, root);
+        let slice = plan::bcast_slice_len(packs, self.n as u64);
+        let grid = Grid::new(Kind::Other, self.tuning.shape(slice));
+        self.launch("broadcast", grid, stream, args)
+    }
+
+    /// `(bytes, total)` of collective `what` on blocks of `count` elements of `t`, one per rank:
+    /// the bytes of a block, and of a buffer holding every rank's block, refused where they
+    /// overflow (before any range check could pass on a wrapped product).
+    fn blocks(&self, what: &str, count: usize, t: DataType) -> Result<(usize, usize)> {
+        let bytes = bytes_of(count, t)?;
+        let total = bytes.checked_mul(self.n).ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "{what}: {bytes} bytes per rank × {} ranks overflows",
+                self.n
+            ))
+        })?;
+        Ok((bytes, total))
     }
 
     /// Runs a data-movement collective with `bytes` per peer block (`total` bytes counted as
-    /// nccl-tests counts size): its LL kernel `<name>_ll` when small enough, else the
-    /// barrier-bracketed kernel `<name>`.
+    /// nccl-tests counts size): its LL kernel (the first of `kernels`) when small enough, else
+    /// its barrier-bracketed one.
     fn move_blocks(
         &self,
-        name: &str,
+        (ll, barriered): (&str, &str),
         src: Buf<'_>,
         dst: Buf<'_>,
         bytes: usize,
@@ -479,125 +446,91 @@ impl Collectives {
             return Ok(());
         }
         let packs = bytes as u64 / plan::PACK;
+        let io = Packs { src, dst, packs };
         if self.tuning.ll_for(total, bytes, self.n) {
-            return self.launch_ll(&format!("{name}_ll"), src, dst, packs, packs, stream);
+            return self.run(Protocol::Ll, ll, io, packs, stream);
         }
-        self.launch_barriered(name, src, dst, packs, packs, stream)
+        self.run(Protocol::Barriered, barriered, io, packs, stream)
     }
 
-    /// Launches a barrier-bracketed kernel taking `(comm, src, dst, packs, timeout, status)`
-    /// with a grid that covers `work` packs per thread pass.
-    fn launch_barriered(
+    /// Launches `kernel` of `protocol` over `io`, its grid covering `work` packs per thread
+    /// pass (pipelined: the largest slice).
+    fn run(
         &self,
-        name: &str,
-        src: Buf<'_>,
-        dst: Buf<'_>,
-        packs: u64,
+        protocol: Protocol,
+        kernel: &str,
+        io: Packs<'_>,
         work: u64,
         stream: CUstream,
     ) -> Result<()> {
-        let args = launch_args!(self; src.sym(0), dst.sym(0), packs);
-        let (blocks, threads) = self.tuning.shape(work);
-        self.launch(Kind::Other, name, blocks, threads, stream, args)
+        let (src, dst, packs) = (io.src.sym(0), io.dst.sym(0), io.packs);
+        match protocol {
+            Protocol::Barriered => {
+                let grid = Grid::new(Kind::Other, self.tuning.shape(work));
+                self.launch(kernel, grid, stream, launch_args!(self; src, dst, packs))
+            }
+            Protocol::Ll => {
+                let grid = Grid::new(Kind::Ll, self.tuning.ll_shape(work));
+                let args = launch_args!(self; src, dst, packs, self.scratch_sym(0), self.ll_cap);
+                self.launch(kernel, grid, stream, args)
+            }
+            Protocol::Pipelined => {
+                let (grid, push, chunk) = self.pipeline(kernel, work)?;
+                let slots = u64::from(self.tuning.push_slots);
+                let args = launch_args!(self; src, dst, packs, push, slots, chunk);
+                self.launch(kernel, grid, stream, args)
+            }
+        }
     }
 
-    /// Launches an LL kernel taking `(comm, src, dst, packs, scratch, cap, timeout, status)`
-    /// with a grid that covers `work` packs per thread pass (as [`Self::launch_barriered`]).
-    fn launch_ll(
-        &self,
-        name: &str,
-        src: Buf<'_>,
-        dst: Buf<'_>,
-        packs: u64,
-        work: u64,
-        stream: CUstream,
-    ) -> Result<()> {
-        let args =
-            launch_args!(self; src.sym(0), dst.sym(0), packs, self.scratch_sym(0), self.ll_cap);
-        let (blocks, threads) = self.tuning.ll_shape(work);
-        self.launch(Kind::Ll, name, blocks, threads, stream, args)
-    }
-
-    /// Launches a pipelined push kernel (`pipeline.rs` in the kernels) whose largest slice
-    /// is `slice` packs.
-    fn launch_pipelined(
-        &self,
-        name: &str,
-        src: Buf<'_>,
-        dst: Buf<'_>,
-        packs: u64,
-        slice: u64,
-        stream: CUstream,
-    ) -> Result<()> {
+    /// The grid, the push window and the packs per slot of a pipelined push launch of
+    /// `kernel` whose largest slice is `slice` packs.
+    fn pipeline(&self, kernel: &str, slice: u64) -> Result<(Grid, SymPtr<u8>, u64)> {
         let Some((win, _)) = &self.push else {
             return Err(Error::InvalidArgument(format!(
-                "{name}: the pipelined push kernels are off (SYMCOMM_PUSH_SCRATCH=0)"
+                "{kernel}: the pipelined push kernels are off (SYMCOMM_PUSH_SCRATCH=0)"
             )));
         };
         let threads = plan::THREADS.min(self.threads);
         let (blocks, chunk) = self.tuning.push_shape(self.n, slice, threads);
         if chunk == 0 {
             return Err(Error::InvalidArgument(format!(
-                "{name}: SYMCOMM_PUSH_SCRATCH ({} bytes) holds no slot for {blocks} blocks × {} \
+                "{kernel}: SYMCOMM_PUSH_SCRATCH ({} bytes) holds no slot for {blocks} blocks × {} \
                  ranks × {} slots",
                 self.tuning.push_scratch, self.n, self.tuning.push_slots
             )));
         }
-        let push = SymPtr::<u8>::new(win.device_ptr() as *const DeviceWindow, 0);
-        let slots = u64::from(self.tuning.push_slots);
-        let args = launch_args!(self; src.sym(0), dst.sym(0), packs, push, slots, chunk);
-        self.launch(Kind::Other, name, blocks, plan::THREADS, stream, args)
+        let grid = Grid::new(Kind::Other, (blocks, plan::THREADS));
+        Ok((grid, window_sym(win, 0), chunk))
     }
 
-    /// Launches gallery kernel `name` (`kind`: for
-    /// [`Tuning::dependent_launch`](crate::tuning::Tuning::dependent_launch)).
+    /// Launches gallery kernel `name` on `grid`.
     pub(crate) fn launch<A: KernelArgs>(
         &self,
-        kind: Kind,
         name: &str,
-        blocks: u32,
-        threads: u32,
-        stream: CUstream,
-        args: A,
-    ) -> Result<()> {
-        self.launch_clustered(kind, name, blocks, threads, 1, stream, args)
-    }
-
-    /// [`Self::launch`] in thread block clusters of `cluster` blocks (1: none; a divisor of
-    /// `blocks`, at most `symcomm_host::launch::MAX_CLUSTER`).
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) fn launch_clustered<A: KernelArgs>(
-        &self,
-        kind: Kind,
-        name: &str,
-        blocks: u32,
-        threads: u32,
-        cluster: u32,
+        grid: Grid,
         stream: CUstream,
         args: A,
     ) -> Result<()> {
         let f = self.module.function(name)?;
         // The kernels stride over `block_dim()`: smaller blocks under emulation.
-        let threads = threads.min(self.threads);
+        let threads = grid.threads.min(self.threads);
         // Every gallery kernel starts with `common::enter`, which waits for the kernel ahead
         // of it: a dependent launch keeps the stream order.
-        let mut cfg = LaunchConfig::linear(blocks, threads).with_cluster(cluster);
-        if self.tuning.dependent_launch.applies(kind == Kind::Ll) {
+        let mut cfg = LaunchConfig::linear(grid.blocks, threads).with_cluster(grid.cluster);
+        if self.tuning.dependent_launch.applies(grid.kind == Kind::Ll) {
             cfg = cfg.with_dependent_launch();
         }
-        // SAFETY: every gallery entry point's arguments are built by the methods above from
-        // checked buffers (inside their windows, 16-byte multiples), the communicator has
-        // `max_blocks ≥ blocks` barriers, grids have at most `plan::LL_COUNTERS` blocks (the
-        // launch counters of the LL and fused kernels; `Tuning::validate`), and every rank
-        // computes the same launch.
+        // SAFETY: every gallery entry point's arguments are built by the methods of this
+        // module and `rmsnorm` from checked buffers (inside their windows, 16-byte multiples),
+        // the communicator has `max_blocks ≥ blocks` barriers, grids have at most
+        // `plan::LL_COUNTERS` blocks (the launch counters of the LL and fused kernels;
+        // `Tuning::validate`), and every rank computes the same launch.
         unsafe { f.launch_with(cfg, stream, args) }
     }
 
     pub(crate) fn scratch_sym(&self, offset: u64) -> SymPtr<u8> {
-        SymPtr::new(
-            self.scratch.device_ptr() as *const DeviceWindow,
-            offset as usize,
-        )
+        window_sym(&self.scratch, offset)
     }
 
     pub(crate) fn fused_off(&self) -> u64 {
@@ -617,6 +550,86 @@ impl Collectives {
     }
 }
 
+/// What [`Collectives::new`] sets up on this rank alone, before the first collective step.
+struct Local {
+    module: Module,
+    status: HostMapped<u32>,
+    threads: u32,
+    scratch_mem: SymmetricMemory,
+    push_mem: Option<SymmetricMemory>,
+    ll_cap: u64,
+    fused_off: u64,
+}
+
+impl Local {
+    /// Checks `tuning`, loads the module and allocates the scratch memory of `n` ranks
+    /// (sizes bounded once the tuning is valid). Every gallery kernel runs blocks of at most
+    /// `plan::THREADS` threads; the pipelined push kernels would take more registers than
+    /// such a block has if left unbounded.
+    fn new(comm: &Communicator, tuning: &Tuning, n: usize) -> Result<Local> {
+        tuning.validate()?;
+        let ll_cap = tuning.ll_cap_packs(n);
+        let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
+        let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
+        let status = HostMapped::new(0u32)?;
+        let threads = crate::emulation::threads()?;
+        let scratch_mem = SymmetricMemory::alloc(comm, (fused_off + FUSED_SCRATCH_BYTES) as usize)?;
+        // Zeroed before registering: registration ends with a team barrier, so no peer can
+        // write an LL line before every header and line is zero (= never valid). `fill_bytes`
+        // returns once the memset is done. (No context-wide synchronize here: it would also
+        // wait for other streams' kernels, e.g. another rank's collective when several ranks
+        // share this device and context.)
+        scratch_mem.buffer().fill_bytes(0)?;
+        // No zeroing needed for the push scratch: each pipelined launch zeroes its own
+        // counters before its entry barrier, and slots are written before they are read.
+        let push_mem = match tuning.push_scratch {
+            0 => None,
+            _ => Some(SymmetricMemory::alloc(
+                comm,
+                tuning.push_window_bytes(n) as usize,
+            )?),
+        };
+        Ok(Local {
+            module,
+            status,
+            threads,
+            scratch_mem,
+            push_mem,
+            ll_cap,
+            fused_off,
+        })
+    }
+}
+
+/// The device communicator of [`Collectives::new`]: `tuning.max_blocks` barriers and, where
+/// `tuning.multimem` asks for it, the multicast range. Returns the tuning in effect.
+fn dev_comm(comm: &Communicator, tuning: Tuning) -> Result<(DevComm, Tuning)> {
+    let req = Requirements::new().lsa_barriers(tuning.max_blocks);
+    match DevComm::create(comm, req.lsa_multimem(tuning.multimem)) {
+        // Refusals of multicast come back alike on every rank (the runtime votes), so every
+        // rank retries without it: no NVLink SHARP here, and forced multimem algorithms fall
+        // back to the choice by size, as PyTorch and vLLM fall back to unicast.
+        Err(Error::Unsupported { what, hint }) if tuning.multimem => {
+            tracing::warn!(
+                "rank {}: gallery collectives without multimem: {what} unsupported ({hint})",
+                comm.rank()
+            );
+            let dev = DevComm::create(comm, req)?;
+            let tuning = Tuning {
+                multimem: false,
+                ..tuning
+            };
+            Ok((dev, tuning))
+        }
+        r => Ok((r?, tuning)),
+    }
+}
+
+/// The kernel argument for byte `offset` of `window`.
+fn window_sym(window: &Window, offset: u64) -> SymPtr<u8> {
+    SymPtr::new(window.device_ptr() as *const DeviceWindow, offset as usize)
+}
+
 /// Bytes of `count` elements of `t`, refusing overflow.
 pub(crate) fn bytes_of(count: usize, t: DataType) -> Result<usize> {
     count.checked_mul(t.size()).ok_or_else(|| {
@@ -632,14 +645,18 @@ pub(crate) fn overlaps(a: &Buf<'_>, a_len: usize, b: &Buf<'_>, b_len: usize) -> 
     a0 < b0 + b_len as u64 && b0 < a0 + a_len as u64
 }
 
-fn no_partial_overlap(
+/// Checks the operands of collective `what`: `src` holds `src_len` bytes and `dst` `dst_len`
+/// ([`Buf::check`]), and they are apart, the same buffer, or (`own_block`) one is this rank's
+/// block of the other (the in-place all-gather and reduce-scatter).
+fn check_operands(
     what: &str,
-    a: &Buf<'_>,
-    a_len: usize,
-    b: &Buf<'_>,
-    b_len: usize,
+    (src, src_len): (&Buf<'_>, usize),
+    (dst, dst_len): (&Buf<'_>, usize),
+    own_block: bool,
 ) -> Result<()> {
-    if a.same_as(b) || !overlaps(a, a_len, b, b_len) {
+    src.check(what, "source", src_len)?;
+    dst.check(what, "destination", dst_len)?;
+    if own_block || src.same_as(dst) || !overlaps(src, src_len, dst, dst_len) {
         Ok(())
     } else {
         Err(Error::InvalidArgument(format!(

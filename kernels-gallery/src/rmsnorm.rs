@@ -7,6 +7,9 @@
 //! (the replicated residual stream of tensor parallelism). The protocol follows the plain
 //! all-reduce of the same bytes: one-shot LL, two-shot LL (rows split across ranks, no
 //! barrier) or two-shot with barriers (rows split across ranks, `h` pushed).
+//!
+//! The public calls are methods of [`Collectives`]; each checks its operands into a `Fused`
+//! call, which picks the protocol and the split of the rows and launches the kernel.
 
 use cudarc::driver::sys::CUstream;
 use symcomm::launch::KernelArg;
@@ -17,8 +20,8 @@ use symcomm_gallery_kernels::rmsnorm::{MAX_PACKS, NormArgs, rsqrt};
 use symcomm_gallery_kernels::rmsnorm_split::{self as split, Split};
 
 use crate::buffer::Buf;
-use crate::collectives::{Collectives, Kind, launch_args, overlaps};
-use crate::tuning::Algo;
+use crate::collectives::{Collectives, Grid, Kind, launch_args, overlaps};
+use crate::tuning::{Algo, Tuning};
 
 pub use symcomm_gallery_kernels::rmsnorm_split::{FUSED_ROW_BYTES, FUSED_SCRATCH_BYTES};
 
@@ -94,7 +97,7 @@ impl Collectives {
         eps: f32,
         stream: CUstream,
     ) -> Result<Algo> {
-        self.fused(forced, x, bufs, None, tokens, hidden, eps, stream)
+        Fused::new(self, x, bufs, tokens, hidden, eps)?.run(forced, None, stream)
     }
 
     /// Collective: [`all_reduce_rmsnorm_with`](Self::all_reduce_rmsnorm_with) with `out` and
@@ -122,18 +125,11 @@ impl Collectives {
         eps: f32,
         stream: CUstream,
     ) -> Result<Algo> {
-        let bytes = tokens
-            .checked_mul(hidden.saturating_mul(2))
-            .ok_or_else(|| {
-                Error::InvalidArgument("all_reduce_rmsnorm_into: size overflows".into())
-            })?;
-        out.check("all_reduce_rmsnorm_into out", bytes)?;
-        residual_out.check("all_reduce_rmsnorm_into residual_out", bytes)?;
-        let refuse = |why: &str| {
-            Err(Error::InvalidArgument(format!(
-                "all_reduce_rmsnorm_into: {why}"
-            )))
-        };
+        const WHAT: &str = "all_reduce_rmsnorm_into";
+        let bytes = rows_bytes(WHAT, tokens, hidden)?;
+        out.check(WHAT, "out", bytes)?;
+        residual_out.check(WHAT, "residual_out", bytes)?;
+        let refuse = |why: &str| Err(Error::InvalidArgument(format!("{WHAT}: {why}")));
         if overlaps(&out, bytes, &residual_out, bytes) {
             return refuse("out and residual_out overlap");
         }
@@ -149,117 +145,8 @@ impl Collectives {
             out: out.device_ptr(),
             residual_out: residual_out.device_ptr(),
         };
-        let direct = Some((out, residual_out));
-        self.fused(forced, x, bufs, direct, tokens, hidden, eps, stream)
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn fused(
-        &self,
-        forced: Option<Algo>,
-        x: Buf<'_>,
-        bufs: NormBuffers,
-        direct: Option<(Buf<'_>, Buf<'_>)>,
-        tokens: usize,
-        hidden: usize,
-        eps: f32,
-        stream: CUstream,
-    ) -> Result<Algo> {
-        let mut args = self.norm_args(bufs, tokens, hidden, eps)?;
-        let bytes = tokens
-            .checked_mul(hidden * 2)
-            .ok_or_else(|| Error::InvalidArgument("all_reduce_rmsnorm: size overflows".into()))?;
-        x.check("all_reduce_rmsnorm input", bytes)?;
-        let packs = bytes as u64 / plan::PACK;
-        let n = self.size() as u64;
-        let ppr = hidden as u64 / 8;
-        let chunk = plan::slice_len(tokens as u64, n) * ppr;
-        let tuning = match forced {
-            Some(a) => crate::tuning::Tuning {
-                algo: Some(a),
-                ..*self.tuning()
-            },
-            None => *self.tuning(),
-        };
-        // The same protocol as a plain all-reduce of these bytes, where the rows fit.
-        let algo = match tuning.fused_algo(bytes) {
-            Algo::OneShot if packs <= self.ll_cap() => Algo::OneShot,
-            Algo::OneShot | Algo::TwoShotLl if 2 * chunk <= self.ll_cap() => Algo::TwoShotLl,
-            _ => Algo::TwoShot,
-        };
-        let fused = self.scratch_sym(self.fused_off());
-        match algo {
-            Algo::OneShot | Algo::TwoShotLl => {
-                // Every rank normalises every row. A row that fits one full block stays in
-                // it: a block sum is cheaper than joining blocks (H100, 1 × 4096 at one rank:
-                // 2.8 µs in one 512-thread block, 3.1 in 2–8 narrower ones). A wider row is
-                // cut into blocks as narrow as the plain LL kernels', joined as one cluster,
-                // but no narrower than one pack per thread in `MAX_SEGS` blocks (1 × 8192,
-                // two ranks on one H100: 4.4–4.5 µs in two 512-thread blocks, 4.0–4.1 in
-                // eight of 128, 4.7–4.9 in eight of 64 with two packs per thread).
-                let t = self.tuning();
-                let full = self.block_threads();
-                let min_threads = if ppr <= full as u64 {
-                    full
-                } else {
-                    let one_pack = ppr.div_ceil(split::MAX_SEGS).next_multiple_of(32) as u32;
-                    t.ll_min_threads.max(one_pack).min(full)
-                };
-                let (s, threads) =
-                    self.fused_shape(tokens as u64, tokens as u64, ppr, min_threads, t.ll_blocks);
-                args.segs = s.segs as u32;
-                let a = launch_args!(
-                    self;
-                    x.sym(0),
-                    NormArg(args),
-                    self.scratch_sym(0),
-                    self.ll_cap(),
-                );
-                let name = if algo == Algo::OneShot {
-                    "all_reduce_rmsnorm_one_shot_bf16"
-                } else {
-                    "all_reduce_rmsnorm_two_shot_ll_bf16"
-                };
-                // The blocks of a row meet as one cluster (`segs ≤ MAX_SEGS`, the portable
-                // cluster size; the grid is a multiple of it).
-                let cluster = s.segs as u32;
-                self.launch_clustered(Kind::Ll, name, s.blocks, threads, cluster, stream, a)?;
-            }
-            // The barrier two-shot (the mapping above leaves no other algorithm).
-            Algo::TwoShot | Algo::TwoShotPush | Algo::MultimemOneShot | Algo::MultimemTwoShot => {
-                if bytes as u64 > FUSED_ROW_BYTES || tokens as u64 > split::MAX_ITEMS {
-                    return Err(Error::InvalidArgument(format!(
-                        "all_reduce_rmsnorm: {tokens} × {hidden} rows exceed the fused scratch \
-                         ({FUSED_ROW_BYTES} bytes, {} rows)",
-                        split::MAX_ITEMS
-                    )));
-                }
-                // Each rank pushes its slice of the rows.
-                let rows = plan::slice_len(tokens as u64, n);
-                let t = self.tuning();
-                let (s, threads) =
-                    self.fused_shape(tokens as u64, rows, ppr, t.min_threads, t.max_blocks);
-                args.segs = s.segs as u32;
-                // The blocks of a row meet as one cluster, as in the LL kernels.
-                let (b, k) = (s.blocks, s.segs as u32);
-                // Without direct writes `out` may still be `x`: the second pass of block b
-                // writes the rows of the items ≡ b (mod grid), which only block b of their
-                // owner read, before the exit barrier block b has passed.
-                match direct.filter(|_| tuning.fused_direct(bytes)) {
-                    Some((out, rout)) => {
-                        let a = launch_args!(self; x.sym(0), NormArg(args), fused, out.sym(0), rout.sym(0));
-                        let name = "all_reduce_rmsnorm_two_shot_direct_bf16";
-                        self.launch_clustered(Kind::Other, name, b, threads, k, stream, a)?;
-                    }
-                    None => {
-                        let a = launch_args!(self; x.sym(0), NormArg(args), fused);
-                        let name = "all_reduce_rmsnorm_two_shot_bf16";
-                        self.launch_clustered(Kind::Other, name, b, threads, k, stream, a)?;
-                    }
-                }
-            }
-        }
-        Ok(algo)
+        let fused = Fused::new(self, x, bufs, tokens, hidden, eps)?;
+        fused.run(forced, Some((out, residual_out)), stream)
     }
 
     /// The unfused second half on already all-reduced rows `s` (bf16, this GPU): residual
@@ -273,41 +160,10 @@ impl Collectives {
         eps: f32,
         stream: CUstream,
     ) -> Result<()> {
-        let args = NormArg(self.norm_args(bufs, tokens, hidden, eps)?);
+        let args = NormArg(norm_args(self, bufs, tokens, hidden, eps)?);
         check_device_range("rows", s, tokens * hidden * 2)?; // bounded by `norm_args`
-        let blocks = (tokens as u32).min(1024);
-        self.launch(
-            Kind::Other,
-            "rmsnorm_residual_bf16",
-            blocks,
-            plan::THREADS,
-            stream,
-            (s, args),
-        )
-    }
-}
-
-impl Collectives {
-    /// The split and threads per block of a fused launch over `rows` rows of `ppr` packs
-    /// (`tokens` in all): blocks as narrow as `min_threads` where the work spreads over
-    /// enough of them ([`plan::spread`]) and the row's segments still fit such a block, else
-    /// this backend's full blocks.
-    fn fused_shape(
-        &self,
-        tokens: u64,
-        rows: u64,
-        ppr: u64,
-        min_threads: u32,
-        max_blocks: u32,
-    ) -> (Split, u32) {
-        let full = self.block_threads();
-        let (_, threads) = plan::spread(rows * ppr, min_threads.min(full), full, max_blocks);
-        let s = fused_split(tokens, rows, ppr, threads, max_blocks);
-        if split::fits(s, ppr, threads) {
-            (s, threads)
-        } else {
-            (fused_split(tokens, rows, ppr, full, max_blocks), full)
-        }
+        let grid = Grid::new(Kind::Other, ((tokens as u32).min(1024), plan::THREADS));
+        self.launch("rmsnorm_residual_bf16", grid, stream, (s, args))
     }
 
     /// The largest `hidden` the fused kernels take with this backend's blocks
@@ -315,48 +171,219 @@ impl Collectives {
     pub fn max_hidden(&self) -> usize {
         8 * MAX_PACKS * self.block_threads() as usize
     }
+}
 
-    /// The kernels' arguments for a call on `tokens × hidden` rows (one segment per row),
-    /// once the shape is one the kernels take ([`check_shape`], [`Self::check_hidden`]).
-    fn norm_args(
-        &self,
+/// One fused call on `g`, its operands checked: the kernels' arguments for `tokens` rows of
+/// `x` and what its launch needs to know of them.
+struct Fused<'a> {
+    g: &'a Collectives,
+    x: Buf<'a>,
+    /// One segment per row: [`Fused::split_args`] sets the split of a launch.
+    args: NormArgs,
+    tokens: u64,
+    /// Bytes of the rows.
+    bytes: usize,
+    /// Packs per row.
+    ppr: u64,
+}
+
+impl<'a> Fused<'a> {
+    /// Checks a call on `tokens × hidden` rows (see [`norm_args`]) with input `x`.
+    fn new(
+        g: &'a Collectives,
+        x: Buf<'a>,
         bufs: NormBuffers,
         tokens: usize,
         hidden: usize,
         eps: f32,
-    ) -> Result<NormArgs> {
-        check_shape(tokens, hidden)?;
-        self.check_hidden(hidden)?;
-        let rows = tokens
-            .checked_mul(hidden * 2)
-            .ok_or_else(|| Error::InvalidArgument("all_reduce_rmsnorm: size overflows".into()))?;
-        check_device_range("residual", bufs.residual, rows)?;
-        check_device_range("weight", bufs.weight, hidden * 2)?;
-        check_device_range("out", bufs.out, rows)?;
-        check_device_range("residual_out", bufs.residual_out, rows)?;
-        Ok(NormArgs {
-            residual: bufs.residual,
-            weight: bufs.weight,
-            out: bufs.out,
-            residual_out: bufs.residual_out,
+    ) -> Result<Fused<'a>> {
+        let args = norm_args(g, bufs, tokens, hidden, eps)?;
+        let bytes = rows_bytes("all_reduce_rmsnorm", tokens, hidden)?;
+        x.check("all_reduce_rmsnorm", "input", bytes)?;
+        Ok(Fused {
+            g,
+            x,
+            args,
             tokens: tokens as u64,
-            hidden: hidden as u64,
-            eps,
-            segs: 1,
+            bytes,
+            ppr: hidden as u64 / 8,
         })
     }
 
-    fn check_hidden(&self, hidden: usize) -> Result<()> {
-        if hidden > self.max_hidden() {
+    /// Runs the call with `forced` in place of the configured algorithm (`None`: as
+    /// configured) and, with `direct`, window outputs `(out, residual_out)` that the two-shot
+    /// writes itself up to [`Tuning::fused_direct`]. Returns the algorithm used.
+    fn run(
+        self,
+        forced: Option<Algo>,
+        direct: Option<(Buf<'_>, Buf<'_>)>,
+        stream: CUstream,
+    ) -> Result<Algo> {
+        let tuning = match forced {
+            Some(a) => Tuning {
+                algo: Some(a),
+                ..*self.g.tuning()
+            },
+            None => *self.g.tuning(),
+        };
+        let packs = self.bytes as u64 / plan::PACK;
+        let chunk = plan::slice_len(self.tokens, self.g.size() as u64) * self.ppr;
+        let ll_cap = self.g.ll_cap();
+        // The same protocol as a plain all-reduce of these bytes, where the rows fit.
+        let algo = match tuning.fused_algo(self.bytes) {
+            Algo::OneShot if packs <= ll_cap => Algo::OneShot,
+            Algo::OneShot | Algo::TwoShotLl if 2 * chunk <= ll_cap => Algo::TwoShotLl,
+            _ => Algo::TwoShot,
+        };
+        match algo {
+            Algo::OneShot | Algo::TwoShotLl => self.launch_ll(algo == Algo::OneShot, stream)?,
+            // The barrier two-shot (the mapping above leaves no other algorithm).
+            Algo::TwoShot | Algo::TwoShotPush | Algo::MultimemOneShot | Algo::MultimemTwoShot => {
+                let direct = direct.filter(|_| tuning.fused_direct(self.bytes));
+                self.launch_two_shot(direct, stream)?;
+            }
+        }
+        Ok(algo)
+    }
+
+    /// The LL kernels (one-shot, or two-shot on LL lines): every rank normalises every row.
+    fn launch_ll(&self, one_shot: bool, stream: CUstream) -> Result<()> {
+        // A row that fits one full block stays in it: a block sum is cheaper than joining
+        // blocks (H100, 1 × 4096 at one rank: 2.8 µs in one 512-thread block, 3.1 in 2–8
+        // narrower ones). A wider row is cut into blocks as narrow as the plain LL kernels',
+        // joined as one cluster, but no narrower than one pack per thread in `MAX_SEGS` blocks
+        // (1 × 8192, two ranks on one H100: 4.4–4.5 µs in two 512-thread blocks, 4.0–4.1 in
+        // eight of 128, 4.7–4.9 in eight of 64 with two packs per thread).
+        let (g, t) = (self.g, self.g.tuning());
+        let full = g.block_threads();
+        let min_threads = if self.ppr <= u64::from(full) {
+            full
+        } else {
+            let one_pack = self.ppr.div_ceil(split::MAX_SEGS).next_multiple_of(32) as u32;
+            t.ll_min_threads.max(one_pack).min(full)
+        };
+        let (s, grid) = self.split(Kind::Ll, self.tokens, min_threads, t.ll_blocks);
+        let args = launch_args!(
+            g;
+            self.x.sym(0),
+            NormArg(self.split_args(s)),
+            g.scratch_sym(0),
+            g.ll_cap(),
+        );
+        let name = if one_shot {
+            "all_reduce_rmsnorm_one_shot_bf16"
+        } else {
+            "all_reduce_rmsnorm_two_shot_ll_bf16"
+        };
+        g.launch(name, grid, stream, args)
+    }
+
+    /// The barrier two-shot: each rank pushes its slice of the rows, with `direct` into every
+    /// rank's window outputs `(out, residual_out)`.
+    fn launch_two_shot(&self, direct: Option<(Buf<'_>, Buf<'_>)>, stream: CUstream) -> Result<()> {
+        if self.bytes as u64 > FUSED_ROW_BYTES || self.tokens > split::MAX_ITEMS {
             return Err(Error::InvalidArgument(format!(
-                "all_reduce_rmsnorm: hidden {hidden} exceeds {} for blocks of {} threads \
-                 (under emulation: raise SYMCOMM_EMU_THREADS)",
-                self.max_hidden(),
-                self.block_threads()
+                "all_reduce_rmsnorm: {} × {} rows exceed the fused scratch ({FUSED_ROW_BYTES} \
+                 bytes, {} rows)",
+                self.tokens,
+                self.args.hidden,
+                split::MAX_ITEMS
             )));
         }
-        Ok(())
+        let (g, t) = (self.g, self.g.tuning());
+        let rows = plan::slice_len(self.tokens, g.size() as u64);
+        let (s, grid) = self.split(Kind::Other, rows, t.min_threads, t.max_blocks);
+        let (x, args) = (self.x.sym(0), NormArg(self.split_args(s)));
+        let fused = g.scratch_sym(g.fused_off());
+        // Without direct writes `out` may still be `x`: the second pass of block b writes the
+        // rows of the items ≡ b (mod grid), which only block b of their owner read, before the
+        // exit barrier block b has passed.
+        match direct {
+            Some((out, rout)) => {
+                let a = launch_args!(g; x, args, fused, out.sym(0), rout.sym(0));
+                g.launch("all_reduce_rmsnorm_two_shot_direct_bf16", grid, stream, a)
+            }
+            None => {
+                let a = launch_args!(g; x, args, fused);
+                g.launch("all_reduce_rmsnorm_two_shot_bf16", grid, stream, a)
+            }
+        }
     }
+
+    /// The split of a launch over `rows` rows and its grid (of `kind`; the blocks of a row
+    /// meet as one cluster: `segs ≤ MAX_SEGS`, the portable cluster size, and the grid is a
+    /// multiple of it). Blocks are as narrow as `min_threads` where the work spreads over
+    /// enough of them ([`plan::spread`]) and the row's segments still fit such a block, else
+    /// this backend's full blocks.
+    fn split(&self, kind: Kind, rows: u64, min_threads: u32, max_blocks: u32) -> (Split, Grid) {
+        let (tokens, ppr) = (self.tokens, self.ppr);
+        let full = self.g.block_threads();
+        let (_, narrow) = plan::spread(rows * ppr, min_threads.min(full), full, max_blocks);
+        let s = fused_split(tokens, rows, ppr, narrow, max_blocks);
+        let (s, threads) = if split::fits(s, ppr, narrow) {
+            (s, narrow)
+        } else {
+            (fused_split(tokens, rows, ppr, full, max_blocks), full)
+        };
+        let grid = Grid::new(kind, (s.blocks, threads)).clustered(s.segs as u32);
+        (s, grid)
+    }
+
+    /// The kernels' arguments for a launch split as `s`.
+    fn split_args(&self, s: Split) -> NormArgs {
+        NormArgs {
+            segs: s.segs as u32,
+            ..self.args
+        }
+    }
+}
+
+/// Bytes of `tokens × hidden` bf16 rows, refusing overflow (`what` names the call).
+fn rows_bytes(what: &str, tokens: usize, hidden: usize) -> Result<usize> {
+    tokens
+        .checked_mul(hidden.saturating_mul(2))
+        .ok_or_else(|| Error::InvalidArgument(format!("{what}: size overflows")))
+}
+
+/// The kernels' arguments for a call on `tokens × hidden` rows (one segment per row), once
+/// the shape is one the kernels take ([`check_shape`]) on `g`'s blocks
+/// ([`Collectives::max_hidden`]) and every operand lies in device memory
+/// ([`check_device_range`]).
+fn norm_args(
+    g: &Collectives,
+    bufs: NormBuffers,
+    tokens: usize,
+    hidden: usize,
+    eps: f32,
+) -> Result<NormArgs> {
+    check_shape(tokens, hidden)?;
+    if hidden > g.max_hidden() {
+        return Err(Error::InvalidArgument(format!(
+            "all_reduce_rmsnorm: hidden {hidden} exceeds {} for blocks of {} threads \
+             (under emulation: raise SYMCOMM_EMU_THREADS)",
+            g.max_hidden(),
+            g.block_threads()
+        )));
+    }
+    let rows = rows_bytes("all_reduce_rmsnorm", tokens, hidden)?;
+    for (what, ptr, bytes) in [
+        ("residual", bufs.residual, rows),
+        ("weight", bufs.weight, hidden * 2),
+        ("out", bufs.out, rows),
+        ("residual_out", bufs.residual_out, rows),
+    ] {
+        check_device_range(what, ptr, bytes)?;
+    }
+    Ok(NormArgs {
+        residual: bufs.residual,
+        weight: bufs.weight,
+        out: bufs.out,
+        residual_out: bufs.residual_out,
+        tokens: tokens as u64,
+        hidden: hidden as u64,
+        eps,
+        segs: 1,
+    })
 }
 
 /// Checks a raw operand of the fused kernels before it reaches a kernel: `bytes` from `ptr`

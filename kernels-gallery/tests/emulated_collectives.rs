@@ -20,9 +20,9 @@ use symcomm::cuda::memory::HostMapped;
 use symcomm::launch::{LaunchConfig, Module};
 use symcomm::launcher::rank_env;
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, Window};
-use symcomm_device::reduce::{Bf16, F16};
-use symcomm_gallery::check::{find_wrong, reduced};
-use symcomm_gallery::rmsnorm::{bf16_close, fused_split, reference_row};
+use symcomm_device::reduce::Bf16;
+use symcomm_gallery::check::{encode, find_wrong, fused_wrong, reduced};
+use symcomm_gallery::rmsnorm::fused_split;
 use symcomm_gallery::{Algo, Buf, Collectives, DataType, NormBuffers, RedOp, Tuning, kernels};
 use symcomm_gallery_kernels::pattern;
 use symcomm_gallery_kernels::rmsnorm_split::Split;
@@ -53,15 +53,6 @@ fn tuning() -> Tuning {
         push_min: 8192,
         rs_push_min: 8192,
         ..Tuning::default()
-    }
-}
-
-fn encode(t: DataType, v: i32) -> Vec<u8> {
-    match t {
-        DataType::F32 => (v as f32).to_le_bytes().to_vec(),
-        DataType::I32 => v.to_le_bytes().to_vec(),
-        DataType::Bf16 => Bf16::from_f32(v as f32).0.to_le_bytes().to_vec(),
-        DataType::F16 => F16::from_f32(v as f32).0.to_le_bytes().to_vec(),
     }
 }
 
@@ -163,46 +154,20 @@ impl Rank {
                     reduced(RedOp::Sum, seed, n as u32, i as u64)
                 })?;
             }
-            seed += 1;
+            // In place: the two-shot, and the pipelined push, whose peers store results into
+            // the very slices this rank is still pushing from.
             let count = AR_BYTES / s;
-            self.prepare(t, seed, count)?;
-            let inplace = Buf::whole(&self.a);
-            self.g.all_reduce_with(
-                Some(Algo::TwoShot),
-                inplace,
-                inplace,
-                count,
-                t,
-                RedOp::Max,
-                null,
-            )?;
-            wrong += self.check(
-                "all_reduce two_shot in place max",
-                &self.a_mem,
-                t,
-                count,
-                |i| reduced(RedOp::Max, seed, n as u32, i as u64),
-            )?;
-            // In place through the pipelined push: peers store results into the very slices
-            // this rank is still pushing from.
-            seed += 1;
-            self.prepare(t, seed, count)?;
-            self.g.all_reduce_with(
-                Some(Algo::TwoShotPush),
-                inplace,
-                inplace,
-                count,
-                t,
-                RedOp::Sum,
-                null,
-            )?;
-            wrong += self.check(
-                "all_reduce two_shot_push in place sum",
-                &self.a_mem,
-                t,
-                count,
-                |i| reduced(RedOp::Sum, seed, n as u32, i as u64),
-            )?;
+            for (algo, op) in [(Algo::TwoShot, RedOp::Max), (Algo::TwoShotPush, RedOp::Sum)] {
+                seed += 1;
+                self.prepare(t, seed, count)?;
+                let inplace = Buf::whole(&self.a);
+                self.g
+                    .all_reduce_with(Some(algo), inplace, inplace, count, t, op, null)?;
+                let what = format!("all_reduce {} in place {op}", algo.name());
+                wrong += self.check(&what, &self.a_mem, t, count, |i| {
+                    reduced(op, seed, n as u32, i as u64)
+                })?;
+            }
             // Data movement: an LL size (2 KiB total at most) and a barrier-kernel size.
             for per in [64usize, 2064] {
                 seed += 1;
@@ -473,31 +438,21 @@ impl Rank {
                     y_got.copy_from_slice(&all[rows / 2..]);
                 }
             }
-            for tkn in 0..tokens {
-                let row = tkn * hidden..(tkn + 1) * hidden;
-                let s: Vec<u16> = row
-                    .clone()
-                    .map(|i| Bf16::from_f32(pattern::sum(seed, n as u32, i as u64) as f32).0)
-                    .collect();
-                let (h, y) = reference_row(&s, &res[row.clone()], &w, 1e-6);
-                for (k, i) in row.enumerate() {
-                    let bad =
-                        usize::from(h_got[i] != h[k]) + usize::from(!bf16_close(y_got[i], y[k]));
-                    if bad != 0 && wrong == 0 {
-                        eprintln!(
-                            "rank {} of {n}: rmsnorm {tokens}x{hidden} {} (case {case}): \
-                             element {i}: h {:#06x} want {:#06x}, out {:#06x} want {:#06x}",
-                            self.comm.rank(),
-                            want.name(),
-                            h_got[i],
-                            h[k],
-                            y_got[i],
-                            y[k]
-                        );
-                    }
-                    wrong += bad;
-                }
+            let m = fused_wrong(&h_got, &y_got, &res, &w, (seed, n as u32), eps);
+            if let (Some(f), 0) = (m.first, wrong) {
+                eprintln!(
+                    "rank {} of {n}: rmsnorm {tokens}x{hidden} {} (case {case}): element {}: \
+                     h {:#06x} want {:#06x}, out {:#06x} want {:#06x}",
+                    self.comm.rank(),
+                    want.name(),
+                    f.index,
+                    f.h.0,
+                    f.h.1,
+                    f.out.0,
+                    f.out.1
+                );
             }
+            wrong += m.count;
             self.comm.bootstrap().barrier()?;
         }
         // Window outputs that overlap where the kernel cannot allow it are refused (the same

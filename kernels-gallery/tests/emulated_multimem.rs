@@ -9,8 +9,8 @@ use symcomm::backend::{self, Backend, emulated_launch};
 use symcomm::cuda::VmmBuffer;
 use symcomm::{Communicator, DevComm, Requirements, Result, SymmetricMemory};
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::reduce::{Bf16, F16};
 use symcomm_device::window::Window as DeviceWindow;
+use symcomm_gallery::check::{encode, reduced};
 use symcomm_gallery::{DataType, RedOp};
 use symcomm_gallery_kernels as k;
 use symcomm_gallery_kernels::pattern;
@@ -101,25 +101,6 @@ fn kernels() -> Vec<(String, DataType, RedOp, bool, Kernel)> {
         .collect()
 }
 
-/// The expected element `i` of `op` over ranks `0..n` of the pattern under `seed`.
-fn expected(op: RedOp, seed: u32, n: u32, i: u64) -> i32 {
-    match op {
-        RedOp::Sum => pattern::sum(seed, n, i),
-        RedOp::Min => pattern::min(seed, n, i),
-        RedOp::Max => pattern::max(seed, n, i),
-    }
-}
-
-/// Little-endian bytes of the small integer `v` as `t`.
-fn encode(t: DataType, v: i32) -> Vec<u8> {
-    match t {
-        DataType::F32 => (v as f32).to_le_bytes().to_vec(),
-        DataType::Bf16 => Bf16::from_f32(v as f32).0.to_le_bytes().to_vec(),
-        DataType::F16 => F16::from_f32(v as f32).0.to_le_bytes().to_vec(),
-        DataType::I32 => v.to_le_bytes().to_vec(),
-    }
-}
-
 /// One rank: every kernel out of place (`src` → `dst` window) and the two-shots in place
 /// (`src` → `src`), each output poisoned first (status words zeroed: kernels write only
 /// errors). Returns one line per wrong output (empty: all right).
@@ -174,7 +155,7 @@ fn rank(comm: Communicator) -> Result<Vec<String>> {
             let mem = if in_place { &src } else { &dst };
             mem.buffer().copy_to_host(&mut got)?;
             let want: Vec<u8> = (0..count)
-                .flat_map(|i| encode(t, expected(op, seed, n, i as u64)))
+                .flat_map(|i| encode(t, reduced(op, seed, n, i as u64)))
                 .collect();
             let bad = got
                 .chunks(t.size())

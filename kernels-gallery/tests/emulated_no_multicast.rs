@@ -6,8 +6,7 @@
 
 use symcomm::backend::{self, Backend, EMU_MULTICAST_ENV};
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
-use symcomm_device::reduce::Bf16;
-use symcomm_gallery::check::find_wrong;
+use symcomm_gallery::check::{encode, find_wrong};
 use symcomm_gallery::{Algo, Buf, Collectives, DataType, RedOp, Tuning};
 use symcomm_gallery_kernels::pattern;
 
@@ -34,11 +33,7 @@ fn rank(comm: Communicator) -> Result<(bool, usize)> {
     let (me, n) = (comm.rank() as u32, comm.size() as u32);
     let count = BYTES / 2;
     let input: Vec<u8> = (0..count)
-        .flat_map(|i| {
-            Bf16::from_f32(pattern::value(5, me, i as u64) as f32)
-                .0
-                .to_le_bytes()
-        })
+        .flat_map(|i| encode(DataType::Bf16, pattern::value(5, me, i as u64)))
         .collect();
     mem.buffer().copy_from_host(&input)?;
     comm.bootstrap().barrier()?;
