@@ -41,7 +41,7 @@
 //! symcomm-run -n 8 -- symcomm-bench [--coll all] [--types f32,bf16] [--min 4K] [--max 1G]
 //! symcomm-bench --threads 8 [...]
 //! ```
-//! See `src/bin/symcomm-bench.rs` for every option.
+//! See `src/bin/symcomm-bench/main.rs` for every option.
 
 #![warn(missing_docs)]
 
