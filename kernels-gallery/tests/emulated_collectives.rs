@@ -19,6 +19,7 @@ use symcomm::cuda::VmmBuffer;
 use symcomm::cuda::memory::HostMapped;
 use symcomm::launch::{LaunchConfig, Module};
 use symcomm::launcher::rank_env;
+use symcomm::ranks;
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, Window};
 use symcomm_device::reduce::Bf16;
 use symcomm_gallery::check::{encode, find_wrong, fused_wrong, reduced};
@@ -542,18 +543,8 @@ fn on_ranks<T: Send>(n: usize, f: impl Fn(Rank) -> Result<T> + Sync) -> Vec<T> {
 
 /// Runs `f` on `n` thread ranks with `t`; panics with every rank's error.
 fn on_ranks_with<T: Send>(n: usize, t: Tuning, f: impl Fn(Rank) -> Result<T> + Sync) -> Vec<T> {
-    use_backend(Backend::Emulated).unwrap();
-    let results = symcomm::ranks::run_ranks(Some(n), |comm| f(Rank::new(comm, t)?));
-    let mut out = Vec::new();
-    let mut errors = Vec::new();
-    for (rank, r) in results {
-        match r {
-            Ok(v) => out.push(v),
-            Err(e) => errors.push(format!("rank {rank}: {e}")),
-        }
-    }
-    assert!(errors.is_empty(), "{n} ranks: {}", errors.join("; "));
-    out
+    let results = ranks::run_emulated(n, |comm| f(Rank::new(comm, t)?));
+    ranks::all_ok(results).unwrap_or_else(|e| panic!("{n} ranks: {e}"))
 }
 
 #[test]
@@ -667,10 +658,9 @@ fn narrow_blocks_grids_of_three_and_three_ranks_match_the_reference() {
 
 #[test]
 fn ranks_with_different_knobs_or_a_failed_set_up_are_refused_on_every_rank() {
-    use_backend(Backend::Emulated).unwrap();
     // Rank 1 raises the one-shot limit: nothing on the device would notice (rank 0 would run
     // two-shots where rank 1 runs one-shots), so every rank must refuse at set-up.
-    let results = symcomm::ranks::run_ranks(Some(3), |comm| {
+    let results = ranks::run_emulated(3, |comm| {
         let mut t = tuning();
         if comm.rank() == 1 {
             t.one_shot_max *= 2;
@@ -695,7 +685,7 @@ fn ranks_with_different_knobs_or_a_failed_set_up_are_refused_on_every_rank() {
     // Rank 2's tuning is out of range: it reports its own error, the others name it with its
     // message (not a timeout, not "closed its communicator" in a later step).
     let t0 = Instant::now();
-    let results = symcomm::ranks::run_ranks(Some(3), |comm| {
+    let results = ranks::run_emulated(3, |comm| {
         let mut t = tuning();
         if comm.rank() == 2 {
             t.max_blocks = 0;

@@ -5,7 +5,7 @@
 //! kernels decide (slices, multicast addressing, the barrier brackets, which instruction each
 //! type and operator uses), not the switch.
 
-use symcomm::backend::{self, Backend, emulated_launch};
+use symcomm::backend::emulated_launch;
 use symcomm::cuda::VmmBuffer;
 use symcomm::{Communicator, DevComm, Requirements, Result, SymmetricMemory};
 use symcomm_device::ptr::SymPtr;
@@ -176,10 +176,9 @@ fn rank(comm: Communicator) -> Result<Vec<String>> {
 
 #[test]
 fn multimem_all_reduces_reduce_every_rank_on_the_emulated_switch() {
-    backend::use_backend(Backend::Emulated).unwrap();
     for n in [2, 3, 4] {
         let mut wrong = Vec::new();
-        for (r, res) in symcomm::ranks::run_ranks(Some(n), rank) {
+        for (r, res) in symcomm::ranks::run_emulated(n, rank) {
             match res {
                 Ok(lines) => wrong.extend(lines),
                 Err(e) => wrong.push(format!("rank {r}/{n}: {e}")),

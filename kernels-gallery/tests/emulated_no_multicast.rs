@@ -4,7 +4,7 @@
 //! with `Tuning::multimem` go on without it, running forced multimem all-reduces as the
 //! choice by size.
 
-use symcomm::backend::{self, Backend, EMU_MULTICAST_ENV};
+use symcomm::backend::EMU_MULTICAST_ENV;
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
 use symcomm_gallery::check::{encode, find_wrong};
 use symcomm_gallery::{Algo, Buf, Collectives, DataType, RedOp, Tuning};
@@ -68,9 +68,8 @@ fn rank(comm: Communicator) -> Result<(bool, usize)> {
 fn without_multicast_device_comms_are_refused_and_collectives_fall_back() {
     // SAFETY: set before this process starts any other thread (one test in this file).
     unsafe { std::env::set_var(EMU_MULTICAST_ENV, "0") };
-    backend::use_backend(Backend::Emulated).unwrap();
     for n in [2, 3] {
-        for (r, res) in symcomm::ranks::run_ranks(Some(n), rank) {
+        for (r, res) in symcomm::ranks::run_emulated(n, rank) {
             let (multimem, wrong) = res.unwrap_or_else(|e| panic!("rank {r}/{n}: {e}"));
             assert!(
                 !multimem,
