@@ -3,49 +3,38 @@
 //! order rotated by rank.
 
 use symcomm_device::comm::DevComm;
-use symcomm_device::mem::{Ordering, U32x4};
-use symcomm_device::ptr::SymPtr;
 
-use crate::common::{bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, rotated, st};
+use crate::common::{
+    Io, grid_stride, ld, ld_each, local_addr, pack_off, peer_addr, rotated, st, st_peers,
+};
 use crate::plan;
 
 /// All-gather: block `rank` (`packs` packs at `dst + rank × packs × 16`) of every peer's
-/// `dst` receives this rank's `src` (`packs` packs, local).
+/// `dst` receives this rank's `src` (`packs` packs, local). Barrier-bracketed, exit `AcqRel`
+/// (it stores into peers).
 ///
 /// # Safety
 /// `src` valid for `packs` packs locally; `dst` a window of `lsa_size × packs` packs on every
 /// rank; `comm` with `grid_dim().x` barriers; the same launch on every LSA rank.
 #[inline(always)]
-pub unsafe fn all_gather(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn all_gather(comm: &DevComm, io: Io) {
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
     // SAFETY: forwarded.
     unsafe {
-        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
-            let (me, n) = (comm.lsa_rank, comm.lsa_size);
-            let inp = local_addr(src);
-            let block = pack_off(packs * me as u64);
-            let (first, stride) = grid_stride();
-            let mut j = first;
-            while j < packs {
-                let o = pack_off(j);
-                let v = ld(inp + o);
-                for k in 0..n {
-                    st(peer_addr(dst, rotated(me, k, n)) + block + o, v);
-                }
-                j += stride;
-            }
-        })
+        let inp = local_addr(io.src);
+        let block = pack_off(io.packs * me as u64);
+        let (first, stride) = grid_stride();
+        let mut j = first;
+        while j < io.packs {
+            let o = pack_off(j);
+            st_peers(io.dst, me, n, block + o, ld(inp + o));
+            j += stride;
+        }
     }
 }
 
 /// All-to-all: block `p` of this rank's `src` goes to block `rank` of peer `p`'s `dst`
-/// (blocks of `packs` packs).
+/// (blocks of `packs` packs). Barrier-bracketed, exit `AcqRel`.
 ///
 /// Each thread moves pack `j` of every block before it moves on to its next pack: the copy
 /// into this rank's own block (local memory) and the pushes to the peers interleave, so
@@ -57,39 +46,25 @@ pub unsafe fn all_gather(
 /// `src` valid for `lsa_size × packs` packs locally; `dst` a window of that size on every
 /// rank, not overlapping `src`; otherwise as [`all_gather`].
 #[inline(always)]
-pub unsafe fn all_to_all(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn all_to_all(comm: &DevComm, io: Io) {
     // SAFETY: forwarded.
     unsafe {
-        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
-            match comm.lsa_size {
-                2 => all_to_all_n::<2>(comm, src, dst, packs),
-                4 => all_to_all_n::<4>(comm, src, dst, packs),
-                8 => all_to_all_n::<8>(comm, src, dst, packs),
-                _ => all_to_all_any(comm, src, dst, packs),
-            }
-        })
+        match comm.lsa_size {
+            2 => all_to_all_n::<2>(comm, io),
+            4 => all_to_all_n::<4>(comm, io),
+            8 => all_to_all_n::<8>(comm, io),
+            _ => all_to_all_any(comm, io),
+        }
     }
 }
 
 /// [`all_to_all`]'s body for `N` ranks: the `N` source and destination addresses computed
 /// once, the `N` loads of a pack issued before its `N` stores.
 #[inline(always)]
-unsafe fn all_to_all_n<const N: usize>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-) {
-    let me = comm.lsa_rank;
+unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
+    let (me, packs) = (comm.lsa_rank, io.packs);
     // SAFETY: live descriptors (the caller's contract).
-    let (inp, out) = unsafe { (local_addr(src), local_addr(dst)) };
+    let (inp, out) = unsafe { (local_addr(io.src), local_addr(io.dst)) };
     let mine = pack_off(packs * me as u64);
     let mut from = [0u64; N];
     let mut to = [0u64; N];
@@ -101,7 +76,7 @@ unsafe fn all_to_all_n<const N: usize>(
             out
         } else {
             // SAFETY: as above.
-            unsafe { peer_addr(dst, p) }
+            unsafe { peer_addr(io.dst, p) }
         } + mine;
         k += 1;
     }
@@ -109,13 +84,8 @@ unsafe fn all_to_all_n<const N: usize>(
     let mut j = first;
     while j < packs {
         let o = pack_off(j);
-        let mut v = [U32x4::default(); N];
-        let mut k = 0;
-        while k < N {
-            // SAFETY: j < packs: inside block `k` of the local source.
-            v[k] = unsafe { ld(from[k] + o) };
-            k += 1;
-        }
+        // SAFETY: j < packs: inside block `k` of the local source.
+        let v = unsafe { ld_each(&from, o) };
         k = 0;
         while k < N {
             // SAFETY: inside block `me` of peer `k`'s destination; only this thread of this
@@ -129,10 +99,10 @@ unsafe fn all_to_all_n<const N: usize>(
 
 /// [`all_to_all`]'s body for any number of ranks: pack by pack, peers in rotated order.
 #[inline(always)]
-unsafe fn all_to_all_any(comm: &DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs: u64) {
-    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+unsafe fn all_to_all_any(comm: &DevComm, io: Io) {
+    let (me, n, packs) = (comm.lsa_rank, comm.lsa_size, io.packs);
     // SAFETY: live descriptors (the caller's contract).
-    let inp = unsafe { local_addr(src) };
+    let inp = unsafe { local_addr(io.src) };
     let mine = pack_off(packs * me as u64);
     let (first, stride) = grid_stride();
     let mut j = first;
@@ -143,7 +113,7 @@ unsafe fn all_to_all_any(comm: &DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs
             // SAFETY: as in `all_to_all_n`.
             unsafe {
                 let v = ld(inp + pack_off(packs * p as u64) + o);
-                st(peer_addr(dst, p) + mine + o, v);
+                st(peer_addr(io.dst, p) + mine + o, v);
             }
         }
         j += stride;
@@ -156,52 +126,43 @@ unsafe fn all_to_all_any(comm: &DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs
 /// receives nothing: it copies its `src` into its own `dst` locally (nothing when in place),
 /// so it sends each byte over NVLink once. (With `n` slices, one of them the root's, the root
 /// sent `2(n − 1)/n` of the data: 1.13–1.41× NCCL's time from 32 MiB on 4×H200.)
+/// Barrier-bracketed, exit `AcqRel`.
 ///
 /// # Safety
 /// `src` and `dst` windows of `packs` packs on every rank (`dst` may equal `src`);
 /// otherwise as [`all_gather`].
 #[inline(always)]
-pub unsafe fn broadcast(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    root: i32,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn broadcast(comm: &DevComm, io: Io, root: i32) {
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    let (first, stride) = grid_stride();
+    let root_moves = plan::bcast_root_moves(n as u64);
     // SAFETY: forwarded.
     unsafe {
-        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
-            let (me, n) = (comm.lsa_rank, comm.lsa_size);
-            let (first, stride) = grid_stride();
-            let root_moves = plan::bcast_root_moves(n as u64);
-            if me == root && !root_moves {
-                let (from, to) = (local_addr(src), local_addr(dst));
-                if from != to {
-                    let mut j = first;
-                    while j < packs {
-                        let o = pack_off(j);
-                        st(to + o, ld(from + o));
-                        j += stride;
-                    }
+        if me == root && !root_moves {
+            let (from, to) = (local_addr(io.src), local_addr(io.dst));
+            if from != to {
+                let mut j = first;
+                while j < io.packs {
+                    let o = pack_off(j);
+                    st(to + o, ld(from + o));
+                    j += stride;
                 }
-                return;
             }
-            let (lo, hi) = plan::bcast_slice(packs, n as u64, me as u64, root as u64);
-            let from = peer_addr(src, root);
-            let mut j = lo + first;
-            while j < hi {
-                let o = pack_off(j);
-                let v = ld(from + o);
-                for k in 0..n {
-                    let p = rotated(me, k, n);
-                    if p != root || root_moves {
-                        st(peer_addr(dst, p) + o, v);
-                    }
+            return;
+        }
+        let (lo, hi) = plan::bcast_slice(io.packs, n as u64, me as u64, root as u64);
+        let from = peer_addr(io.src, root);
+        let mut j = lo + first;
+        while j < hi {
+            let o = pack_off(j);
+            let v = ld(from + o);
+            for k in 0..n {
+                let p = rotated(me, k, n);
+                if p != root || root_moves {
+                    st(peer_addr(io.dst, p) + o, v);
                 }
-                j += stride;
             }
-        })
+            j += stride;
+        }
     }
 }

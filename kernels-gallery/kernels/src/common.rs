@@ -1,5 +1,6 @@
-//! Building blocks shared by the gallery kernels: 16-byte pack accesses, peer addresses,
-//! thread indexing, the barrier bracket every barrier-based kernel uses, and status reports.
+//! Building blocks shared by the gallery kernels: the operands of a collective, 16-byte pack
+//! accesses, peer addresses, thread indexing, the barrier bracket every barrier-based kernel
+//! uses, status reports, and lane-wise reductions of packs (from peers' copies too).
 
 use core::marker::PhantomData;
 
@@ -13,6 +14,19 @@ use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
 use crate::plan::PACK;
+
+/// The operands of a collective body: its source and destination (windows or local pointers,
+/// as each body says) and its packs (the buffer of an all-reduce or broadcast; one rank's
+/// block of an all-gather, reduce-scatter or all-to-all).
+#[derive(Clone, Copy)]
+pub struct Io {
+    /// The source.
+    pub src: SymPtr<u8>,
+    /// The destination.
+    pub dst: SymPtr<u8>,
+    /// 16-byte packs (see above).
+    pub packs: u64,
+}
 
 // ANCHOR: pack_access
 /// Loads the pack at byte address `addr` (plain `ld.global.v4.u32`).
@@ -44,6 +58,23 @@ pub unsafe fn st(addr: u64, v: U32x4) {
 pub unsafe fn peer_addr(p: SymPtr<u8>, peer: i32) -> u64 {
     // SAFETY: forwarded.
     unsafe { p.lsa(peer) as u64 }
+}
+
+/// The addresses of byte `off` of `p` in the copies of the `N` LSA ranks of a team of `N`,
+/// visited [`rotated`] from `me` (ours first).
+///
+/// # Safety
+/// `p.window` is a live window descriptor.
+#[inline(always)]
+pub unsafe fn peer_addrs<const N: usize>(p: SymPtr<u8>, me: i32, off: u64) -> [u64; N] {
+    let mut a = [0u64; N];
+    let mut k = 0;
+    while k < N {
+        // SAFETY: forwarded.
+        a[k] = unsafe { peer_addr(p, rotated(me, k as i32, N as i32)) } + off;
+        k += 1;
+    }
+    a
 }
 
 /// Address of byte 0 of `p` in this rank's copy.
@@ -188,6 +219,59 @@ impl<T: Element, O: ReduceOp> Acc<T, O> {
     }
 }
 // ANCHOR_END: acc
+
+/// Loads the pack at byte `o` past each of the `N` addresses `base`: all `N` loads issued
+/// before any is used (a loop with a constant bound, unrolled: the packs stay in registers).
+///
+/// # Safety
+/// Every `base[k] + o` is valid for a pack read ([`ld`]).
+#[inline(always)]
+pub unsafe fn ld_each<const N: usize>(base: &[u64; N], o: u64) -> [U32x4; N] {
+    let mut v = [U32x4::default(); N];
+    let mut k = 0;
+    while k < N {
+        // SAFETY: forwarded.
+        v[k] = unsafe { ld(base[k] + o) };
+        k += 1;
+    }
+    v
+}
+
+/// Stores `v` at byte `off` of `p` in every LSA rank's copy (`n` ranks), visited [`rotated`]
+/// from `me` (ours first).
+///
+/// # Safety
+/// `p.window` is a live window descriptor; byte `off` of every copy is valid for a pack write.
+#[inline(always)]
+pub unsafe fn st_peers(p: SymPtr<u8>, me: i32, n: i32, off: u64, v: U32x4) {
+    for k in 0..n {
+        // SAFETY: forwarded.
+        unsafe { st(peer_addr(p, rotated(me, k, n)) + off, v) };
+    }
+}
+
+/// The reduction of the packs at byte `off` of `src` in every LSA rank's copy (`n` ranks):
+/// ours first, then the peers [`rotated`] from `me`, one load at a time.
+///
+/// # Safety
+/// `src.window` is a live window descriptor; byte `off` of every copy is valid for a pack
+/// read.
+#[inline(always)]
+pub unsafe fn pull<T: Element, O: ReduceOp>(
+    src: SymPtr<u8>,
+    me: i32,
+    n: i32,
+    off: u64,
+) -> Acc<T, O> {
+    // SAFETY: forwarded.
+    unsafe {
+        let mut acc = Acc::<T, O>::new(ld(peer_addr(src, me) + off));
+        for k in 1..n {
+            acc.add(ld(peer_addr(src, rotated(me, k, n)) + off));
+        }
+        acc
+    }
+}
 
 /// Lane-wise reduction of `N` packs in array order.
 #[inline(always)]

@@ -32,75 +32,109 @@ pub mod rmsnorm;
 pub mod rmsnorm_split;
 
 use symcomm_device::kernel;
+use symcomm_device::mem::Ordering;
 use symcomm_device::prelude::DevComm;
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16, Max, Min, Sum};
 
-/// Defines a `#[kernel]` entry point (documented by the attributes given) that forwards its
-/// parameters, the communicator by reference, to `$body` (a body in this crate). One arm per
-/// parameter list that several entry points share:
-/// - `barriered`: `(comm, src, dst, packs, timeout_ns, status)`, the barrier-bracketed kernels;
-/// - `ll`: `(comm, src, dst, packs, scratch, cap, timeout_ns, status)`, the LL kernels;
-/// - `push`: `(comm, src, dst, packs, push, slots, chunk, timeout_ns, status)`, the pipelined
-///   push kernels, whose body also takes `$kind` first.
+use crate::common::Io;
+use crate::ll_path::LlLaunch;
+
+/// Defines `#[kernel]` entry points, each documented by the attributes given and ended by
+/// `;`, that forward to `$body` (a body in this crate) with the communicator by reference.
+/// Every entry point first waits for its predecessor on the stream (`common::enter`). One form
+/// per protocol, which fixes the parameters after the operands:
+/// - `barriered(EXIT) name [extra] => body`: `(comm, src, dst, packs, extra…, timeout_ns,
+///   status)`; `body(&comm, Io, extra…)` runs between the LSA barriers of
+///   `common::bracketed`, whose exit ordering is `EXIT` (`AcqRel` for bodies that store into
+///   peers, `Release` for those that only write their own memory);
+/// - `ll name [extra] => body`: `(comm, src, dst, packs, scratch, cap, extra…, timeout_ns,
+///   status)`; `body(&ll, Io, extra…)` runs in an LL launch (`LlLaunch::begin`, and
+///   `LlLaunch::end` with the result of its waits);
+/// - `ll name(operands) => body`: the same with the listed operands in place of `src, dst,
+///   packs`, passed to the body as they are;
+/// - `push(KIND) name => body`: `(comm, src, dst, packs, push, slots, chunk, timeout_ns,
+///   status)`, the pipelined push kernels (`pipeline::Kind::KIND`);
+/// - `fn name(params) => call`: the parameters as listed, forwarded by `call`.
 macro_rules! entry {
-    ($(#[$attr:meta])* barriered $name:ident => $body:expr) => {
-        $(#[$attr])*
+    (@kernel [$(#[$a:meta])*] $name:ident($($params:tt)*) $body:block) => {
+        $(#[$a])*
         #[kernel]
-        pub unsafe fn $name(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            timeout_ns: u64,
-            status: *mut u32,
-        ) {
-            $crate::common::enter();
+        pub unsafe fn $name($($params)*) {
+            common::enter();
             // SAFETY: the contract above.
-            unsafe { $body(&comm, src, dst, packs, timeout_ns, status) }
+            unsafe { $body }
         }
     };
-    ($(#[$attr:meta])* ll $name:ident => $body:expr) => {
-        $(#[$attr])*
-        #[kernel]
-        pub unsafe fn $name(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            scratch: SymPtr<u8>,
-            cap: u64,
-            timeout_ns: u64,
-            status: *mut u32,
+    () => {};
+    (
+        $(#[$a:meta])* barriered($exit:ident) $name:ident $([$($x:ident: $xt:ty),*])?
+            => $body:expr; $($rest:tt)*
+    ) => {
+        entry!(@kernel [$(#[$a])*] $name(
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs: u64,
+            $($($x: $xt,)*)? timeout_ns: u64, status: *mut u32
         ) {
-            $crate::common::enter();
-            // SAFETY: the contract above.
-            unsafe { $body(&comm, src, dst, packs, scratch, cap, timeout_ns, status) }
-        }
+            let io = Io { src, dst, packs };
+            let body = || $body(&comm, io $($(, $x)*)?);
+            common::bracketed(&comm, Ordering::$exit, timeout_ns, status, body)
+        });
+        entry!($($rest)*);
     };
-    ($(#[$attr:meta])* push $name:ident => $body:expr, $kind:expr) => {
-        $(#[$attr])*
-        #[kernel]
-        pub unsafe fn $name(
-            comm: DevComm,
-            src: SymPtr<u8>,
-            dst: SymPtr<u8>,
-            packs: u64,
-            push: SymPtr<u8>,
-            slots: u64,
-            chunk: u64,
-            timeout_ns: u64,
-            status: *mut u32,
+    (
+        $(#[$a:meta])* ll $name:ident $([$($x:ident: $xt:ty),*])?
+            => $body:expr; $($rest:tt)*
+    ) => {
+        entry!(@kernel [$(#[$a])*] $name(
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs: u64,
+            scratch: SymPtr<u8>, cap: u64, $($($x: $xt,)*)? timeout_ns: u64, status: *mut u32
         ) {
-            $crate::common::enter();
-            // SAFETY: the contract above.
-            unsafe { $body($kind, &comm, src, dst, packs, push, slots, chunk, timeout_ns, status) }
-        }
+            let ll = LlLaunch::begin(&comm, scratch, cap, timeout_ns);
+            let res = $body(&ll, Io { src, dst, packs } $($(, $x)*)?);
+            ll.end(res, status)
+        });
+        entry!($($rest)*);
+    };
+    ($(#[$a:meta])* ll $name:ident($($p:ident: $t:ty),*) => $body:expr; $($rest:tt)*) => {
+        entry!(@kernel [$(#[$a])*] $name(
+            comm: DevComm, $($p: $t,)*
+            scratch: SymPtr<u8>, cap: u64, timeout_ns: u64, status: *mut u32
+        ) {
+            let ll = LlLaunch::begin(&comm, scratch, cap, timeout_ns);
+            let res = $body(&ll, $($p),*);
+            ll.end(res, status)
+        });
+        entry!($($rest)*);
+    };
+    ($(#[$a:meta])* push($kind:ident) $name:ident => $body:expr; $($rest:tt)*) => {
+        entry!(@kernel [$(#[$a])*] $name(
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs: u64,
+            push: SymPtr<u8>, slots: u64, chunk: u64, timeout_ns: u64, status: *mut u32
+        ) {
+            let io = Io { src, dst, packs };
+            $body(pipeline::Kind::$kind, &comm, io, push, slots, chunk, timeout_ns, status)
+        });
+        entry!($($rest)*);
+    };
+    ($(#[$a:meta])* fn $name:ident($($p:ident: $t:ty),* $(,)?) => $call:expr; $($rest:tt)*) => {
+        entry!(@kernel [$(#[$a])*] $name($($p: $t),*) { $call });
+        entry!($($rest)*);
     };
 }
 
+/// The reducing entry points of every element type and operator: one row of names per
+/// algorithm, the `i`-th name of each row for the `i`-th `(type, operator)` of `types`.
 macro_rules! reducing {
-    ($($t:ty, $op:ty => $two:ident, $one:ident, $rs:ident, $push:ident, $rsll:ident, $twoll:ident, $rspush:ident;)*) => {$(
+    (
+        types: $(($t:ty, $op:ty)),*;
+        two_shot: $($two:ident),*;
+        one_shot_ll: $($one:ident),*;
+        reduce_scatter: $($rs:ident),*;
+        two_shot_push: $($push:ident),*;
+        reduce_scatter_ll: $($rsll:ident),*;
+        two_shot_ll: $($twoll:ident),*;
+        reduce_scatter_push: $($rspush:ident),*;
+    ) => {$(
         entry! {
             #[doc = concat!("Reduce-scatter by stores only, pipelined (", stringify!($t), ", ",
                 stringify!($op), "): see `pipeline`.")]
@@ -112,10 +146,8 @@ macro_rules! reducing {
             ///   `grid × lsa_size × slots` slots of `chunk` packs (`plan::pipe_chunk`), used by
             ///   no other kernel; `slots ≥ 2`, `chunk ≥ 1`;
             /// - barriers, launch shape and `status` as for the two-shot all-reduce.
-            push $rspush => pipeline::push_pipeline::<$t, $op>, pipeline::Kind::ReduceScatter
-        }
+            push(ReduceScatter) $rspush => pipeline::push_pipeline::<$t, $op>;
 
-        entry! {
             #[doc = concat!("Two-shot all-reduce on LL lines (", stringify!($t), ", ",
                 stringify!($op), "): reduce-scatter and all-gather without a barrier.")]
             ///
@@ -124,10 +156,8 @@ macro_rules! reducing {
             ///   bytes on this rank;
             /// - `scratch`, the LL launch order and `status` as for the one-shot all-reduce, with
             ///   `cap ≥ 2 × ceil(packs / lsa_size)`.
-            ll $twoll => reduce_ops::two_shot_ll::<$t, $op>
-        }
+            ll $twoll => reduce_ops::two_shot_ll::<$t, $op>;
 
-        entry! {
             #[doc = concat!("LL reduce-scatter (", stringify!($t), ", ", stringify!($op),
                 "): `dst` (`packs` packs) = reduction in rank order of block `rank` of every \
                 rank's `src`, no barrier.")]
@@ -137,20 +167,16 @@ macro_rules! reducing {
             ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
             /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
             ///   all-reduce.
-            ll $rsll => ll_collectives::reduce_scatter::<$t, $op>
-        }
+            ll $rsll => ll_collectives::reduce_scatter::<$t, $op>;
 
-        entry! {
             #[doc = concat!("Two-shot all-reduce by stores only, pipelined (", stringify!($t),
                 ", ", stringify!($op), "): see `pipeline`.")]
             ///
             /// # Safety
             /// - as the two-shot all-reduce (`src` may be a local pointer here);
             /// - `push` as for the pipelined reduce-scatter.
-            push $push => pipeline::push_pipeline::<$t, $op>, pipeline::Kind::AllReduce
-        }
+            push(AllReduce) $push => pipeline::push_pipeline::<$t, $op>;
 
-        entry! {
             #[doc = concat!("Two-shot all-reduce (", stringify!($t), ", ", stringify!($op),
                 "): `dst` = reduction of every rank's `src`, `packs` 16-byte packs.")]
             ///
@@ -160,10 +186,8 @@ macro_rules! reducing {
             /// - `comm` has at least `grid_dim().x` LSA barriers, and every LSA rank launches
             ///   this kernel with the same shape and `packs`;
             /// - `status` is null or a valid `u32` of this device.
-            barriered $two => reduce_ops::two_shot::<$t, $op>
-        }
+            barriered(AcqRel) $two => reduce_ops::two_shot::<$t, $op>;
 
-        entry! {
             #[doc = concat!("One-shot LL all-reduce (", stringify!($t), ", ", stringify!($op),
                 "): `dst` = reduction of every rank's `src` in rank order, no barrier.")]
             ///
@@ -175,10 +199,8 @@ macro_rules! reducing {
             ///   LSA rank issues in the same order with the same `packs`, each with at most
             ///   [`plan::LL_COUNTERS`] blocks;
             /// - `status` is null or a valid `u32` of this device.
-            ll $one => reduce_ops::one_shot_ll::<$t, $op>
-        }
+            ll $one => reduce_ops::one_shot_ll::<$t, $op>;
 
-        entry! {
             #[doc = concat!("Reduce-scatter (", stringify!($t), ", ", stringify!($op),
                 "): `dst` (`packs` packs) = reduction of slice `rank` of every rank's `src`.")]
             ///
@@ -187,24 +209,20 @@ macro_rules! reducing {
             ///   (window or local pointer) holds `packs × 16` bytes and does not overlap slices
             ///   of `src` other than this rank's;
             /// - barriers and launch shape as for the two-shot all-reduce; `status` as there.
-            barriered $rs => reduce_ops::reduce_scatter::<$t, $op>
+            barriered(Release) $rs => reduce_ops::reduce_scatter::<$t, $op>;
         }
     )*};
 }
 
 reducing! {
-    f32, Sum => all_reduce_two_shot_f32_sum, all_reduce_one_shot_f32_sum, reduce_scatter_f32_sum, all_reduce_two_shot_push_f32_sum, reduce_scatter_ll_f32_sum, all_reduce_two_shot_ll_f32_sum, reduce_scatter_push_f32_sum;
-    f32, Min => all_reduce_two_shot_f32_min, all_reduce_one_shot_f32_min, reduce_scatter_f32_min, all_reduce_two_shot_push_f32_min, reduce_scatter_ll_f32_min, all_reduce_two_shot_ll_f32_min, reduce_scatter_push_f32_min;
-    f32, Max => all_reduce_two_shot_f32_max, all_reduce_one_shot_f32_max, reduce_scatter_f32_max, all_reduce_two_shot_push_f32_max, reduce_scatter_ll_f32_max, all_reduce_two_shot_ll_f32_max, reduce_scatter_push_f32_max;
-    Bf16, Sum => all_reduce_two_shot_bf16_sum, all_reduce_one_shot_bf16_sum, reduce_scatter_bf16_sum, all_reduce_two_shot_push_bf16_sum, reduce_scatter_ll_bf16_sum, all_reduce_two_shot_ll_bf16_sum, reduce_scatter_push_bf16_sum;
-    Bf16, Min => all_reduce_two_shot_bf16_min, all_reduce_one_shot_bf16_min, reduce_scatter_bf16_min, all_reduce_two_shot_push_bf16_min, reduce_scatter_ll_bf16_min, all_reduce_two_shot_ll_bf16_min, reduce_scatter_push_bf16_min;
-    Bf16, Max => all_reduce_two_shot_bf16_max, all_reduce_one_shot_bf16_max, reduce_scatter_bf16_max, all_reduce_two_shot_push_bf16_max, reduce_scatter_ll_bf16_max, all_reduce_two_shot_ll_bf16_max, reduce_scatter_push_bf16_max;
-    F16, Sum => all_reduce_two_shot_f16_sum, all_reduce_one_shot_f16_sum, reduce_scatter_f16_sum, all_reduce_two_shot_push_f16_sum, reduce_scatter_ll_f16_sum, all_reduce_two_shot_ll_f16_sum, reduce_scatter_push_f16_sum;
-    F16, Min => all_reduce_two_shot_f16_min, all_reduce_one_shot_f16_min, reduce_scatter_f16_min, all_reduce_two_shot_push_f16_min, reduce_scatter_ll_f16_min, all_reduce_two_shot_ll_f16_min, reduce_scatter_push_f16_min;
-    F16, Max => all_reduce_two_shot_f16_max, all_reduce_one_shot_f16_max, reduce_scatter_f16_max, all_reduce_two_shot_push_f16_max, reduce_scatter_ll_f16_max, all_reduce_two_shot_ll_f16_max, reduce_scatter_push_f16_max;
-    i32, Sum => all_reduce_two_shot_i32_sum, all_reduce_one_shot_i32_sum, reduce_scatter_i32_sum, all_reduce_two_shot_push_i32_sum, reduce_scatter_ll_i32_sum, all_reduce_two_shot_ll_i32_sum, reduce_scatter_push_i32_sum;
-    i32, Min => all_reduce_two_shot_i32_min, all_reduce_one_shot_i32_min, reduce_scatter_i32_min, all_reduce_two_shot_push_i32_min, reduce_scatter_ll_i32_min, all_reduce_two_shot_ll_i32_min, reduce_scatter_push_i32_min;
-    i32, Max => all_reduce_two_shot_i32_max, all_reduce_one_shot_i32_max, reduce_scatter_i32_max, all_reduce_two_shot_push_i32_max, reduce_scatter_ll_i32_max, all_reduce_two_shot_ll_i32_max, reduce_scatter_push_i32_max;
+    types: (f32, Sum), (f32, Min), (f32, Max), (Bf16, Sum), (Bf16, Min), (Bf16, Max), (F16, Sum), (F16, Min), (F16, Max), (i32, Sum), (i32, Min), (i32, Max);
+    two_shot: all_reduce_two_shot_f32_sum, all_reduce_two_shot_f32_min, all_reduce_two_shot_f32_max, all_reduce_two_shot_bf16_sum, all_reduce_two_shot_bf16_min, all_reduce_two_shot_bf16_max, all_reduce_two_shot_f16_sum, all_reduce_two_shot_f16_min, all_reduce_two_shot_f16_max, all_reduce_two_shot_i32_sum, all_reduce_two_shot_i32_min, all_reduce_two_shot_i32_max;
+    one_shot_ll: all_reduce_one_shot_f32_sum, all_reduce_one_shot_f32_min, all_reduce_one_shot_f32_max, all_reduce_one_shot_bf16_sum, all_reduce_one_shot_bf16_min, all_reduce_one_shot_bf16_max, all_reduce_one_shot_f16_sum, all_reduce_one_shot_f16_min, all_reduce_one_shot_f16_max, all_reduce_one_shot_i32_sum, all_reduce_one_shot_i32_min, all_reduce_one_shot_i32_max;
+    reduce_scatter: reduce_scatter_f32_sum, reduce_scatter_f32_min, reduce_scatter_f32_max, reduce_scatter_bf16_sum, reduce_scatter_bf16_min, reduce_scatter_bf16_max, reduce_scatter_f16_sum, reduce_scatter_f16_min, reduce_scatter_f16_max, reduce_scatter_i32_sum, reduce_scatter_i32_min, reduce_scatter_i32_max;
+    two_shot_push: all_reduce_two_shot_push_f32_sum, all_reduce_two_shot_push_f32_min, all_reduce_two_shot_push_f32_max, all_reduce_two_shot_push_bf16_sum, all_reduce_two_shot_push_bf16_min, all_reduce_two_shot_push_bf16_max, all_reduce_two_shot_push_f16_sum, all_reduce_two_shot_push_f16_min, all_reduce_two_shot_push_f16_max, all_reduce_two_shot_push_i32_sum, all_reduce_two_shot_push_i32_min, all_reduce_two_shot_push_i32_max;
+    reduce_scatter_ll: reduce_scatter_ll_f32_sum, reduce_scatter_ll_f32_min, reduce_scatter_ll_f32_max, reduce_scatter_ll_bf16_sum, reduce_scatter_ll_bf16_min, reduce_scatter_ll_bf16_max, reduce_scatter_ll_f16_sum, reduce_scatter_ll_f16_min, reduce_scatter_ll_f16_max, reduce_scatter_ll_i32_sum, reduce_scatter_ll_i32_min, reduce_scatter_ll_i32_max;
+    two_shot_ll: all_reduce_two_shot_ll_f32_sum, all_reduce_two_shot_ll_f32_min, all_reduce_two_shot_ll_f32_max, all_reduce_two_shot_ll_bf16_sum, all_reduce_two_shot_ll_bf16_min, all_reduce_two_shot_ll_bf16_max, all_reduce_two_shot_ll_f16_sum, all_reduce_two_shot_ll_f16_min, all_reduce_two_shot_ll_f16_max, all_reduce_two_shot_ll_i32_sum, all_reduce_two_shot_ll_i32_min, all_reduce_two_shot_ll_i32_max;
+    reduce_scatter_push: reduce_scatter_push_f32_sum, reduce_scatter_push_f32_min, reduce_scatter_push_f32_max, reduce_scatter_push_bf16_sum, reduce_scatter_push_bf16_min, reduce_scatter_push_bf16_max, reduce_scatter_push_f16_sum, reduce_scatter_push_f16_min, reduce_scatter_push_f16_max, reduce_scatter_push_i32_sum, reduce_scatter_push_i32_min, reduce_scatter_push_i32_max;
 }
 
 entry! {
@@ -215,10 +233,8 @@ entry! {
     ///   `lsa_size × packs × 16` bytes on every LSA rank (`src` may be this rank's block of it);
     /// - `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
     ///   the same shape and `packs`; `status` is null or a valid `u32` of this device.
-    barriered all_gather => collectives::all_gather
-}
+    barriered(AcqRel) all_gather => collectives::all_gather;
 
-entry! {
     /// All-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of peer
     /// `p`'s `dst`.
     ///
@@ -226,57 +242,108 @@ entry! {
     /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes; `dst` is a window of
     ///   that size on every LSA rank, not overlapping `src`;
     /// - barriers, launch shape and `status` as for [`all_gather`].
-    barriered all_to_all => collectives::all_to_all
-}
+    barriered(AcqRel) all_to_all => collectives::all_to_all;
 
-/// Broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`.
-///
-/// # Safety
-/// - `src` and `dst` are windows of `packs × 16` bytes on every LSA rank (`dst` may equal
-///   `src`); `root` is an LSA rank;
-/// - barriers, launch shape and `status` as for [`all_gather`].
-#[kernel]
-pub unsafe fn broadcast(
-    comm: DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    root: i32,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    common::enter();
-    // SAFETY: the contract above.
-    unsafe { collectives::broadcast(&comm, src, dst, packs, root, timeout_ns, status) }
-}
+    /// Broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`.
+    ///
+    /// # Safety
+    /// - `src` and `dst` are windows of `packs × 16` bytes on every LSA rank (`dst` may equal
+    ///   `src`); `root` is an LSA rank;
+    /// - barriers, launch shape and `status` as for [`all_gather`].
+    barriered(AcqRel) broadcast [root: i32] => collectives::broadcast;
 
-/// LL broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`, no
-/// barrier (the root pushes, the other ranks acknowledge: `ll_collectives::broadcast`).
-///
-/// # Safety
-/// - `src` (read on the root) and `dst` hold `packs × 16` bytes on this rank (windows or local
-///   pointers; `dst` may equal `src`); `root` is an LSA rank;
-/// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-///   all-reduce.
-#[kernel]
-pub unsafe fn broadcast_ll(
-    comm: DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    root: i32,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    common::enter();
-    // SAFETY: the contract above.
-    unsafe {
-        ll_collectives::broadcast(
-            &comm, src, dst, packs, scratch, cap, root, timeout_ns, status,
-        )
-    }
+    /// LL all-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's
+    /// `dst`, no barrier.
+    ///
+    /// # Safety
+    /// - `src` holds `packs × 16` bytes and `dst` `lsa_size × packs × 16` bytes on this rank
+    ///   (windows or local pointers; `src` may be this rank's block of `dst`);
+    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+    ///   all-reduce.
+    ll all_gather_ll => ll_collectives::all_gather;
+
+    /// LL all-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of
+    /// peer `p`'s `dst`, no barrier.
+    ///
+    /// # Safety
+    /// - `src` and `dst` hold `lsa_size × packs × 16` bytes on this rank and do not overlap;
+    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+    ///   all-reduce.
+    ll all_to_all_ll => ll_collectives::all_to_all;
+
+    /// LL broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`, no
+    /// barrier (the root pushes, the other ranks acknowledge: `ll_collectives::broadcast`).
+    ///
+    /// # Safety
+    /// - `src` (read on the root) and `dst` hold `packs × 16` bytes on this rank (windows or local
+    ///   pointers; `dst` may equal `src`); `root` is an LSA rank;
+    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
+    ///   all-reduce.
+    ll broadcast_ll [root: i32] => ll_collectives::broadcast;
+
+    /// Fused all-reduce + residual add + RMSNorm, one-shot LL (bf16): see [`rmsnorm`].
+    ///
+    /// # Safety
+    /// - `x` (window or local pointer) holds `tokens × hidden` bf16 on this rank; `a`'s
+    ///   pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`] gives;
+    ///   `hidden` is a multiple of 8 and at most `8 × MAX_PACKS × block size`;
+    /// - `scratch` is the gallery scratch window with `cap ≥ tokens × hidden / 8`; every LSA rank
+    ///   issues the same sequence of gallery LL launches, each with at most [`plan::LL_COUNTERS`]
+    ///   blocks; `status` is null or a valid `u32`;
+    /// - with `a.segs > 1`: `segs ≤ rmsnorm_split::MAX_SEGS`, the grid is a multiple of `segs`
+    ///   and launched in clusters of `segs` blocks (the blocks of a row, see
+    ///   [`rmsnorm_split::split`]), every block resident.
+    ll all_reduce_rmsnorm_one_shot_bf16(x: SymPtr<u8>, a: rmsnorm::NormArgs)
+        => rmsnorm::fused_one_shot;
+
+    /// Fused all-reduce + residual add + RMSNorm, two-shot on LL lines (bf16): see [`rmsnorm`].
+    ///
+    /// # Safety
+    /// As [`all_reduce_rmsnorm_one_shot_bf16`] with `cap ≥ 2 × ceil(tokens / lsa_size) ×
+    /// hidden / 8`; the residual is the same on every rank.
+    ll all_reduce_rmsnorm_two_shot_ll_bf16(x: SymPtr<u8>, a: rmsnorm::NormArgs)
+        => rmsnorm::fused_two_shot_ll;
+
+    /// Fused all-reduce + residual add + RMSNorm, two-shot (bf16): see [`rmsnorm`].
+    ///
+    /// # Safety
+    /// - `x` is a window of `tokens × hidden` bf16 on every LSA rank; the residual is the same
+    ///   on every rank; `a` and `hidden` as for the one-shot kernel;
+    /// - `fused` is the fused region of the gallery scratch window (see [`rmsnorm_split`]: room
+    ///   for `tokens × hidden` bf16 after the slots), `tokens × segs ≤ rmsnorm_split::MAX_ITEMS`;
+    /// - `comm` has `grid_dim().x ≤ plan::LL_COUNTERS` LSA barriers (the fused region's header
+    ///   holds one launch counter per block), every block of the grid is resident; every LSA
+    ///   rank launches the same shape and arguments, in the same sequence of these launches;
+    ///   `status` is null or a valid `u32`.
+    fn all_reduce_rmsnorm_two_shot_bf16(
+        comm: DevComm, x: SymPtr<u8>, a: rmsnorm::NormArgs, fused: SymPtr<u8>, timeout_ns: u64,
+        status: *mut u32,
+    ) => rmsnorm::fused_two_shot(&comm, x, a, fused, None, timeout_ns, status);
+
+    /// Fused all-reduce + residual add + RMSNorm, two-shot, writing straight into every rank's
+    /// `out` and `residual_out` windows (bf16; `a.out` and `a.residual_out` ignored): see
+    /// [`rmsnorm::fused_two_shot`].
+    ///
+    /// # Safety
+    /// As [`all_reduce_rmsnorm_two_shot_bf16`], and `out`, `residual_out` are windows of
+    /// `tokens × hidden` bf16 on every LSA rank, each the same on every rank; neither overlaps
+    /// the scratch window, and `out` does not overlap `residual_out`; `residual_out` may be the
+    /// residual, `out` may be `x`.
+    fn all_reduce_rmsnorm_two_shot_direct_bf16(
+        comm: DevComm, x: SymPtr<u8>, a: rmsnorm::NormArgs, fused: SymPtr<u8>,
+        out: SymPtr<u8>, residual_out: SymPtr<u8>, timeout_ns: u64, status: *mut u32,
+    ) => {
+        let direct = Some((out, residual_out));
+        rmsnorm::fused_two_shot(&comm, x, a, fused, direct, timeout_ns, status)
+    };
+
+    /// Residual add + RMSNorm of already all-reduced rows `s` (bf16), one block per row: the
+    /// second kernel of the unfused baseline.
+    ///
+    /// # Safety
+    /// `s` and `a`'s pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`]
+    /// gives; `hidden` as for the fused kernels.
+    fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) => rmsnorm::rmsnorm_residual(s, a);
 }
 
 /// Writes `count` elements of the benchmark pattern ([`pattern::value`] of `rank` and
@@ -305,97 +372,6 @@ pub unsafe fn bench_fill(dst: *mut u8, count: u64, elem: u32, rank: u32, seed: u
     }
 }
 
-/// Fused all-reduce + residual add + RMSNorm, one-shot LL (bf16): see [`rmsnorm`].
-///
-/// # Safety
-/// - `x` (window or local pointer) holds `tokens × hidden` bf16 on this rank; `a`'s
-///   pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`] gives;
-///   `hidden` is a multiple of 8 and at most `8 × MAX_PACKS × block size`;
-/// - `scratch` is the gallery scratch window with `cap ≥ tokens × hidden / 8`; every LSA rank
-///   issues the same sequence of gallery LL launches, each with at most [`plan::LL_COUNTERS`]
-///   blocks; `status` is null or a valid `u32`;
-/// - with `a.segs > 1`: `segs ≤ rmsnorm_split::MAX_SEGS`, the grid is a multiple of `segs`
-///   and launched in clusters of `segs` blocks (the blocks of a row, see
-///   [`rmsnorm_split::split`]), every block resident.
-#[kernel]
-pub unsafe fn all_reduce_rmsnorm_one_shot_bf16(
-    comm: DevComm,
-    x: SymPtr<u8>,
-    a: rmsnorm::NormArgs,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    common::enter();
-    // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_one_shot(&comm, x, a, scratch, cap, timeout_ns, status) }
-}
-
-/// Fused all-reduce + residual add + RMSNorm, two-shot (bf16): see [`rmsnorm`].
-///
-/// # Safety
-/// - `x` is a window of `tokens × hidden` bf16 on every LSA rank; the residual is the same
-///   on every rank; `a` and `hidden` as for the one-shot kernel;
-/// - `fused` is the fused region of the gallery scratch window (see [`rmsnorm_split`]: room
-///   for `tokens × hidden` bf16 after the slots), `tokens × segs ≤ rmsnorm_split::MAX_ITEMS`;
-/// - `comm` has `grid_dim().x ≤ plan::LL_COUNTERS` LSA barriers (the fused region's header
-///   holds one launch counter per block), every block of the grid is resident; every LSA
-///   rank launches the same shape and arguments, in the same sequence of these launches;
-///   `status` is null or a valid `u32`.
-#[kernel]
-pub unsafe fn all_reduce_rmsnorm_two_shot_bf16(
-    comm: DevComm,
-    x: SymPtr<u8>,
-    a: rmsnorm::NormArgs,
-    fused: SymPtr<u8>,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    common::enter();
-    // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_two_shot(&comm, x, a, fused, None, timeout_ns, status) }
-}
-
-/// Fused all-reduce + residual add + RMSNorm, two-shot, writing straight into every rank's
-/// `out` and `residual_out` windows (bf16; `a.out` and `a.residual_out` ignored): see
-/// [`rmsnorm::fused_two_shot`].
-///
-/// # Safety
-/// As [`all_reduce_rmsnorm_two_shot_bf16`], and `out`, `residual_out` are windows of
-/// `tokens × hidden` bf16 on every LSA rank, each the same on every rank; neither overlaps
-/// the scratch window, and `out` does not overlap `residual_out`; `residual_out` may be the
-/// residual, `out` may be `x`.
-#[kernel]
-pub unsafe fn all_reduce_rmsnorm_two_shot_direct_bf16(
-    comm: DevComm,
-    x: SymPtr<u8>,
-    a: rmsnorm::NormArgs,
-    fused: SymPtr<u8>,
-    out: SymPtr<u8>,
-    residual_out: SymPtr<u8>,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    common::enter();
-    let direct = Some((out, residual_out));
-    // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_two_shot(&comm, x, a, fused, direct, timeout_ns, status) }
-}
-
-/// Residual add + RMSNorm of already all-reduced rows `s` (bf16), one block per row: the
-/// second kernel of the unfused baseline.
-///
-/// # Safety
-/// `s` and `a`'s pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`]
-/// gives; `hidden` as for the fused kernels.
-#[kernel]
-pub unsafe fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) {
-    common::enter();
-    // SAFETY: the contract above.
-    unsafe { rmsnorm::rmsnorm_residual(s, a) }
-}
-
 macro_rules! multimem_entries {
     ($($p:ty => $one:ident, $two:ident, $what:literal;)*) => {$(
         entry! {
@@ -408,16 +384,14 @@ macro_rules! multimem_entries {
             ///   apart from `src` on every rank;
             /// - `comm` has `grid_dim().x` LSA barriers; every rank launches the same shape;
             ///   `status` is null or a valid `u32`; sm_90 with NVLink SHARP.
-            barriered $one => multimem_ops::one_shot::<$p>
-        }
+            barriered(Release) $one => multimem_ops::one_shot::<$p>;
 
-        entry! {
             #[doc = concat!("Multimem two-shot all-reduce, ", $what,
                 " (never launched on our test node: see [`multimem_ops`]).")]
             ///
             /// # Safety
             /// As the one-shot kernel, with `dst` also a window bound to the multicast object.
-            barriered $two => multimem_ops::two_shot::<$p>
+            barriered(AcqRel) $two => multimem_ops::two_shot::<$p>;
         }
     )*};
 }
@@ -443,47 +417,4 @@ multimem_entries! {
         all_reduce_multimem_two_shot_i32_min, "minimum of i32";
     multimem_ops::McI32Max => all_reduce_multimem_one_shot_i32_max,
         all_reduce_multimem_two_shot_i32_max, "maximum of i32";
-}
-
-entry! {
-    /// LL all-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's
-    /// `dst`, no barrier.
-    ///
-    /// # Safety
-    /// - `src` holds `packs × 16` bytes and `dst` `lsa_size × packs × 16` bytes on this rank
-    ///   (windows or local pointers; `src` may be this rank's block of `dst`);
-    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-    ///   all-reduce.
-    ll all_gather_ll => ll_collectives::all_gather
-}
-
-entry! {
-    /// LL all-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of
-    /// peer `p`'s `dst`, no barrier.
-    ///
-    /// # Safety
-    /// - `src` and `dst` hold `lsa_size × packs × 16` bytes on this rank and do not overlap;
-    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-    ///   all-reduce.
-    ll all_to_all_ll => ll_collectives::all_to_all
-}
-
-/// Fused all-reduce + residual add + RMSNorm, two-shot on LL lines (bf16): see [`rmsnorm`].
-///
-/// # Safety
-/// As [`all_reduce_rmsnorm_one_shot_bf16`] with `cap ≥ 2 × ceil(tokens / lsa_size) ×
-/// hidden / 8`; the residual is the same on every rank.
-#[kernel]
-pub unsafe fn all_reduce_rmsnorm_two_shot_ll_bf16(
-    comm: DevComm,
-    x: SymPtr<u8>,
-    a: rmsnorm::NormArgs,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    common::enter();
-    // SAFETY: the contract above.
-    unsafe { rmsnorm::fused_two_shot_ll(&comm, x, a, scratch, cap, timeout_ns, status) }
 }

@@ -4,87 +4,51 @@
 //! from every peer in each launch, which the LL double-buffering relies on.
 //!
 //! `packs` is the per-peer block: all-gather input, reduce-scatter output, all-to-all block.
+//! The entry points open and end the launch (`LlLaunch::begin`, `LlLaunch::end`) around
+//! these bodies, which return the result of their waits.
 
-use symcomm_device::comm::DevComm;
 use symcomm_device::mem::U32x4;
-use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
-use crate::common::{grid_stride, ld, local_addr, pack_off, rotated, st};
+use crate::common::{Io, grid_stride, ld, local_addr, pack_off, rotated, st};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
-use crate::reduce_ops::recv_reduce;
 
 /// LL all-gather: block `rank` of every rank's `dst` receives this rank's `src`.
 ///
 /// # Safety
 /// `src` holds `packs` packs and `dst` `lsa_size × packs` packs on this rank (`src` may be
-/// this rank's block of `dst`); `scratch` as for the one-shot all-reduce with `cap ≥ packs`.
+/// this rank's block of `dst`); `ll` as for the one-shot all-reduce with `cap ≥ packs`.
 #[inline(always)]
-pub unsafe fn all_gather(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn all_gather(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let ll = LlLaunch::begin(comm, scratch, cap);
-        let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let (inp, out) = (local_addr(src), local_addr(dst));
-        let (first, stride) = grid_stride();
-        let mut j = first;
-        while j < packs {
-            let v = ld(inp + pack_off(j));
-            for k in 1..n {
-                send_pack(&ll, rotated(me, k, n), j, v);
-            }
-            st(out + pack_off(me as u64 * packs + j), v);
-            j += stride;
-        }
-        let res = recv_blocks(&ll, me, n, out, packs, first, stride, timeout_ns);
-        ll.end(res, status);
+        let (inp, out) = (local_addr(io.src), local_addr(io.dst));
+        ll.send_all(inp, io.packs, Some(out + pack_off(ll.me as u64 * io.packs)));
+        recv_blocks(ll, out, io.packs)
     }
 }
 
 /// LL all-to-all: block `p` of this rank's `src` lands in block `rank` of peer `p`'s `dst`.
 ///
 /// # Safety
-/// `src` and `dst` hold `lsa_size × packs` packs on this rank and do not overlap; `scratch`
-/// as for [`all_gather`].
+/// `src` and `dst` hold `lsa_size × packs` packs on this rank and do not overlap; `ll` as
+/// for [`all_gather`].
 #[inline(always)]
-pub unsafe fn all_to_all(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn all_to_all(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+    let packs = io.packs;
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let ll = LlLaunch::begin(comm, scratch, cap);
-        let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let (inp, out) = (local_addr(src), local_addr(dst));
+        let (inp, out) = (local_addr(io.src), local_addr(io.dst));
         let (first, stride) = grid_stride();
-        let mine = me as u64 * packs;
+        let mine = ll.me as u64 * packs;
         let mut j = first;
         while j < packs {
-            for k in 1..n {
-                let p = rotated(me, k, n);
-                send_pack(&ll, p, j, ld(inp + pack_off(p as u64 * packs + j)));
-            }
+            ll.send_blocks(inp, packs, j);
             st(out + pack_off(mine + j), ld(inp + pack_off(mine + j)));
             j += stride;
         }
-        let res = recv_blocks(&ll, me, n, out, packs, first, stride, timeout_ns);
-        ll.end(res, status);
+        recv_blocks(ll, out, packs)
     }
 }
 
@@ -101,58 +65,38 @@ pub unsafe fn all_to_all(
 ///
 /// # Safety
 /// `src` (on the root) and `dst` hold `packs` packs on this rank (`dst` may equal `src`);
-/// `root` is an LSA rank; `scratch` as for [`all_gather`] with `cap ≥ packs`.
+/// `root` is an LSA rank; `ll` as for [`all_gather`] with `cap ≥ packs`.
 #[inline(always)]
-pub unsafe fn broadcast(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    root: i32,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn broadcast(ll: &LlLaunch, io: Io, root: i32) -> Result<(), WaitError> {
+    let (me, n) = (ll.me, ll.n);
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let ll = LlLaunch::begin(comm, scratch, cap);
-        let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let out = local_addr(dst);
+        let out = local_addr(io.dst);
         let (first, stride) = grid_stride();
         let lead = first == 0;
         let mut res = Ok(());
         if me == root {
-            let inp = local_addr(src);
-            let mut j = first;
-            while j < packs {
-                let v = ld(inp + pack_off(j));
-                for k in 1..n {
-                    send_pack(&ll, rotated(me, k, n), j, v);
-                }
-                st(out + pack_off(j), v);
-                j += stride;
-            }
+            ll.send_all(local_addr(io.src), io.packs, Some(out));
             if lead {
                 // The acknowledgements carry nothing: only their arrival matters.
                 for k in 1..n {
-                    ll.pack_of(rotated(me, k, n), U32x4::default(), 0, timeout_ns, &mut res);
+                    ll.pack_of(rotated(me, k, n), U32x4::default(), 0, &mut res);
                 }
             }
         } else {
             if lead {
-                send_pack(&ll, root, 0, U32x4::default());
+                send_pack(ll, root, 0, U32x4::default());
             }
             let mut j = first;
-            while j < packs && res.is_ok() {
-                let v = ll.pack_of(root, U32x4::default(), j, timeout_ns, &mut res);
+            while j < io.packs && res.is_ok() {
+                let v = ll.pack_of(root, U32x4::default(), j, &mut res);
                 if res.is_ok() {
                     st(out + pack_off(j), v);
                 }
                 j += stride;
             }
         }
-        ll.end(res, status);
+        res
     }
 }
 
@@ -161,65 +105,48 @@ pub unsafe fn broadcast(
 ///
 /// # Safety
 /// `src` holds `lsa_size × packs` packs on this rank, `dst` `packs` packs (may be this rank's
-/// block of `src`); `scratch` as for [`all_gather`].
+/// block of `src`); `ll` as for [`all_gather`].
 #[inline(always)]
 pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+    ll: &LlLaunch,
+    io: Io,
+) -> Result<(), WaitError> {
+    let packs = io.packs;
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let ll = LlLaunch::begin(comm, scratch, cap);
-        let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let (inp, out) = (local_addr(src), local_addr(dst));
+        let (inp, out) = (local_addr(io.src), local_addr(io.dst));
         let (first, stride) = grid_stride();
         let mut j = first;
         while j < packs {
-            for k in 1..n {
-                let p = rotated(me, k, n);
-                send_pack(&ll, p, j, ld(inp + pack_off(p as u64 * packs + j)));
-            }
+            ll.send_blocks(inp, packs, j);
             j += stride;
         }
-        let mine = me as u64 * packs;
+        let mine = ll.me as u64 * packs;
         let mut res = Ok(());
         j = first;
         while j < packs && res.is_ok() {
             let own = ld(inp + pack_off(mine + j));
-            let acc = recv_reduce::<T, O>(&ll, n, j, own, timeout_ns, &mut res);
+            let acc = ll.reduce::<T, O>(j, own, &mut res);
             if res.is_ok() {
                 st(out + pack_off(j), acc.finish());
             }
             j += stride;
         }
-        ll.end(res, status);
+        res
     }
 }
 
-/// Receives, for each of this thread's packs `j` (grid-stride from `first`), pack `j` of every
-/// peer `s` (visited rotated) into block `s` (`packs` packs) of `out`; stops at the first wait
-/// that fails and returns its error.
+/// Receives, for each of this thread's packs `j` (grid-stride), pack `j` of every peer `s`
+/// (visited rotated) into block `s` (`packs` packs) of `out`; stops at the first wait that
+/// fails and returns its error.
 ///
 /// # Safety
 /// `out` holds `lsa_size × packs` packs on this rank; every peer sends packs `0..packs` in
 /// this launch of `ll`.
 #[inline(always)]
-unsafe fn recv_blocks(
-    ll: &LlLaunch,
-    me: i32,
-    n: i32,
-    out: u64,
-    packs: u64,
-    first: u64,
-    stride: u64,
-    timeout_ns: u64,
-) -> Result<(), WaitError> {
+unsafe fn recv_blocks(ll: &LlLaunch, out: u64, packs: u64) -> Result<(), WaitError> {
+    let (me, n) = (ll.me, ll.n);
+    let (first, stride) = grid_stride();
     let mut res = Ok(());
     let mut j = first;
     'packs: while j < packs {
@@ -228,7 +155,7 @@ unsafe fn recv_blocks(
             // SAFETY: j < packs ≤ cap, sent by peer `s`; block `s` of `out` holds pack `j`
             // (caller's contract).
             unsafe {
-                match recv_pack(ll, s, j, timeout_ns) {
+                match recv_pack(ll, s, j) {
                     Ok(v) => st(out + pack_off(s as u64 * packs + j), v),
                     Err(e) => {
                         res = Err(e);

@@ -1,6 +1,8 @@
 //! The LL data path of the one-shot kernels: a launch reads its bank and epoch from the
 //! scratch window's header, pushes packs into peers' scratch as LL lines, polls its own
 //! scratch for theirs, and at the end every block advances its share of the launch counters.
+//! The LL entry points begin and end the launch ([`LlLaunch`]) around their bodies, which
+//! send and receive through it.
 //!
 //! The counter: one word per block index (`plan::LL_COUNTERS` of them), all holding the number
 //! of LL launches so far. Block `b` of a `g`-block launch reads word `b` first and, once done
@@ -23,33 +25,44 @@ use symcomm_device::coop::{Coop, Cta};
 use symcomm_device::ll;
 use symcomm_device::mem::{self, LoadOrder, Scope, StoreOrder, U32x4};
 use symcomm_device::ptr::SymPtr;
+use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
-use crate::common::{local_addr, peer_addr, report};
+use crate::common::{Acc, grid_stride, ld, local_addr, pack_off, peer_addr, report, rotated, st};
 use crate::plan;
 
 /// State of one LL launch, the same on every thread.
 pub struct LlLaunch {
+    /// This rank's LSA rank.
+    pub me: i32,
+    /// Ranks of the LSA team.
+    pub n: i32,
+    /// The bound of every wait of the launch.
+    pub timeout_ns: u64,
     scratch: SymPtr<u8>,
     local: u64,
     counter: u32,
     bank: u32,
     epoch: u32,
-    me: i32,
-    n: u32,
     cap: u64,
     abort: *const u32,
 }
 
 impl LlLaunch {
     // ANCHOR: ll_begin
-    /// Reads this block's launch counter. Every thread of every block calls it first.
+    /// Reads this block's launch counter. Every thread of every block calls it first. Every
+    /// wait of the launch gives up after `timeout_ns` (or at the abort flag).
     ///
     /// # Safety
     /// `scratch` is the gallery scratch window (header + LL region for `cap` packs); the grid
     /// has at most [`plan::LL_COUNTERS`] blocks.
     #[inline(always)]
-    pub unsafe fn begin(comm: &DevComm, scratch: SymPtr<u8>, cap: u64) -> LlLaunch {
+    pub unsafe fn begin(
+        comm: &DevComm,
+        scratch: SymPtr<u8>,
+        cap: u64,
+        timeout_ns: u64,
+    ) -> LlLaunch {
         // SAFETY: the header is in this rank's scratch copy.
         let local = unsafe { local_addr(scratch) };
         let word = (local + 4 * u64::from(block_idx().x)) as *const u32;
@@ -58,13 +71,14 @@ impl LlLaunch {
         let counter = unsafe { mem::load(word, LoadOrder::Relaxed, Scope::Gpu) };
         let (bank, epoch) = plan::ll_bank_epoch(counter);
         LlLaunch {
+            me: comm.lsa_rank,
+            n: comm.lsa_size,
+            timeout_ns,
             scratch,
             local,
             counter,
             bank,
             epoch,
-            me: comm.lsa_rank,
-            n: comm.lsa_size as u32,
             cap,
             abort: comm.abort_flag_ptr(),
         }
@@ -84,17 +98,108 @@ impl LlLaunch {
         src: i32,
         own: U32x4,
         j: u64,
-        timeout_ns: u64,
         res: &mut Result<(), WaitError>,
     ) -> U32x4 {
         if src == self.me || res.is_err() {
             return own;
         }
         // SAFETY: forwarded (caller's contract).
-        unsafe { recv_pack(self, src, j, timeout_ns) }.unwrap_or_else(|e| {
+        unsafe { recv_pack(self, src, j) }.unwrap_or_else(|e| {
             *res = Err(e);
             own
         })
+    }
+
+    /// The reduction, in rank order, of pack `j` of every rank: this rank's is `own`, the
+    /// others' arrive as LL lines in slot `j` ([`pack_of`](Self::pack_of): after a wait fails,
+    /// its error lands in `res`, which must be `Ok` on entry for any wait to happen, and the
+    /// remaining ranks contribute `own`; the result is then not to be stored).
+    ///
+    /// # Safety
+    /// `j < cap`; every peer sends pack `j` in this launch.
+    #[inline(always)]
+    pub unsafe fn reduce<T: Element, O: ReduceOp>(
+        &self,
+        j: u64,
+        own: U32x4,
+        res: &mut Result<(), WaitError>,
+    ) -> Acc<T, O> {
+        // SAFETY: forwarded (caller's contract).
+        let mut acc = Acc::<T, O>::new(unsafe { self.pack_of(0, own, j, res) });
+        for s in 1..self.n {
+            // SAFETY: as above.
+            acc.add(unsafe { self.pack_of(s, own, j, res) });
+        }
+        acc
+    }
+
+    /// Sends pack `j` to every peer, [`rotated`] from the next rank.
+    ///
+    /// # Safety
+    /// As [`send_pack`].
+    #[inline(always)]
+    pub unsafe fn send_peers(&self, j: u64, v: U32x4) {
+        for k in 1..self.n {
+            // SAFETY: forwarded.
+            unsafe { send_pack(self, rotated(self.me, k, self.n), j, v) };
+        }
+    }
+
+    /// Sends packs `0..packs` of the local range `inp` to every peer (slot = pack index;
+    /// grid-stride over the packs), and stores each into the local range `copy` as well when
+    /// one is given.
+    ///
+    /// # Safety
+    /// `packs ≤ cap`; `inp` (and `copy`) valid for `packs` packs.
+    #[inline(always)]
+    pub unsafe fn send_all(&self, inp: u64, packs: u64, copy: Option<u64>) {
+        let (first, stride) = grid_stride();
+        let mut j = first;
+        while j < packs {
+            // SAFETY: j < packs (caller's contract).
+            unsafe {
+                let v = ld(inp + pack_off(j));
+                self.send_peers(j, v);
+                if let Some(to) = copy {
+                    st(to + pack_off(j), v);
+                }
+            }
+            j += stride;
+        }
+    }
+
+    /// Sends every peer `p` pack `j` of its block of the local range `inp` (blocks of `packs`
+    /// packs, block `p` at pack `p × packs`) into slot `j`.
+    ///
+    /// # Safety
+    /// `j < packs ≤ cap`; `inp` valid for `lsa_size × packs` packs.
+    #[inline(always)]
+    pub unsafe fn send_blocks(&self, inp: u64, packs: u64, j: u64) {
+        for k in 1..self.n {
+            let p = rotated(self.me, k, self.n);
+            // SAFETY: forwarded.
+            unsafe { send_pack(self, p, j, ld(inp + pack_off(p as u64 * packs + j))) };
+        }
+    }
+
+    /// Sends every peer `p` its slice of the local range `inp`, `(first, len) = slice(p)` in
+    /// packs, into its slots `0..len`: peer by peer ([`rotated`]), grid-stride within a slice.
+    ///
+    /// # Safety
+    /// Every slice lies in `inp` and has `len ≤ cap`.
+    #[inline(always)]
+    pub unsafe fn send_slices(&self, inp: u64, slice: impl Fn(i32) -> (u64, u64)) {
+        let (first, stride) = grid_stride();
+        for k in 1..self.n {
+            let p = rotated(self.me, k, self.n);
+            let (lo, len) = slice(p);
+            let mut j = first;
+            while j < len {
+                // SAFETY: forwarded.
+                unsafe { send_pack(self, p, j, ld(inp + pack_off(lo + j))) };
+                j += stride;
+            }
+        }
     }
 
     // ANCHOR: ll_end
@@ -137,7 +242,7 @@ impl LlLaunch {
 
 #[inline(always)]
 fn line_off(l: &LlLaunch, src: u32, j: u64) -> u64 {
-    plan::ll_offset(l.bank, src, j, l.n, l.cap)
+    plan::ll_offset(l.bank, src, j, l.n as u32, l.cap)
 }
 
 // ANCHOR: send_pack
@@ -160,12 +265,7 @@ pub unsafe fn send_pack(l: &LlLaunch, peer: i32, j: u64, v: U32x4) {
 /// # Safety
 /// `j < cap`; `src` is an LSA rank other than ours that sends pack `j` in this launch.
 #[inline(always)]
-pub unsafe fn recv_pack(
-    l: &LlLaunch,
-    src: i32,
-    j: u64,
-    timeout_ns: u64,
-) -> Result<U32x4, WaitError> {
+pub unsafe fn recv_pack(l: &LlLaunch, src: i32, j: u64) -> Result<U32x4, WaitError> {
     // ANCHOR: recv_fast
     let line = (l.local + line_off(l, src as u32, j)) as *const ll::Line;
     // Fast path: both lines already there (no deadline set up, no timer read).
@@ -184,7 +284,7 @@ pub unsafe fn recv_pack(
             (y >> 32) as u32,
         ])),
         // SAFETY: as above.
-        _ => unsafe { ll::load_pack(line, l.epoch, l.abort, timeout_ns) },
+        _ => unsafe { ll::load_pack(line, l.epoch, l.abort, l.timeout_ns) },
     };
     // ANCHOR_END: recv_fast
     // The 8-byte halves of a 16-byte access are not torn on the GPU, and the CPU emulation

@@ -15,11 +15,10 @@
 //! `min`/`max` for multimem).
 
 use symcomm_device::comm::DevComm;
-use symcomm_device::mem::{F32x4, Ordering, U32x4};
+use symcomm_device::mem::{F32x4, U32x4};
 use symcomm_device::multimem;
-use symcomm_device::ptr::SymPtr;
 
-use crate::common::{bracketed, grid_stride, local_addr, pack_off, st};
+use crate::common::{Io, grid_stride, local_addr, pack_off, st};
 use crate::plan;
 
 /// A 16-byte lane format the switch can reduce.
@@ -124,7 +123,7 @@ mc_words! {
 }
 
 /// Multimem one-shot all-reduce of `packs` packs: `dst` (local) = `P`'s reduction of every
-/// rank's `src`.
+/// rank's `src`. Barrier-bracketed (entry: inputs ready; exit `Release`: inputs may be reused).
 ///
 /// Every rank asks the switch for every pack, and nothing says that the switch adds the
 /// copies in the same order for every requester: float sums may differ in the last bits
@@ -137,56 +136,42 @@ mc_words! {
 /// through the switch corrupts their results); barriers and launch shape as for the unicast
 /// kernels; sm_90 with NVLink SHARP.
 #[inline(always)]
-pub unsafe fn one_shot<P: McPack>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn one_shot<P: McPack>(comm: &DevComm, io: Io) {
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        bracketed(comm, Ordering::Release, timeout_ns, status, || {
-            let mc = src.lsa_multimem(comm) as u64;
-            let out = local_addr(dst);
-            let (first, stride) = grid_stride();
-            let mut j = first;
-            while j < packs {
-                let o = pack_off(j);
-                st(out + o, P::ld_reduce(mc + o));
-                j += stride;
-            }
-        })
+        let mc = io.src.lsa_multimem(comm) as u64;
+        let out = local_addr(io.dst);
+        let (first, stride) = grid_stride();
+        let mut j = first;
+        while j < io.packs {
+            let o = pack_off(j);
+            st(out + o, P::ld_reduce(mc + o));
+            j += stride;
+        }
     }
 }
 
 /// Multimem two-shot all-reduce: rank `r` reduces slice `r` in the switch and stores
-/// the result to every rank's `dst` through the multicast address.
+/// the result to every rank's `dst` through the multicast address. Barrier-bracketed, exit
+/// `AcqRel` (publishes the stores).
 ///
 /// # Safety
 /// As [`one_shot`], with `dst` also a window bound to the multicast object.
 #[inline(always)]
-pub unsafe fn two_shot<P: McPack>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn two_shot<P: McPack>(comm: &DevComm, io: Io) {
+    let (lo, hi) = plan::slice(io.packs, comm.lsa_size as u64, comm.lsa_rank as u64);
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
-            let (lo, hi) = plan::slice(packs, comm.lsa_size as u64, comm.lsa_rank as u64);
-            let (smc, dmc) = (src.lsa_multimem(comm) as u64, dst.lsa_multimem(comm) as u64);
-            let (first, stride) = grid_stride();
-            let mut j = lo + first;
-            while j < hi {
-                let o = pack_off(j);
-                P::st_all(dmc + o, P::ld_reduce(smc + o));
-                j += stride;
-            }
-        })
+        let (smc, dmc) = (
+            io.src.lsa_multimem(comm) as u64,
+            io.dst.lsa_multimem(comm) as u64,
+        );
+        let (first, stride) = grid_stride();
+        let mut j = lo + first;
+        while j < hi {
+            let o = pack_off(j);
+            P::st_all(dmc + o, P::ld_reduce(smc + o));
+            j += stride;
+        }
     }
 }

@@ -37,7 +37,7 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::{Spin, WaitError};
 
-use crate::common::{Acc, ld, local_addr, pack_off, peer_addr, report, rotated, st};
+use crate::common::{Acc, Io, ld, local_addr, pack_off, peer_addr, report, rotated, st, st_peers};
 use crate::plan;
 
 /// What a pipelined kernel computes.
@@ -263,11 +263,7 @@ impl Pipe {
                     acc.finish()
                 };
                 match self.kind {
-                    Kind::AllReduce => {
-                        for k in 0..self.n {
-                            st(peer_addr(dst, rotated(self.me, k, self.n)) + out_off + o, v);
-                        }
-                    }
+                    Kind::AllReduce => st_peers(dst, self.me, self.n, out_off + o, v),
                     Kind::ReduceScatter => st(local_addr(dst) + out_off + o, v),
                 }
                 j += self.nt;
@@ -299,15 +295,14 @@ impl Pipe {
 pub unsafe fn push_pipeline<T: Element, O: ReduceOp>(
     kind: Kind,
     comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
+    io: Io,
     push: SymPtr<u8>,
     slots: u64,
     chunk: u64,
     timeout_ns: u64,
     status: *mut u32,
 ) {
+    let Io { src, dst, packs } = io;
     let cta = Cta::new();
     // SAFETY: live windows (caller's contract).
     let (inp, push_local) = unsafe { (local_addr(src), local_addr(push)) };

@@ -10,82 +10,62 @@
 //!   scratch for every peer's lines and reduces in rank order (the same bits on every rank).
 //!   No barrier at all: the epoch lives in device memory and advances once per launch.
 //! - **reduce-scatter**: rank `r` loads slice `r` from every peer, reduces, stores locally.
+//!
+//! The entry points bracket the barrier bodies with the LSA barriers (`common::bracketed`)
+//! and open and end the LL launch around the LL bodies (`ll_path::LlLaunch`).
 
 use symcomm_device::comm::DevComm;
-use symcomm_device::mem::{Ordering, U32x4};
-use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
 use crate::common::{
-    Acc, bracketed, grid_stride, ld, local_addr, pack_off, peer_addr, reduce_packs, rotated, st,
+    Acc, Io, grid_stride, ld, ld_each, local_addr, pack_off, peer_addrs, pull, reduce_packs,
+    rotated, st, st_peers,
 };
-use crate::ll_path::{LlLaunch, recv_pack, send_pack};
+use crate::ll_path::{LlLaunch, recv_pack};
 use crate::plan;
 
 // ANCHOR: two_shot
 /// Two-shot all-reduce of `packs` packs from `src` into `dst` (both windows; may be equal).
+/// Its entry point runs it between the LSA barriers of [`bracketed`](crate::common::bracketed)
+/// with an `AcqRel` exit: it stores into peers.
 ///
 /// # Safety
 /// See the entry points: windows of at least `packs × 16` bytes from the offsets on every
 /// rank, `comm` with `grid_dim().x` barriers, the same launch on every LSA rank.
 #[inline(always)]
-pub unsafe fn two_shot<T: Element, O: ReduceOp>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
-    // SAFETY: forwarded to the bracket and the body.
+pub unsafe fn two_shot<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
+    // SAFETY: forwarded.
     unsafe {
-        bracketed(comm, Ordering::AcqRel, timeout_ns, status, || {
-            if comm.lsa_size == 8 {
-                two_shot_n::<T, O, 8>(comm, src, dst, packs)
-            } else {
-                two_shot_any::<T, O>(comm, src, dst, packs)
-            }
-        })
+        if comm.lsa_size == 8 {
+            two_shot_n::<T, O, 8>(comm, io)
+        } else {
+            two_shot_any::<T, O>(comm, io)
+        }
     }
 }
 // ANCHOR_END: two_shot
 
 // ANCHOR: two_shot_n
 #[inline(always)]
-unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-) {
+unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize>(comm: &DevComm, io: Io) {
     let me = comm.lsa_rank;
-    let (lo, hi) = plan::slice(packs, N as u64, me as u64);
-    let mut sb = [0u64; N];
-    let mut db = [0u64; N];
-    let mut k = 0;
-    while k < N {
-        let p = rotated(me, k as i32, N as i32);
-        // SAFETY: live descriptors (caller's contract).
-        unsafe {
-            sb[k] = peer_addr(src, p);
-            db[k] = peer_addr(dst, p);
-        }
-        k += 1;
-    }
+    let (lo, hi) = plan::slice(io.packs, N as u64, me as u64);
+    // Every rank's copy of both (rotated), computed once.
+    // SAFETY: live descriptors (caller's contract).
+    let (sb, db) = unsafe {
+        (
+            peer_addrs::<N>(io.src, me, 0),
+            peer_addrs::<N>(io.dst, me, 0),
+        )
+    };
     let (first, stride) = grid_stride();
     let mut j = lo + first;
     while j < hi {
         let o = pack_off(j);
-        let mut v = [U32x4::default(); N];
+        // SAFETY: j < packs, inside every peer's source.
+        let r = reduce_packs::<T, O, N>(&unsafe { ld_each(&sb, o) });
         let mut k = 0;
-        while k < N {
-            // SAFETY: j < packs, inside every peer's source.
-            v[k] = unsafe { ld(sb[k] + o) };
-            k += 1;
-        }
-        let r = reduce_packs::<T, O, N>(&v);
-        k = 0;
         while k < N {
             // SAFETY: j < packs, inside every peer's destination; only this thread of this
             // rank touches pack j of any copy.
@@ -98,130 +78,78 @@ unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize>(
 // ANCHOR_END: two_shot_n
 
 #[inline(always)]
-unsafe fn two_shot_any<T: Element, O: ReduceOp>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-) {
+unsafe fn two_shot_any<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
-    let (lo, hi) = plan::slice(packs, n as u64, me as u64);
+    let (lo, hi) = plan::slice(io.packs, n as u64, me as u64);
     let (first, stride) = grid_stride();
     let mut j = lo + first;
     while j < hi {
         let o = pack_off(j);
         // SAFETY: as in two_shot_n.
-        unsafe {
-            let mut acc = Acc::<T, O>::new(ld(peer_addr(src, me) + o));
-            for k in 1..n {
-                acc.add(ld(peer_addr(src, rotated(me, k, n)) + o));
-            }
-            let r = acc.finish();
-            for k in 0..n {
-                st(peer_addr(dst, rotated(me, k, n)) + o, r);
-            }
-        }
+        unsafe { st_peers(io.dst, me, n, o, pull::<T, O>(io.src, me, n, o).finish()) };
         j += stride;
     }
 }
 
 /// Reduce-scatter: `dst` (this rank's, `packs` packs) = reduction over every peer of slice
-/// `rank` (`packs` packs at `src + rank × packs × 16`).
+/// `rank` (`packs` packs at `src + rank × packs × 16`). Barrier-bracketed, exit `Release`
+/// (it stores only into its own memory).
 ///
 /// # Safety
 /// As [`two_shot`]; `src` holds `lsa_size × packs` packs, `dst` (may be a local pointer)
 /// `packs` packs on every rank.
 #[inline(always)]
-pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    let slice = pack_off(io.packs * me as u64);
     // SAFETY: forwarded.
     unsafe {
-        bracketed(comm, Ordering::Release, timeout_ns, status, || {
-            let (me, n) = (comm.lsa_rank, comm.lsa_size);
-            let slice = pack_off(packs * me as u64);
-            let out = local_addr(dst);
-            let (first, stride) = grid_stride();
-            let mut j = first;
-            if n == 8 {
-                let mut sb = [0u64; 8];
-                let mut k = 0;
-                while k < 8 {
-                    sb[k] = peer_addr(src, rotated(me, k as i32, 8)) + slice;
-                    k += 1;
-                }
-                while j < packs {
-                    let o = pack_off(j);
-                    let mut v = [U32x4::default(); 8];
-                    k = 0;
-                    while k < 8 {
-                        v[k] = ld(sb[k] + o);
-                        k += 1;
-                    }
-                    st(out + o, reduce_packs::<T, O, 8>(&v));
-                    j += stride;
-                }
-            } else {
-                while j < packs {
-                    let o = pack_off(j) + slice;
-                    let mut acc = Acc::<T, O>::new(ld(peer_addr(src, me) + o));
-                    for k in 1..n {
-                        acc.add(ld(peer_addr(src, rotated(me, k, n)) + o));
-                    }
-                    st(out + pack_off(j), acc.finish());
-                    j += stride;
-                }
+        let out = local_addr(io.dst);
+        let (first, stride) = grid_stride();
+        let mut j = first;
+        if n == 8 {
+            let sb = peer_addrs::<8>(io.src, me, slice);
+            while j < io.packs {
+                let o = pack_off(j);
+                st(out + o, reduce_packs::<T, O, 8>(&ld_each(&sb, o)));
+                j += stride;
             }
-        })
+        } else {
+            while j < io.packs {
+                let o = pack_off(j);
+                st(out + o, pull::<T, O>(io.src, me, n, o + slice).finish());
+                j += stride;
+            }
+        }
     }
 }
 
 // ANCHOR: one_shot_ll
 /// One-shot LL all-reduce of `packs` packs: `dst` (this rank's; may equal `src`, may be a
-/// local pointer) = reduction over every rank's `src`, folded in rank order.
+/// local pointer) = reduction over every rank's `src`, folded in rank order. The result of
+/// the waits goes back to the entry point, which ends the launch (`ll.end`).
 ///
 /// # Safety
-/// `src` is a valid local range of `packs` packs (its window is not needed); `scratch` is
-/// the gallery scratch window with room for `cap ≥ packs` packs per sender; every LSA rank
-/// runs the same sequence of LL launches; `status` is null or a valid `u32`.
+/// `src` is a valid local range of `packs` packs (its window is not needed); `ll` was begun
+/// on the gallery scratch window with room for `cap ≥ packs` packs per sender; every LSA rank
+/// runs the same sequence of LL launches.
 #[inline(always)]
-pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+    let (me, n, packs) = (ll.me, ll.n, io.packs);
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let ll = LlLaunch::begin(comm, scratch, cap);
-        let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let (inp, out) = (local_addr(src), local_addr(dst));
+        let (inp, out) = (local_addr(io.src), local_addr(io.dst));
+        // Every pack to every peer, starting with the next rank (`rotated`).
+        ll.send_all(inp, packs, None);
         let (first, stride) = grid_stride();
-        let mut j = first;
-        while j < packs {
-            let v = ld(inp + pack_off(j));
-            for k in 1..n {
-                send_pack(&ll, rotated(me, k, n), j, v);
-            }
-            j += stride;
-        }
         let mut res = Ok(());
-        j = first;
+        let mut j = first;
         'packs: while j < packs {
             let own = ld(inp + pack_off(j));
             let first_v = if me == 0 {
                 own
             } else {
-                match recv_pack(&ll, 0, j, timeout_ns) {
+                match recv_pack(ll, 0, j) {
                     Ok(v) => v,
                     Err(e) => {
                         res = Err(e);
@@ -234,7 +162,7 @@ pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(
                 let v = if s == me {
                     own
                 } else {
-                    match recv_pack(&ll, s, j, timeout_ns) {
+                    match recv_pack(ll, s, j) {
                         Ok(v) => v,
                         Err(e) => {
                             res = Err(e);
@@ -247,7 +175,7 @@ pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(
             st(out + pack_off(j), acc.finish());
             j += stride;
         }
-        ll.end(res, status);
+        res
     }
 }
 // ANCHOR_END: one_shot_ll
@@ -261,45 +189,30 @@ pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(
 /// As [`one_shot_ll`] with `src` and `dst` holding `packs` packs on this rank and
 /// `cap ≥ 2 × ceil(packs / lsa_size)`.
 #[inline(always)]
-pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
-    comm: &DevComm,
-    src: SymPtr<u8>,
-    dst: SymPtr<u8>,
-    packs: u64,
-    scratch: SymPtr<u8>,
-    cap: u64,
-    timeout_ns: u64,
-    status: *mut u32,
-) {
+pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+    let (me, n, packs) = (ll.me, ll.n, io.packs);
+    let chunk = plan::slice_len(packs, n as u64);
+    // `(first, len)` of slice `p`.
+    let slice = |p: i32| {
+        let (lo, hi) = plan::slice(packs, n as u64, p as u64);
+        (lo, hi - lo)
+    };
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let ll = LlLaunch::begin(comm, scratch, cap);
-        let (me, n) = (comm.lsa_rank, comm.lsa_size);
-        let (inp, out) = (local_addr(src), local_addr(dst));
-        let chunk = plan::slice_len(packs, n as u64);
-        let (first, stride) = grid_stride();
+        let (inp, out) = (local_addr(io.src), local_addr(io.dst));
         // Reduce-scatter: slice p (pack j of it) to peer p.
-        for k in 1..n {
-            let p = rotated(me, k, n);
-            let (lo, hi) = plan::slice(packs, n as u64, p as u64);
-            let mut j = first;
-            while j < hi - lo {
-                send_pack(&ll, p, j, ld(inp + pack_off(lo + j)));
-                j += stride;
-            }
-        }
+        ll.send_slices(inp, slice);
+        let (first, stride) = grid_stride();
         let mut res = Ok(());
         // Reduce slice `me`, keep it, and send it on.
-        let (lo, hi) = plan::slice(packs, n as u64, me as u64);
+        let (lo, len) = slice(me);
         let mut j = first;
-        while j < hi - lo && res.is_ok() {
+        while j < len && res.is_ok() {
             let own = ld(inp + pack_off(lo + j));
-            let acc = recv_reduce::<T, O>(&ll, n, j, own, timeout_ns, &mut res);
+            let acc = ll.reduce::<T, O>(j, own, &mut res);
             // ANCHOR: two_shot_ll_forward
             let v = acc.finish();
-            for k in 1..n {
-                send_pack(&ll, rotated(me, k, n), chunk + j, v);
-            }
+            ll.send_peers(chunk + j, v);
             st(out + pack_off(lo + j), v);
             j += stride;
             // ANCHOR_END: two_shot_ll_forward
@@ -307,44 +220,19 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
         // All-gather: every peer's reduced slice.
         'peers: for k in 1..n {
             let s = rotated(me, k, n);
-            let (lo, hi) = plan::slice(packs, n as u64, s as u64);
+            let (lo, len) = slice(s);
             let mut j = first;
-            while j < hi - lo {
+            while j < len {
                 if res.is_err() {
                     break 'peers;
                 }
-                match recv_pack(&ll, s, chunk + j, timeout_ns) {
+                match recv_pack(ll, s, chunk + j) {
                     Ok(v) => st(out + pack_off(lo + j), v),
                     Err(e) => res = Err(e),
                 }
                 j += stride;
             }
         }
-        ll.end(res, status);
+        res
     }
-}
-
-/// The reduction, in rank order, of pack `j` of every rank: this rank's is `own`, the others'
-/// arrive as LL lines in slot `j`. After a wait fails (its error lands in `res`, which must be
-/// `Ok` on entry for any wait to happen) the remaining ranks contribute `own`: the result is
-/// then not to be stored.
-///
-/// # Safety
-/// `j < cap`; every peer sends pack `j` in this launch of `ll`.
-#[inline(always)]
-pub(crate) unsafe fn recv_reduce<T: Element, O: ReduceOp>(
-    ll: &LlLaunch,
-    n: i32,
-    j: u64,
-    own: U32x4,
-    timeout_ns: u64,
-    res: &mut Result<(), WaitError>,
-) -> Acc<T, O> {
-    // SAFETY: forwarded (caller's contract).
-    let mut acc = Acc::<T, O>::new(unsafe { ll.pack_of(0, own, j, timeout_ns, res) });
-    for s in 1..n {
-        // SAFETY: as above.
-        acc.add(unsafe { ll.pack_of(s, own, j, timeout_ns, res) });
-    }
-    acc
 }
