@@ -22,9 +22,10 @@
 //!
 //! The row math (a thread's packs of a row, block sums, the bf16 arithmetic) is in `row`,
 //! the cluster row join in `join`, the LL kernels (one-shot, two-shot LL) in `ll` and the
-//! two-shot with barriers in `two_shot`; this module has the arguments and the unfused
+//! two-shot with barriers in `two_shot`, the arguments in `args`; this module has the unfused
 //! kernel.
 
+mod args;
 mod join;
 mod ll;
 mod row;
@@ -33,46 +34,13 @@ mod two_shot;
 use symcomm_device::arch::{block_idx, grid_dim};
 use symcomm_device::mem::U32x4;
 
+pub use self::args::{NormArgs, fused_h_off, owner_of};
 pub use self::ll::{fused_one_shot, fused_two_shot_ll};
 pub use self::row::rsqrt;
 use self::row::{BlockSum, Packs, add_bf16, inv_rms, thread_sumsq, write_row};
 pub use self::two_shot::fused_two_shot;
 use crate::common::{ld, pack_off};
 pub use crate::rmsnorm_split::MAX_PACKS;
-use crate::rmsnorm_split::h_off;
-
-/// The row arguments of the RMSNorm kernels (one kernel parameter; `#[repr(C)]`, 56 bytes).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, PartialEq, Default)]
-pub struct NormArgs {
-    /// Device address of the residual rows (`tokens × hidden` bf16, replicated on every rank).
-    pub residual: u64,
-    /// Device address of the weight (`hidden` bf16).
-    pub weight: u64,
-    /// Device address of the normalised output rows.
-    pub out: u64,
-    /// Device address of `h = sum + residual` (may equal `residual`).
-    pub residual_out: u64,
-    /// Rows.
-    pub tokens: u64,
-    /// Elements per row (a multiple of 8).
-    pub hidden: u64,
-    /// The epsilon inside the square root.
-    pub eps: f32,
-    /// Segments per row of the fused kernels (0 or 1: one block per row; see
-    /// [`crate::rmsnorm_split::split`]); ignored by the unfused kernel.
-    pub segs: u32,
-}
-
-const _: () = assert!(core::mem::size_of::<NormArgs>() == 56);
-
-impl NormArgs {
-    /// Segments per row of the fused kernels (at least 1).
-    #[inline(always)]
-    pub(crate) fn segs(&self) -> u64 {
-        u64::from(self.segs.max(1))
-    }
-}
 
 /// The unfused half: `h = s + residual`, RMSNorm of `h`, one block per row (grid-stride
 /// over rows).
@@ -104,17 +72,4 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
         unsafe { write_row(&p, &h, &w, inv, a.out, a.residual_out, row_off) };
         row += u64::from(grid_dim().x);
     }
-}
-
-/// Byte offset of row `row`'s `h` copy in the fused region of the scratch window.
-#[inline(always)]
-pub const fn fused_h_off(row: u64, hidden: u64) -> u64 {
-    h_off(row, hidden)
-}
-
-/// The rank that owns `row` when `tokens` rows are split into `n` slices of
-/// `ceil(tokens / n)`.
-#[inline(always)]
-pub const fn owner_of(row: u64, tokens: u64, n: u64) -> u64 {
-    row / tokens.div_ceil(n)
 }

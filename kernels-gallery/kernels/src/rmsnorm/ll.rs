@@ -8,12 +8,13 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, Sum};
 use symcomm_device::wait::WaitError;
 
+use super::args::{NormArgs, owner_of};
 use super::join::RowJoin;
 use super::row::{BlockSum, Packs, add_bf16, inv_rms, thread_sumsq, write_row};
-use super::{MAX_PACKS, NormArgs, owner_of};
 use crate::common::{grid_stride, ld, local_addr, pack_off, rotated};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
+use crate::rmsnorm_split::MAX_PACKS;
 
 /// Fused one-shot (LL): see the module docs of [`rmsnorm`](super). Block `b` takes items
 /// `b, b + grid, …` of `tokens × segs`.

@@ -7,9 +7,9 @@ use symcomm_device::mem::U32x4;
 use symcomm_device::reduce::{Bf16, Element, Sum};
 use symcomm_device::shared_array;
 
-use super::MAX_PACKS;
 use crate::common::{Acc, ld, pack_off, st};
 use crate::rmsnorm_split as split;
+use crate::rmsnorm_split::MAX_PACKS;
 
 /// Calls `f(0)`, …, `f(MAX_PACKS - 1)` as straight-line code, so that arrays of a thread's
 /// packs indexed by `i` stay in registers (a loop the compiler does not unroll would keep

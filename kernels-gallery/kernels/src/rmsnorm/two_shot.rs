@@ -11,11 +11,12 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, Sum};
 use symcomm_device::wait::WaitError;
 
+use super::args::NormArgs;
 use super::join::RowJoin;
 use super::row::{BlockSum, Packs, add_bf16, inv_rms, scale, sumsq, write_row};
-use super::{MAX_PACKS, NormArgs};
 use crate::common::{ld, local_addr, pack_off, peer_addr, pull, report, rotated, st_peers};
 use crate::plan;
+use crate::rmsnorm_split::MAX_PACKS;
 use crate::rmsnorm_split::{h_off, inv_off};
 
 /// Items a thread of the barrier two-shot's second phase normalises at once (all their loads
