@@ -24,8 +24,19 @@ pub unsafe fn all_gather(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let (inp, out) = (local_addr(io.src), local_addr(io.dst));
-        ll.send_all(inp, io.packs, Some(out + pack_off(ll.me as u64 * io.packs)));
-        recv_blocks(ll, out, io.packs)
+        let (me, packs) = (ll.me, io.packs);
+        // Written out rather than through `LlLaunch::send_all` with a copy: that form (the own
+        // block's address hoisted out of the loop) made ptxas schedule the kernel with 54
+        // registers instead of 44, and the 4 KiB all-gather took 6% longer on an H100.
+        let (first, stride) = grid_stride();
+        let mut j = first;
+        while j < packs {
+            let v = ld(inp + pack_off(j));
+            ll.send_peers(j, v);
+            st(out + pack_off(me as u64 * packs + j), v);
+            j += stride;
+        }
+        recv_blocks(ll, out, packs)
     }
 }
 
