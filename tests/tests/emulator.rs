@@ -11,7 +11,7 @@ use symcomm_device::arch;
 use symcomm_device::barrier::LsaBarrier;
 use symcomm_device::comm::{DevComm, LsaBarrierHandle};
 use symcomm_device::coop::Cta;
-use symcomm_device::emu::{EmuError, Launch};
+use symcomm_device::emu::{EmuError, FlatVa, Launch};
 use symcomm_device::ll;
 use symcomm_device::mem::{self, LoadOrder, Ordering, Scope, StoreOrder, U32x4};
 use symcomm_device::prelude::*;
@@ -419,72 +419,16 @@ fn a_team_of_one_passes_every_round_and_persists_epochs() {
     );
 }
 
-/// A host flat VA: `n` slots of `slot_bytes` at `base + r × 4 GiB` (the smallest stride the
-/// window arithmetic can express), zeroed, the rest of the range inaccessible.
-struct FlatVa {
-    base: *mut libc::c_void,
-    len: usize,
-}
-
-const SLOT_STRIDE: usize = 4 << 30;
-
-impl FlatVa {
-    fn new(n: usize, slot_bytes: usize) -> FlatVa {
-        let len = n * SLOT_STRIDE;
-        // SAFETY: a fresh private reservation, no access until mprotect.
-        let base = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(base, libc::MAP_FAILED, "reserving {len} bytes of VA");
-        for r in 0..n {
-            // SAFETY: slot r lies inside the reservation.
-            let rc = unsafe {
-                libc::mprotect(
-                    base.cast::<u8>().add(r * SLOT_STRIDE).cast(),
-                    slot_bytes,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                )
-            };
-            assert_eq!(rc, 0, "mprotect slot {r}");
-        }
-        FlatVa { base, len }
-    }
-
-    fn addr(&self) -> u64 {
-        self.base as u64
-    }
-
-    fn word(&self, rank: usize, index: usize) -> u32 {
-        // SAFETY: inside slot `rank` (the callers read the first words).
-        unsafe {
-            self.base
-                .cast::<u8>()
-                .add(rank * SLOT_STRIDE)
-                .cast::<u32>()
-                .add(index)
-                .read_volatile()
-        }
-    }
-}
-
-impl Drop for FlatVa {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`.
-        unsafe { libc::munmap(self.base, self.len) };
-    }
+/// Word `index` of rank `rank`'s slot of `va`.
+fn word(va: &FlatVa, rank: usize, index: usize) -> u32 {
+    // SAFETY: inside slot `rank`'s open bytes (the callers read the first words).
+    unsafe { (va.slot(rank) as *const u32).add(index).read_volatile() }
 }
 
 #[test]
 fn two_ranks_in_one_launch_exchange_data_through_the_flat_va() {
-    let va = FlatVa::new(2, 1 << 16);
-    let comm = lsa_comm(va.addr(), 1, 0, 2, 1);
+    let va = FlatVa::new(2, 1 << 16).unwrap();
+    let comm = lsa_comm(va.base(), 1, 0, 2, 1);
     let rounds = 50u32;
     for (launch, coop_kind) in [0u32, 1].into_iter().enumerate() {
         let mut out = vec![u32::MAX; 2 * k::BARRIER_PAIR_WORDS];
@@ -501,7 +445,7 @@ fn two_ranks_in_one_launch_exchange_data_through_the_flat_va() {
             &refs::barrier_pair_words(launch as u32, rounds),
         );
     }
-    assert_eq!([va.word(0, 1), va.word(1, 1)], [4 * rounds, 4 * rounds]);
+    assert_eq!([word(&va, 0, 1), word(&va, 1, 1)], [4 * rounds, 4 * rounds]);
 }
 
 /// The payload rank `r` sends to its ring successor in `round`, for thread `t` of block `b`.
@@ -567,7 +511,7 @@ unsafe fn ring_exchange(comm: DevComm, data_offset: u64, rounds: u32, timeout: u
 /// payload was wrong and no wait failed, and that every rank's block-0 barrier persisted its
 /// epoch (two syncs a round); returns the time the launches took.
 fn ring(n_ranks: usize, blocks: u32, threads: u32, rounds: u32) -> Duration {
-    let va = FlatVa::new(n_ranks, 1 << 20);
+    let va = FlatVa::new(n_ranks, 1 << 20).unwrap();
     let data_offset = 64 * 1024u64;
     assert!(LsaBarrierHandle::buffer_bytes(blocks, n_ranks as u32) <= data_offset as usize);
     let mut out = [0u32; 2];
@@ -576,7 +520,7 @@ fn ring(n_ranks: usize, blocks: u32, threads: u32, rounds: u32) -> Duration {
     let t0 = Instant::now();
     std::thread::scope(|s| {
         for r in 0..n_ranks {
-            let comm = lsa_comm(va.addr(), 1, r as i32, n_ranks as i32, blocks);
+            let comm = lsa_comm(va.base(), 1, r as i32, n_ranks as i32, blocks);
             let errors = &errors;
             s.spawn(move || {
                 let o = o as *mut u32;
@@ -593,7 +537,9 @@ fn ring(n_ranks: usize, blocks: u32, threads: u32, rounds: u32) -> Duration {
     let dt = t0.elapsed();
     let errors = errors.into_inner().unwrap();
     assert!(errors.is_empty(), "{errors:?}");
-    let epochs: Vec<u32> = (0..n_ranks).map(|r| va.word(r, blocks as usize)).collect();
+    let epochs: Vec<u32> = (0..n_ranks)
+        .map(|r| word(&va, r, blocks as usize))
+        .collect();
     assert_eq!(out, [0, 0], "[mismatches, wait codes]");
     assert_eq!(epochs, vec![2 * rounds; n_ranks]);
     dt

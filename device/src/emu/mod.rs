@@ -52,7 +52,8 @@
 //!   8-byte atomic accesses, each 8-byte half one unit, as the LL protocol assumes of the GPU.
 //! - A **rank** is a launch: several launches (one per host thread, e.g. `std::thread::scope`)
 //!   run concurrently in one process and synchronise through plain host memory, which is how
-//!   a multi-rank kernel is emulated. Multimem ops act on every copy of a multicast range
+//!   a multi-rank kernel is emulated ([`FlatVa`] lays such ranks' memory out as the host
+//!   runtime does, without it). Multimem ops act on every copy of a multicast range
 //!   registered in [`multicast`] (the emulated host runtime does that for the LSA team), and
 //!   on the address itself otherwise.
 //!
@@ -115,6 +116,7 @@ mod block;
 mod cluster;
 pub(crate) mod ctx;
 mod error;
+mod flat;
 mod launch;
 pub mod multicast;
 pub mod registry;
@@ -126,6 +128,7 @@ use crate::geometry::{Dim3, ShflMode, VoteMode};
 use slot::WarpOp;
 
 pub use error::EmuError;
+pub use flat::FlatVa;
 pub use launch::{
     DEFAULT_RESIDENT_THREADS, DEFAULT_STACK_SIZE, DEFAULT_TIMEOUT, Launch, MAX_CLUSTER_BLOCKS,
     MAX_DYNAMIC_SHARED_BYTES,

@@ -5,14 +5,13 @@
 //! barrier brackets) — not GPU memory ordering, which the node's benchmark checks.
 
 use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
-use symcomm_device::emu::Launch;
+use symcomm_device::emu::{FlatVa, Launch};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::Bf16;
 use symcomm_device::window::Window;
 use symcomm_gallery_kernels as k;
 use symcomm_gallery_kernels::{pattern, plan};
 
-const SLOT: u64 = 4 << 30;
 /// Byte offsets of the regions inside every rank's 4 GiB slot.
 const RES: u64 = 0;
 const SCRATCH: u64 = 64 << 10;
@@ -29,47 +28,17 @@ const TIMEOUT: u64 = 20_000_000_000;
 /// slot opened, so little memory is committed) and every rank's window descriptors of its
 /// regions; unmapped on drop.
 struct Flat {
-    base: u64,
-    len: usize,
+    va: FlatVa,
     n: u32,
     /// Rank `r`'s descriptor of region `WINDOWS[i]` at `r × WINDOWS.len() + i` (never
     /// resized: kernels take their addresses).
     windows: Vec<Window>,
 }
 
-// SAFETY: the range is plain memory shared by the rank threads, as GPU memory is; the window
-// descriptors are only read.
-unsafe impl Send for Flat {}
-// SAFETY: as above.
-unsafe impl Sync for Flat {}
-
 impl Flat {
     fn new(n: u32) -> Flat {
-        let len = (n as u64 * SLOT) as usize;
-        // SAFETY: an anonymous private reservation with no address hint.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                len,
-                libc::PROT_NONE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_NORESERVE,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED, "mmap of {len} bytes");
-        for r in 0..n as u64 {
-            // SAFETY: the first USED bytes of slot r lie inside the reservation.
-            let rc = unsafe {
-                libc::mprotect(
-                    (p as u64 + r * SLOT) as *mut libc::c_void,
-                    USED as usize,
-                    libc::PROT_READ | libc::PROT_WRITE,
-                )
-            };
-            assert_eq!(rc, 0, "mprotect of slot {r}");
-        }
-        let base = p as u64;
+        let va = FlatVa::new(n as usize, USED as usize).unwrap();
+        let base = va.base();
         let windows = (0..n)
             .flat_map(|rank| {
                 WINDOWS.map(|off| Window {
@@ -81,16 +50,11 @@ impl Flat {
                 })
             })
             .collect();
-        Flat {
-            base,
-            len,
-            n,
-            windows,
-        }
+        Flat { va, n, windows }
     }
 
     fn addr(&self, rank: u32, off: u64) -> u64 {
-        self.base + rank as u64 * SLOT + off
+        self.va.slot(rank as usize) + off
     }
 
     /// Byte `off` of region `region` (one of [`WINDOWS`]) through `rank`'s window of it.
@@ -106,7 +70,7 @@ impl Flat {
     fn comm(&self, rank: u32, barriers: i32) -> DevComm {
         let mut c = DevComm::new(rank as i32, self.n as i32, rank as i32, self.n as i32);
         c.resource = ResourceWindow {
-            lsa_flat_base: self.base + RES,
+            lsa_flat_base: self.va.base() + RES,
             stride4g: 1,
             mc_offset4k: 0,
         };
@@ -188,13 +152,6 @@ impl Elem for u16 {
     }
     fn value(self) -> f32 {
         Bf16(self).to_f32()
-    }
-}
-
-impl Drop for Flat {
-    fn drop(&mut self) {
-        // SAFETY: the mapping made in `new`.
-        unsafe { libc::munmap(self.base as *mut libc::c_void, self.len) };
     }
 }
 
