@@ -121,6 +121,27 @@ where
     }
 }
 
+/// Goes through every rank's result for a program's exit status: `passed(rank, value)` for
+/// each success (it says whether the rank passed its checks), `failed(rank, error)` for each
+/// failure. True when every rank succeeded and passed.
+pub fn all_passed<T>(
+    results: Vec<(usize, Result<T>)>,
+    mut passed: impl FnMut(usize, T) -> bool,
+    mut failed: impl FnMut(usize, &Error),
+) -> bool {
+    let mut ok = true;
+    for (rank, result) in results {
+        ok &= match result {
+            Ok(v) => passed(rank, v),
+            Err(e) => {
+                failed(rank, &e);
+                false
+            }
+        };
+    }
+    ok
+}
+
 /// Every rank's value, in rank order, when every rank succeeded; otherwise one line naming
 /// each failed rank and its error (`rank 1: …; rank 3: …`).
 pub fn all_ok<T>(results: Vec<(usize, Result<T>)>) -> std::result::Result<Vec<T>, String> {
@@ -178,6 +199,33 @@ mod tests {
             );
             assert_eq!(a, args(list), "{list:?}: args must be left unchanged");
         }
+    }
+
+    #[test]
+    fn all_passed_needs_every_rank_to_succeed_and_pass() {
+        let (mut seen, mut failed) = (Vec::new(), Vec::new());
+        let results = vec![
+            (0, Ok(1)),
+            (1, Err(Error::Internal("boom".into()))),
+            (2, Ok(3)),
+        ];
+        let ok = super::all_passed(
+            results,
+            |r, v| {
+                seen.push((r, v));
+                true
+            },
+            |r, e| failed.push((r, e.to_string())),
+        );
+        assert!(!ok);
+        assert_eq!(seen, [(0, 1), (2, 3)]);
+        assert_eq!(failed, [(1, "internal error: boom".to_string())]);
+        assert!(super::all_passed(vec![(0, Ok(1))], |_, _| true, |_, _| {}));
+        assert!(!super::all_passed(
+            vec![(0, Ok(1))],
+            |_, _| false,
+            |_, _| {}
+        ));
     }
 
     #[test]

@@ -13,7 +13,7 @@ use std::process::ExitCode;
 
 use symcomm::cuda::{self, Stream, VmmBuffer};
 use symcomm::launch::{LaunchConfig, Module};
-use symcomm::ranks::{run_ranks, take_threads_flag};
+use symcomm::ranks::{all_passed, run_ranks, take_threads_flag};
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
 use symcomm_device::window::Window as DeviceWindow;
 use symcomm_example_kernels::hello_pattern;
@@ -169,16 +169,14 @@ fn main() -> ExitCode {
         println!("hello_window: skipped: {e}");
         return ExitCode::SUCCESS;
     }
-    let mut ok = true;
-    for (rank, result) in run_ranks(threads, |comm| hello(comm, n, emulate)) {
-        match result {
-            Ok(line) => println!("{line}"),
-            Err(e) => {
-                ok = false;
-                eprintln!("hello_window: rank {rank} FAILED: {e}");
-            }
-        }
-    }
+    let ok = all_passed(
+        run_ranks(threads, |comm| hello(comm, n, emulate)),
+        |_, line| {
+            println!("{line}");
+            true
+        },
+        |rank, e| eprintln!("hello_window: rank {rank} FAILED: {e}"),
+    );
     if ok {
         ExitCode::SUCCESS
     } else {

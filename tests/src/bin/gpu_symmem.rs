@@ -25,7 +25,7 @@ use std::time::{Duration, Instant};
 use cudarc::driver::{CudaContext, sys};
 use symcomm::cuda::{self, VmmBuffer, memory::DeviceBox};
 use symcomm::launch::{LaunchConfig, Module, synchronize};
-use symcomm::ranks::{run_ranks, take_threads_flag};
+use symcomm::ranks::{all_passed, run_ranks, take_threads_flag};
 use symcomm::{
     Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, SymmetricUsage,
 };
@@ -483,16 +483,14 @@ fn main() -> ExitCode {
         return ExitCode::SUCCESS;
     }
     symcomm::init_logging();
-    let mut ok = true;
-    for (rank, result) in run_ranks(threads, |comm| run_check(comm, &check, a1, a2)) {
-        match result {
-            Ok(line) => println!("rank {rank}: ok: {line}"),
-            Err(e) => {
-                ok = false;
-                eprintln!("rank {rank}: FAILED: {check}: {e}");
-            }
-        }
-    }
+    let ok = all_passed(
+        run_ranks(threads, |comm| run_check(comm, &check, a1, a2)),
+        |rank, line| {
+            println!("rank {rank}: ok: {line}");
+            true
+        },
+        |rank, e| eprintln!("rank {rank}: FAILED: {check}: {e}"),
+    );
     if ok {
         ExitCode::SUCCESS
     } else {

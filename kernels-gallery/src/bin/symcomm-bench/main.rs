@@ -89,21 +89,16 @@ fn main() -> ExitCode {
             }
         }
     }
-    let mut ok = true;
-    for (rank, result) in symcomm::ranks::run_ranks(opts.threads, |comm| run_rank(comm, &opts)) {
-        match result {
-            Ok((rows, wrong)) => {
-                if rank == 0 {
-                    println!("{}", report::totals(rows, wrong));
-                }
-                ok &= wrong == 0;
+    let ok = symcomm::ranks::all_passed(
+        symcomm::ranks::run_ranks(opts.threads, |comm| run_rank(comm, &opts)),
+        |rank, (rows, wrong)| {
+            if rank == 0 {
+                println!("{}", report::totals(rows, wrong));
             }
-            Err(e) => {
-                ok = false;
-                eprintln!("symcomm-bench: rank {rank} FAILED: {e}");
-            }
-        }
-    }
+            wrong == 0
+        },
+        |rank, e| eprintln!("symcomm-bench: rank {rank} FAILED: {e}"),
+    );
     if ok {
         ExitCode::SUCCESS
     } else {
