@@ -46,11 +46,7 @@ const MAX_SPILL: u32 = 64;
 #[test]
 fn every_gallery_kernel_fits_its_launch_block_in_the_register_file() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let Some(ptxas) = ptxas::find(&root) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ptxas not found under CI=true; run scripts/fetch-ptxas"
-        );
+    let Some(ptxas) = ptxas::find_for_checks(&root).unwrap_or_else(|e| panic!("{e}")) else {
         eprintln!("skipping: ptxas not found (run scripts/fetch-ptxas)");
         return;
     };

@@ -38,11 +38,7 @@ fn every_module_declares_sm90_and_lists_its_entry_points() {
 #[test]
 fn every_ptx_module_is_accepted_by_ptxas_for_sm90() {
     let root = repo_root();
-    let Some(ptxas) = ptxas::find(&root) else {
-        assert!(
-            std::env::var_os("CI").is_none(),
-            "ptxas not found under CI=true; run scripts/fetch-ptxas"
-        );
+    let Some(ptxas) = ptxas::find_for_checks(&root).unwrap_or_else(|e| panic!("{e}")) else {
         eprintln!("skipping: ptxas not found (run scripts/fetch-ptxas)");
         return;
     };

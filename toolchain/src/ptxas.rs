@@ -29,6 +29,19 @@ pub fn find(root: &Path) -> Option<PathBuf> {
     })
 }
 
+/// [`find`] for the checks that verify PTX with `ptxas`: `Ok(None)` (the caller skips its
+/// check, saying so) when there is none, except under CI (`CI` set), where every module must
+/// be verified and a missing `ptxas` is an error naming the fix.
+pub fn find_for_checks(root: &Path) -> Result<Option<PathBuf>, String> {
+    match find(root) {
+        Some(p) => Ok(Some(p)),
+        None if std::env::var_os("CI").is_some() => {
+            Err("ptxas not found under CI=true; run scripts/fetch-ptxas".into())
+        }
+        None => Ok(None),
+    }
+}
+
 /// The result of assembling one PTX file.
 #[derive(Debug, Clone)]
 pub struct Assembled {
