@@ -104,16 +104,7 @@ impl<C: Coop> LsaBarrier<C> {
     #[inline(always)]
     pub unsafe fn new(coop: &C, comm: &DevComm, index: u32) -> Self {
         // SAFETY: forwarded.
-        unsafe {
-            Self::with_team(
-                coop,
-                comm,
-                comm.lsa_team(),
-                comm.lsa_barrier,
-                index,
-                BarrierMode::Unicast,
-            )
-        }
+        unsafe { Self::on_lsa_team(coop, comm, index, BarrierMode::Unicast) }
     }
 
     /// Multimem session on barrier `index` of `comm`'s LSA barriers (LSA team, the
@@ -127,16 +118,17 @@ impl<C: Coop> LsaBarrier<C> {
             arch::trap();
         }
         // SAFETY: forwarded.
-        unsafe {
-            Self::with_team(
-                coop,
-                comm,
-                comm.lsa_team(),
-                comm.lsa_barrier,
-                index,
-                BarrierMode::Multimem(comm.lsa_multimem),
-            )
-        }
+        unsafe { Self::on_lsa_team(coop, comm, index, BarrierMode::Multimem(comm.lsa_multimem)) }
+    }
+
+    /// A session of `mode` on barrier `index` of `comm`'s LSA barriers, over the LSA team.
+    ///
+    /// # Safety
+    /// As [`new`](Self::new) (and [`new_multimem`](Self::new_multimem) for a multimem mode).
+    #[inline(always)]
+    unsafe fn on_lsa_team(coop: &C, comm: &DevComm, index: u32, mode: BarrierMode) -> Self {
+        // SAFETY: forwarded.
+        unsafe { Self::with_team(coop, comm, comm.lsa_team(), comm.lsa_barrier, index, mode) }
     }
 
     /// Session on barrier `index` of the barriers `handle` over `team` (a subteam of the
