@@ -18,204 +18,212 @@ use crate::bootstrap::wire::{
 };
 use crate::{Error, Result};
 
-/// Builds this rank's part of the mesh: dials the ranks below it while a second thread accepts
-/// the ranks above it. Returns the links made, by peer rank (dialed first, then accepted).
-pub(crate) fn build(
-    listener: &TcpListener,
-    table: &[SocketAddr],
-    rank: usize,
-    size: usize,
-    magic: u64,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<Vec<(usize, TcpStream)>> {
-    let stop = AtomicBool::new(false);
-    let (dialed, accepted) = thread::scope(|scope| {
-        let acceptor = thread::Builder::new()
-            .name(format!("symcomm-accept{rank}"))
-            .spawn_scoped(scope, || {
-                accept_mesh(listener, rank, size, magic, deadline, timeout, &stop)
-            });
-        let acceptor = match acceptor {
-            Ok(a) => a,
-            Err(e) => {
-                let e = io_error(rank, "mesh setup: starting the acceptor thread", e);
-                return (Err(e), Ok(Vec::new()));
+/// This rank's part of the mesh: who it is, of which job, and until when it may take.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Mesh {
+    pub(crate) rank: usize,
+    pub(crate) size: usize,
+    pub(crate) magic: u64,
+    pub(crate) deadline: Instant,
+    /// The whole step's timeout (for error messages; `deadline` bounds the waits).
+    pub(crate) timeout: Duration,
+}
+
+impl Mesh {
+    /// Builds this rank's part of the mesh: dials the ranks below it (addresses in `table`) while
+    /// a second thread accepts the ranks above it on `listener`. Returns the links made, by peer
+    /// rank (dialed first, then accepted).
+    pub(crate) fn build(
+        self,
+        listener: &TcpListener,
+        table: &[SocketAddr],
+    ) -> Result<Vec<(usize, TcpStream)>> {
+        let rank = self.rank;
+        let stop = AtomicBool::new(false);
+        let (dialed, accepted) = thread::scope(|scope| {
+            let acceptor = thread::Builder::new()
+                .name(format!("symcomm-accept{rank}"))
+                .spawn_scoped(scope, || self.accept(listener, &stop));
+            let acceptor = match acceptor {
+                Ok(a) => a,
+                Err(e) => {
+                    let e = io_error(rank, "mesh setup: starting the acceptor thread", e);
+                    return (Err(e), Ok(Vec::new()));
+                }
+            };
+            let dialed = self.dial(table);
+            if dialed.is_err() {
+                stop.store(true, Ordering::Relaxed);
             }
-        };
-        let dialed = dial_mesh(table, rank, size, magic, deadline, timeout);
-        if dialed.is_err() {
-            stop.store(true, Ordering::Relaxed);
-        }
-        let accepted = acceptor.join().unwrap_or_else(|_| {
-            Err(Error::Panicked {
-                rank: Some(rank),
-                what: "the mesh set-up's acceptor thread".into(),
-            })
+            let accepted = acceptor.join().unwrap_or_else(|_| {
+                Err(Error::Panicked {
+                    rank: Some(rank),
+                    what: "the mesh set-up's acceptor thread".into(),
+                })
+            });
+            (dialed, accepted)
         });
-        (dialed, accepted)
-    });
-    let mut out = dialed?;
-    out.extend(accepted?);
-    Ok(out)
-}
-
-/// Dials every rank `0 < i < rank`.
-fn dial_mesh(
-    table: &[SocketAddr],
-    rank: usize,
-    size: usize,
-    magic: u64,
-    deadline: Instant,
-    timeout: Duration,
-) -> Result<Vec<(usize, TcpStream)>> {
-    let step = "mesh setup";
-    let mut out = Vec::new();
-    for (to, &addr) in table.iter().enumerate().take(rank).skip(1) {
-        let mut s = dial(addr, rank, to, deadline, timeout, step)?;
-        let hello = Hello {
-            magic,
-            version: PROTOCOL_VERSION,
-            role: Role::Mesh,
-            rank: rank as u32,
-            size: size as u32,
-            to: to as u32,
-            port: 0,
-        };
-        let lost = |_| Error::PeerFailed {
-            rank: Some(rank),
-            step: step.into(),
-            peer: to,
-            reason: "disconnected during the mesh handshake".into(),
-        };
-        wire::write_frame(&mut s, Kind::Hello, 0, 0, &hello.encode()).map_err(lost)?;
-        set_read_deadline(&s, deadline, rank)?;
-        let waiting = format!("mesh setup waiting for rank {to}'s answer");
-        let f = wire::read_frame(&mut s, HELLO_LEN.max(MAX_REASON_BYTES))
-            .map_err(|e| read_error(rank, to, step, &waiting, timeout, e))?;
-        match f.kind {
-            Kind::Hello => {}
-            Kind::Reject => {
-                return Err(protocol(
-                    rank,
-                    step,
-                    format!(
-                        "rank {to} rejected the connection: {}",
-                        wire::reason_text(&f.payload)
-                    ),
-                ));
-            }
-            k => {
-                return Err(protocol(
-                    rank,
-                    step,
-                    format!("rank {to} answered with a {k:?} frame"),
-                ));
-            }
-        }
-        let ack = Hello::decode(&f.payload).map_err(|why| protocol(rank, step, why))?;
-        let expected = Hello {
-            magic,
-            version: PROTOCOL_VERSION,
-            role: Role::MeshAck,
-            rank: to as u32,
-            size: size as u32,
-            to: rank as u32,
-            port: 0,
-        };
-        if ack != expected {
-            return Err(protocol(
-                rank,
-                step,
-                format!("the listener at {addr} is not rank {to} of this job"),
-            ));
-        }
-        out.push((to, s));
+        let mut out = dialed?;
+        out.extend(accepted?);
+        Ok(out)
     }
-    Ok(out)
-}
 
-/// Accepts a mesh link from every rank `k > rank`.
-fn accept_mesh(
-    listener: &TcpListener,
-    rank: usize,
-    size: usize,
-    magic: u64,
-    deadline: Instant,
-    timeout: Duration,
-    stop: &AtomicBool,
-) -> Result<Vec<(usize, TcpStream)>> {
-    let step = "mesh setup";
-    let mut out: Vec<(usize, TcpStream)> = Vec::new();
-    let expected = size - rank - 1;
-    listener
-        .set_nonblocking(true)
-        .map_err(|source| io_error(rank, "mesh setup: configuring the listener", source))?;
-    while out.len() < expected {
-        if stop.load(Ordering::Relaxed) {
-            return Ok(out);
-        }
-        if Instant::now() >= deadline {
-            let missing: Vec<usize> = (rank + 1..size)
-                .filter(|r| !out.iter().any(|(k, _)| k == r))
-                .collect();
-            return Err(Error::Timeout {
-                rank: Some(rank),
-                step: format!("mesh setup waiting for {}", rank_list(&missing)),
-                after: timeout,
-            });
-        }
-        let (stream, from) = match listener.accept() {
-            Ok(x) => x,
-            Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                thread::sleep(POLL);
-                continue;
-            }
-            Err(e) => {
-                tracing::warn!("rank {rank}: mesh accept failed: {e}");
-                thread::sleep(POLL);
-                continue;
-            }
-        };
-        let (mut s, h) = match read_hello(stream, magic, Role::Mesh, deadline) {
-            Ok(x) => x,
-            Err(why) => {
-                tracing::warn!("rank {rank}: rejected mesh connection from {from}: {why}");
-                continue;
-            }
-        };
-        let peer = h.rank as usize;
-        if h.to as usize != rank
-            || h.size as usize != size
-            || peer <= rank
-            || peer >= size
-            || out.iter().any(|(k, _)| *k == peer)
-        {
-            let why = format!(
-                "unexpected mesh hello from {from}: rank {peer} of {} addressed to rank {}",
-                h.size, h.to
-            );
-            send_reason(&mut s, Kind::Reject, 0, &why);
-            return Err(protocol(rank, step, why));
-        }
-        let ack = Hello {
+    /// Dials every rank `0 < i < rank`.
+    fn dial(self, table: &[SocketAddr]) -> Result<Vec<(usize, TcpStream)>> {
+        let Mesh {
+            rank,
+            size,
             magic,
-            version: PROTOCOL_VERSION,
-            role: Role::MeshAck,
-            rank: rank as u32,
-            size: size as u32,
-            to: peer as u32,
-            port: 0,
-        };
-        wire::write_frame(&mut s, Kind::Hello, 0, 0, &ack.encode()).map_err(|_| {
-            Error::PeerFailed {
+            deadline,
+            timeout,
+        } = self;
+        let step = "mesh setup";
+        let mut out = Vec::new();
+        for (to, &addr) in table.iter().enumerate().take(rank).skip(1) {
+            let mut s = dial(addr, rank, to, deadline, timeout, step)?;
+            let hello = Hello {
+                magic,
+                version: PROTOCOL_VERSION,
+                role: Role::Mesh,
+                rank: rank as u32,
+                size: size as u32,
+                to: to as u32,
+                port: 0,
+            };
+            let lost = |_| Error::PeerFailed {
                 rank: Some(rank),
                 step: step.into(),
-                peer,
+                peer: to,
                 reason: "disconnected during the mesh handshake".into(),
+            };
+            wire::write_frame(&mut s, Kind::Hello, 0, 0, &hello.encode()).map_err(lost)?;
+            set_read_deadline(&s, deadline, rank)?;
+            let waiting = format!("mesh setup waiting for rank {to}'s answer");
+            let f = wire::read_frame(&mut s, HELLO_LEN.max(MAX_REASON_BYTES))
+                .map_err(|e| read_error(rank, to, step, &waiting, timeout, e))?;
+            match f.kind {
+                Kind::Hello => {}
+                Kind::Reject => {
+                    return Err(protocol(
+                        rank,
+                        step,
+                        format!(
+                            "rank {to} rejected the connection: {}",
+                            wire::reason_text(&f.payload)
+                        ),
+                    ));
+                }
+                k => {
+                    return Err(protocol(
+                        rank,
+                        step,
+                        format!("rank {to} answered with a {k:?} frame"),
+                    ));
+                }
             }
-        })?;
-        out.push((peer, s));
+            let ack = Hello::decode(&f.payload).map_err(|why| protocol(rank, step, why))?;
+            let expected = Hello {
+                magic,
+                version: PROTOCOL_VERSION,
+                role: Role::MeshAck,
+                rank: to as u32,
+                size: size as u32,
+                to: rank as u32,
+                port: 0,
+            };
+            if ack != expected {
+                return Err(protocol(
+                    rank,
+                    step,
+                    format!("the listener at {addr} is not rank {to} of this job"),
+                ));
+            }
+            out.push((to, s));
+        }
+        Ok(out)
     }
-    Ok(out)
+
+    /// Accepts a mesh link from every rank `k > rank`, until done or `stop` is raised.
+    fn accept(self, listener: &TcpListener, stop: &AtomicBool) -> Result<Vec<(usize, TcpStream)>> {
+        let Mesh {
+            rank,
+            size,
+            magic,
+            deadline,
+            timeout,
+        } = self;
+        let step = "mesh setup";
+        let mut out: Vec<(usize, TcpStream)> = Vec::new();
+        let expected = size - rank - 1;
+        listener
+            .set_nonblocking(true)
+            .map_err(|source| io_error(rank, "mesh setup: configuring the listener", source))?;
+        while out.len() < expected {
+            if stop.load(Ordering::Relaxed) {
+                return Ok(out);
+            }
+            if Instant::now() >= deadline {
+                let missing: Vec<usize> = (rank + 1..size)
+                    .filter(|r| !out.iter().any(|(k, _)| k == r))
+                    .collect();
+                return Err(Error::Timeout {
+                    rank: Some(rank),
+                    step: format!("mesh setup waiting for {}", rank_list(&missing)),
+                    after: timeout,
+                });
+            }
+            let (stream, from) = match listener.accept() {
+                Ok(x) => x,
+                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                    thread::sleep(POLL);
+                    continue;
+                }
+                Err(e) => {
+                    tracing::warn!("rank {rank}: mesh accept failed: {e}");
+                    thread::sleep(POLL);
+                    continue;
+                }
+            };
+            let (mut s, h) = match read_hello(stream, magic, Role::Mesh, deadline) {
+                Ok(x) => x,
+                Err(why) => {
+                    tracing::warn!("rank {rank}: rejected mesh connection from {from}: {why}");
+                    continue;
+                }
+            };
+            let peer = h.rank as usize;
+            if h.to as usize != rank
+                || h.size as usize != size
+                || peer <= rank
+                || peer >= size
+                || out.iter().any(|(k, _)| *k == peer)
+            {
+                let why = format!(
+                    "unexpected mesh hello from {from}: rank {peer} of {} addressed to rank {}",
+                    h.size, h.to
+                );
+                send_reason(&mut s, Kind::Reject, 0, &why);
+                return Err(protocol(rank, step, why));
+            }
+            let ack = Hello {
+                magic,
+                version: PROTOCOL_VERSION,
+                role: Role::MeshAck,
+                rank: rank as u32,
+                size: size as u32,
+                to: peer as u32,
+                port: 0,
+            };
+            wire::write_frame(&mut s, Kind::Hello, 0, 0, &ack.encode()).map_err(|_| {
+                Error::PeerFailed {
+                    rank: Some(rank),
+                    step: step.into(),
+                    peer,
+                    reason: "disconnected during the mesh handshake".into(),
+                }
+            })?;
+            out.push((peer, s));
+        }
+        Ok(out)
+    }
 }

@@ -330,7 +330,14 @@ pub(crate) fn join(
 
     let mut links: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
     links[0] = Some(root);
-    for (r, s) in mesh::build(&listener, &table, rank, size, magic, deadline, timeout)? {
+    let mesh = mesh::Mesh {
+        rank,
+        size,
+        magic,
+        deadline,
+        timeout,
+    };
+    for (r, s) in mesh.build(&listener, &table)? {
         links[r] = Some(s);
     }
     tracing::debug!("rank {rank}: mesh complete");
