@@ -70,13 +70,8 @@ impl Mesh {
 
     /// Dials every rank `0 < i < rank`.
     fn dial(self, table: &[SocketAddr]) -> Result<Vec<(usize, TcpStream)>> {
-        let Mesh {
-            rank,
-            size,
-            magic,
-            deadline,
-            timeout,
-        } = self;
+        let (rank, size, magic) = (self.rank, self.size, self.magic);
+        let (deadline, timeout) = (self.deadline, self.timeout);
         let step = "mesh setup";
         let mut out = Vec::new();
         for (to, &addr) in table.iter().enumerate().take(rank).skip(1) {
@@ -145,13 +140,8 @@ impl Mesh {
 
     /// Accepts a mesh link from every rank `k > rank`, until done or `stop` is raised.
     fn accept(self, listener: &TcpListener, stop: &AtomicBool) -> Result<Vec<(usize, TcpStream)>> {
-        let Mesh {
-            rank,
-            size,
-            magic,
-            deadline,
-            timeout,
-        } = self;
+        let (rank, size, magic) = (self.rank, self.size, self.magic);
+        let (deadline, timeout) = (self.deadline, self.timeout);
         let step = "mesh setup";
         let mut out: Vec<(usize, TcpStream)> = Vec::new();
         let expected = size - rank - 1;
