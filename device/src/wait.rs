@@ -1,12 +1,13 @@
 //! Bounded spin-waiting: every wait of the crate ends, either because the condition holds, a
 //! deadline on `%globaltimer` passed, or the communicator's abort flag was raised.
 //!
-//! [`Spin`] is the loop state a wait carries: call [`Spin::check`] after each failed poll. It
-//! reads the abort flag once every [`ABORT_POLL_INTERVAL`] failed polls — on the GPU never on
+//! [`Spin`] is the loop state a wait carries: call [`Spin::check`] after each failed poll. On
+//! the GPU it reads the abort flag once every [`ABORT_POLL_INTERVAL`] failed polls, never on
 //! the first: the flag usually lives in device-mapped *host* memory, and a read of it is a round
 //! trip over PCIe, so thousands of threads each reading it once per short wait serialise on the
-//! bus — and
-//! the timer every [`TIMER_POLL_INTERVAL`] polls (reading `%globaltimer` is not free). [`WaitError`] is what a wait returns when it gives up; [`WaitError::code`] gives a
+//! bus. Under the emulator it reads the flag at every failed poll (a host load; the emulator
+//! backs off between polls, so an interval would stretch an abort to seconds). It reads the
+//! timer every [`TIMER_POLL_INTERVAL`] polls (reading `%globaltimer` is not free). [`WaitError`] is what a wait returns when it gives up; [`WaitError::code`] gives a
 //! stable number for reporting it to the host.
 //!
 //! Under the CPU emulator every [`Spin::check`] also polls the launch (it stops the thread
@@ -50,14 +51,11 @@ impl WaitError {
 /// Failed polls between two reads of the abort flag.
 pub const ABORT_POLL_INTERVAL: u32 = 1024;
 
-/// The failed poll (modulo [`ABORT_POLL_INTERVAL`]) that reads the abort flag: on the GPU the
-/// last of each interval, so a short wait never reads host memory; on the host (where reading
-/// the flag is cheap and the emulator backs off between polls) the first.
-const FIRST_ABORT_POLL: u32 = if cfg!(target_arch = "nvptx64") {
-    ABORT_POLL_INTERVAL - 1
-} else {
-    0
-};
+/// Whether every failed poll reads the abort flag. On the GPU it does not: the flag is read at
+/// the last poll of each [`ABORT_POLL_INTERVAL`], so a short wait never reads host memory. On
+/// the host it does, since reading the flag is cheap there and the emulator backs off between
+/// polls (1024 backed-off polls would stretch an abort to seconds).
+const ABORT_EVERY_POLL: bool = !cfg!(target_arch = "nvptx64");
 // ANCHOR_END: abort_poll
 
 /// Failed polls between two reads of `%globaltimer` when a deadline is set.
@@ -115,8 +113,10 @@ impl Spin {
         let n = self.polls;
         self.polls = n.wrapping_add(1);
         arch::spin_hint();
-        // SAFETY: `new`'s caller guaranteed the flag.
-        if n % ABORT_POLL_INTERVAL == FIRST_ABORT_POLL && unsafe { aborted(self.abort_flag) } {
+        if (n % ABORT_POLL_INTERVAL == ABORT_POLL_INTERVAL - 1 || ABORT_EVERY_POLL)
+            // SAFETY: `new`'s caller guaranteed the flag.
+            && unsafe { aborted(self.abort_flag) }
+        {
             return Err(WaitError::Aborted);
         }
         if self.deadline != NO_TIMEOUT
@@ -143,6 +143,24 @@ impl Spin {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_flag_raised_while_waiting_stops_the_wait_within_milliseconds() {
+        use core::sync::atomic::{AtomicU32, Ordering};
+        let flag = AtomicU32::new(0);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                std::thread::sleep(std::time::Duration::from_millis(50));
+                flag.store(1, Ordering::Relaxed);
+            });
+            let t0 = std::time::Instant::now();
+            // SAFETY: the abort flag is `flag`, alive for the whole scope.
+            let mut spin = unsafe { Spin::new(flag.as_ptr(), NO_TIMEOUT) };
+            assert_eq!(spin.until(|| false), Err(WaitError::Aborted));
+            let took = t0.elapsed();
+            assert!(took < std::time::Duration::from_millis(500), "{took:?}");
+        });
+    }
 
     #[test]
     fn a_raised_abort_flag_stops_the_first_failed_poll() {
