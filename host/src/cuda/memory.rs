@@ -11,6 +11,7 @@
 use std::ffi::c_void;
 use std::marker::PhantomData;
 use std::ptr;
+use std::sync::atomic::AtomicU32;
 
 use super::driver;
 use crate::Result;
@@ -148,6 +149,18 @@ impl<T: Copy> HostMapped<T> {
             PinnedBacking::Gpu(p) => p.host.cast(),
             PinnedBacking::Emulated(b) => b.ptr,
         }
+    }
+}
+
+impl HostMapped<u32> {
+    /// The value as an atomic: for a flag that one host thread raises while others (and
+    /// kernels) read it. Use it for every host access of such a flag ([`HostMapped::set`] and
+    /// [`HostMapped::get`] are volatile, not atomic).
+    pub fn atomic(&self) -> &AtomicU32 {
+        // SAFETY: `host()` points to a live `u32` owned by `self` for as long as `&self`
+        // lives, aligned for it (pinned allocations are page-aligned; the emulated one is a
+        // `Box<u32>`); callers route concurrent host accesses of the flag through this atomic.
+        unsafe { AtomicU32::from_ptr(self.host()) }
     }
 }
 
