@@ -17,6 +17,7 @@ pub mod comm;
 pub mod cuda;
 pub mod devcomm;
 pub mod error;
+pub mod fault;
 pub mod ipc;
 pub mod launch;
 pub mod launcher;
