@@ -14,6 +14,11 @@
 //! - prefixes every line a rank prints with `[rank k] ` ([`prefix_lines`]), stdout to stdout and
 //!   stderr to stderr, whole lines at a time;
 //! - forwards SIGINT and SIGTERM to every rank's process group (a second signal sends SIGKILL);
+//! - gives each rank the read end of a pipe (its number in `SYMCOMM_LAUNCHER_FD`) and, when a
+//!   rank exits with an error or is killed, writes `dead <rank> <what happened>` to every other
+//!   rank's pipe (killed ranks first among those seen in one pass): the runtime reads it
+//!   ([`crate::fault`]) and fails at once, naming that rank, even where no connection could tell
+//!   (a rank killed before it connected);
 //! - when a rank fails, waits `--grace` seconds for the others to notice and exit on their own
 //!   (the bootstrap makes them fail promptly), then sends SIGTERM, and SIGKILL 5 s later;
 //! - once every rank has exited, waits for their output to end; processes a rank left running
@@ -40,6 +45,30 @@ pub use args::{DEFAULT_GRACE, LaunchArgs, Parsed, USAGE};
 pub use output::{MAX_LINE_BYTES, prefix_lines};
 pub use spawn::rank_env;
 pub use supervise::{describe, exit_code, run};
+
+/// The whole `symcomm-run` command: parses `args` (without the program name), runs the job and
+/// returns the process's exit code (2 for bad arguments, 127 when the job cannot start).
+/// Test suites that need the launcher as a binary of their own package call this from a
+/// two-line `main`.
+pub fn cli(args: impl IntoIterator<Item = std::ffi::OsString>) -> i32 {
+    match LaunchArgs::parse(args) {
+        Ok(Parsed::Help) => {
+            println!("{USAGE}");
+            0
+        }
+        Ok(Parsed::Run(args)) => match run(&args) {
+            Ok(code) => code,
+            Err(e) => {
+                eprintln!("symcomm-run: {e}");
+                127
+            }
+        },
+        Err(e) => {
+            eprintln!("symcomm-run: {e}\n\n{USAGE}");
+            2
+        }
+    }
+}
 
 #[cfg(test)]
 mod tests;

@@ -3,14 +3,41 @@
 //! output piped, SIGTERM when the launcher dies), and killing the ranks started so far when a
 //! start fails.
 
+use std::io::{PipeReader, PipeWriter, Write};
 use std::net::{Ipv4Addr, TcpListener};
+use std::os::fd::AsRawFd;
 use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use super::args::LaunchArgs;
 use crate::bootstrap::UniqueId;
+use crate::fault::LAUNCHER_FD_ENV;
 use crate::{Error, Result};
+
+/// The launcher's end of one rank's notice pipe (see [`crate::fault`]): tells the rank which
+/// other ranks failed.
+#[derive(Debug)]
+pub(crate) struct Notifier(PipeWriter);
+
+impl Notifier {
+    /// A pipe whose read end goes to a rank ([`rank_command`]); the write end never blocks.
+    pub(crate) fn pipe() -> Result<(PipeReader, Notifier)> {
+        let (r, w) = std::io::pipe().map_err(|source| Error::Io {
+            what: "creating a notice pipe".into(),
+            source,
+        })?;
+        // SAFETY: F_SETFL on a descriptor we own; no memory is passed.
+        unsafe { libc::fcntl(w.as_raw_fd(), libc::F_SETFL, libc::O_NONBLOCK) };
+        Ok((r, Notifier(w)))
+    }
+
+    /// Tells the rank that rank `dead` failed (`what`: e.g. `was killed by signal 9`); best
+    /// effort: a rank that exited or does not read is not waited for.
+    pub(crate) fn tell(&mut self, dead: usize, what: &str) {
+        let _ = self.0.write_all(format!("dead {dead} {what}\n").as_bytes());
+    }
+}
 
 /// The environment of rank `rank` of `nprocs`, all on this machine, root at `id`.
 pub fn rank_env(
@@ -36,8 +63,15 @@ pub fn rank_env(
 
 /// The command that starts rank `rank` of `args`: its environment ([`rank_env`], and
 /// `SYMCOMM_DEVICE` with `--gpus`), stdin closed, stdout and stderr piped, in a process group
-/// of its own, and SIGTERM if the launcher dies.
-pub(crate) fn rank_command(args: &LaunchArgs, rank: usize, id: &UniqueId) -> Command {
+/// of its own, SIGTERM if the launcher dies, and `notices` (the read end of its notice pipe)
+/// inherited, named in `SYMCOMM_LAUNCHER_FD` as `<fd>:<launcher pid>:<job magic, hex>`.
+pub(crate) fn rank_command(
+    args: &LaunchArgs,
+    rank: usize,
+    id: &UniqueId,
+    notices: &PipeReader,
+) -> Command {
+    let notice_fd = notices.as_raw_fd();
     let n = args.nprocs;
     let mut cmd = Command::new(&args.program);
     cmd.args(&args.args)
@@ -47,16 +81,24 @@ pub(crate) fn rank_command(args: &LaunchArgs, rank: usize, id: &UniqueId) -> Com
                 .as_ref()
                 .map(|g| ("SYMCOMM_DEVICE", g[rank].to_string())),
         )
+        .env(
+            LAUNCHER_FD_ENV,
+            format!("{notice_fd}:{}:{:x}", std::process::id(), id.magic()),
+        )
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .process_group(0);
-    // SAFETY: the closure runs in the child between fork and exec and only calls `prctl`,
-    // which is async-signal-safe; it touches no memory of the parent.
+    // SAFETY: the closure runs in the child between fork and exec and only calls `prctl` and
+    // `fcntl`, which are async-signal-safe; it touches no memory of the parent.
     unsafe {
-        cmd.pre_exec(|| {
+        cmd.pre_exec(move || {
             // If the launcher dies without stopping its ranks, they get SIGTERM.
             libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGTERM);
+            // The notice pipe's read end survives the exec (the launcher's copy does not).
+            if libc::fcntl(notice_fd, libc::F_SETFD, 0) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
             Ok(())
         });
     }

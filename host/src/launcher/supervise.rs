@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use super::args::{LaunchArgs, check_args};
 use super::output::start_pump;
 use super::signals::{PENDING_SIGNAL, install_signal_handlers, signal_ranks};
-use super::spawn::{free_port, kill_started, rank_command};
+use super::spawn::{Notifier, free_port, kill_started, rank_command};
 use crate::bootstrap::UniqueId;
 use crate::{Error, Result};
 
@@ -63,14 +63,18 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
     let stderr = Arc::new(Mutex::new(io::stderr()));
     let n = args.nprocs;
     let mut children: Vec<Child> = Vec::with_capacity(n);
+    let mut notifiers: Vec<Option<Notifier>> = Vec::with_capacity(n);
     let mut pumps = Vec::new();
     for rank in 0..n {
-        let mut cmd = rank_command(args, rank, &id);
-        let started = cmd
-            .spawn()
-            .map_err(|source| Error::Io {
-                what: format!("starting rank {rank} ({:?})", args.program),
-                source,
+        let started = Notifier::pipe()
+            .and_then(|(reader, notifier)| {
+                let child = rank_command(args, rank, &id, &reader).spawn();
+                notifiers.push(Some(notifier));
+                // `reader` is closed here: the rank holds the only read end.
+                child.map_err(|source| Error::Io {
+                    what: format!("starting rank {rank} ({:?})", args.program),
+                    source,
+                })
             })
             .and_then(|mut child| {
                 let (out, err) = (child.stdout.take(), child.stderr.take());
@@ -102,19 +106,30 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
     let mut killed = false;
     let mut signals_seen = 0;
     while left > 0 {
+        let mut exits = Vec::new();
         for (rank, child) in children.iter_mut().enumerate() {
             if !running[rank] {
                 continue;
             }
-            let (code, what) = match child.try_wait() {
-                Ok(None) => continue,
-                Ok(Some(s)) => (exit_code(s), describe(s)),
-                Err(e) => (1, format!("could not be waited for ({e})")),
-            };
+            match child.try_wait() {
+                Ok(None) => {}
+                Ok(Some(s)) => exits.push((rank, exit_code(s), describe(s), s.signal().is_some())),
+                Err(e) => exits.push((rank, 1, format!("could not be waited for ({e})"), false)),
+            }
+        }
+        // Ranks seen exiting in the same tick: a killed one first, since the others most
+        // likely exited because of it (their own error names it too).
+        exits.sort_by_key(|&(_, _, _, killed)| !killed);
+        for (rank, code, what, _) in exits {
             running[rank] = false;
             left -= 1;
+            notifiers[rank] = None;
             if code != 0 {
                 note(format!("rank {rank} {what}"));
+                // The others learn it at once, even where no connection to it exists yet.
+                for n in notifiers.iter_mut().flatten() {
+                    n.tell(rank, &what);
+                }
                 if first_failure.is_none() {
                     first_failure = Some(code);
                     failed_at = Some(Instant::now());
