@@ -15,7 +15,9 @@
 //!   the sender, so a flooding peer cannot make this rank allocate without bound;
 //! - once a peer is closed, nothing more is delivered from it; messages it sent before closing
 //!   are still handed out;
-//! - the first failure (an abort received from a peer, or one this rank detected) is kept. A
+//! - the first failure (an abort received from a peer, a peer that died, or one this rank
+//!   detected) is kept, and the failure listeners ([`Mailbox::on_failure`]: e.g. the abort flags
+//!   of device communicators) are called once, at once, from whichever thread records it. A
 //!   wait reports it as soon as a peer it still needs is *stuck*: closed, or gave up (sent an
 //!   abort). A wait whose missing peers are all alive keeps waiting for them (their data may be
 //!   in flight on their own connections, behind the abort that arrived on another one); what
@@ -145,6 +147,9 @@ struct PeerQueue {
     gave_up: bool,
 }
 
+/// Called once with the first failure (see [`Mailbox::on_failure`]).
+pub(crate) type Listener = Box<dyn Fn(&Failure) + Send + Sync>;
+
 struct State {
     peers: Vec<PeerQueue>,
     failure: Option<Failure>,
@@ -179,6 +184,9 @@ pub(crate) struct Mailbox {
     state: Mutex<State>,
     cv: Condvar,
     limit: usize,
+    /// Failure listeners by id; called under this lock, so that a removed listener is never
+    /// running (and is dropped by the thread that removed it).
+    listeners: Mutex<(u64, Vec<(u64, Listener)>)>,
 }
 
 impl Mailbox {
@@ -197,7 +205,35 @@ impl Mailbox {
                 closes: 0,
             }),
             cv: Condvar::new(),
+            listeners: Mutex::new((0, Vec::new())),
         }
+    }
+
+    fn lock_listeners(&self) -> MutexGuard<'_, (u64, Vec<(u64, Listener)>)> {
+        self.listeners.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Registers `listener`, called once with the first failure (at once if there is one
+    /// already); returns the id that [`Mailbox::remove_listener`] takes.
+    pub fn on_failure(&self, listener: Listener) -> u64 {
+        let mut l = self.lock_listeners();
+        if let Some(f) = self.failure() {
+            listener(&f);
+        }
+        l.0 += 1;
+        let id = l.0;
+        l.1.push((id, listener));
+        id
+    }
+
+    /// Unregisters a listener; once this returns it is not running and never runs again.
+    pub fn remove_listener(&self, id: u64) {
+        let removed = {
+            let mut l = self.lock_listeners();
+            let at = l.1.iter().position(|(i, _)| *i == id);
+            at.map(|at| l.1.remove(at))
+        };
+        drop(removed); // outside the lock: a listener may own what it drops
     }
 
     fn lock(&self) -> MutexGuard<'_, State> {
@@ -253,16 +289,28 @@ impl Mailbox {
         Ok(())
     }
 
-    /// Marks `from` as gone (the first call wins).
+    /// Marks `from` as gone (the first call wins). A peer that died (rather than left) is a
+    /// failure of the group: recorded at once, so that listeners and later calls learn it
+    /// without waiting for a step that needs that peer.
     pub fn close(&self, from: usize, how: Closed) {
         let mut st = self.lock();
+        let mut died = None;
         if st.peers[from].closed.is_none() {
             st.closes += 1;
             let seq = st.closes;
+            if let Closed::Died(why) = &how {
+                died = Some(Failure {
+                    culprit: from,
+                    reason: why.clone(),
+                });
+            }
             st.peers[from].closed = Some((seq, how));
         }
         drop(st);
         self.cv.notify_all();
+        if let Some(f) = died {
+            self.fail(f);
+        }
     }
 
     /// Records that `from` gave up (it sent an abort) and the failure it reported.
@@ -273,10 +321,19 @@ impl Mailbox {
 
     /// Records a failure unless one is already recorded; returns the one that stands.
     pub fn fail(&self, failure: Failure) -> Failure {
+        // The listeners' lock is taken first (as in `on_failure`), so that a listener being
+        // registered sees either the failure or the call below, exactly once.
+        let listeners = self.lock_listeners();
         let mut st = self.lock();
+        let first = st.failure.is_none();
         let stands = st.failure.get_or_insert(failure).clone();
         drop(st);
         self.cv.notify_all();
+        if first {
+            for (_, listener) in &listeners.1 {
+                listener(&stands);
+            }
+        }
         stands
     }
 
@@ -423,8 +480,49 @@ mod tests {
         m.deliver(2, coll(b""), None).unwrap();
         assert!(matches!(
             m.take_coll(&[1, 2, 3], soon()),
-            Err(WaitError::Closed(3, _))
+            Err(WaitError::Failed(f)) if f.culprit == 3
         ));
+        // Leaving is not a failure: a wait that needs the peer reports how it went.
+        let m = Mailbox::new(3);
+        m.close(2, Closed::Left);
+        assert!(m.failure().is_none());
+        assert!(matches!(
+            m.take_coll(&[2], soon()),
+            Err(WaitError::Closed(2, Closed::Left))
+        ));
+    }
+
+    #[test]
+    fn a_death_calls_the_failure_listeners_once_at_once() {
+        use std::sync::Arc;
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        let m = Mailbox::new(3);
+        let calls = Arc::new(AtomicUsize::new(0));
+        let c = calls.clone();
+        let id = m.on_failure(Box::new(move |f| {
+            assert_eq!(f.culprit, 2);
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        m.close(2, Closed::Died("disconnected".into()));
+        m.close(1, Closed::Died("disconnected".into()));
+        assert_eq!(calls.load(Ordering::SeqCst), 1);
+        // Registered after the failure: called at once.
+        let c = calls.clone();
+        let late = m.on_failure(Box::new(move |_| {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
+        m.remove_listener(id);
+        m.remove_listener(late);
+        // A removed listener is never called again.
+        let m = Mailbox::new(2);
+        let c = calls.clone();
+        let id = m.on_failure(Box::new(move |_| {
+            c.fetch_add(1, Ordering::SeqCst);
+        }));
+        m.remove_listener(id);
+        m.close(1, Closed::Died("disconnected".into()));
+        assert_eq!(calls.load(Ordering::SeqCst), 2);
     }
 
     #[test]

@@ -20,9 +20,11 @@
 //! - every message read from the network is size-checked before anything is allocated
 //!   ([`MAX_MESSAGE_BYTES`] per message, each frame kind its own smaller ceiling); queues per
 //!   peer are bounded;
-//! - a peer that dies is noticed when its connection ends; the first rank that notices tells all
-//!   others (an abort), so every rank fails promptly with an error naming the dead rank and the
-//!   step, e.g. `rank 2: barrier #17: rank 5 disconnected`;
+//! - a peer that dies is noticed when its connection ends (during the set-up also when
+//!   `symcomm-run` reports it: [`crate::fault`]), whatever this rank is doing; a rank that gives up tells all others (an
+//!   abort), the rank it blames included, so every rank fails promptly with an error naming the
+//!   dead rank and the step, e.g. `rank 2: barrier #17: rank 5 disconnected`. Failure listeners
+//!   ([`Bootstrap::watch_failure`]: the abort flags of device communicators) are called at once;
 //! - after one failure the bootstrap stays failed: every call started later reports that
 //!   failure;
 //! - collectives carry their kind, so ranks calling different collectives get an error instead
@@ -119,8 +121,9 @@ impl Bootstrap {
         if rank == 0 {
             return Self::serve_tcp(RootListener::bind_id(id)?, size, timeout);
         }
-        let links = tcp::join(id, rank, size, timeout)?;
-        Self::over_tcp(rank, size, id.magic(), links, timeout)
+        tcp::join(id, rank, size, timeout)
+            .and_then(|links| Self::over_tcp(rank, size, id.magic(), links, timeout))
+            .map_err(|e| prefer_launcher_notice(rank, id.magic(), e))
     }
 
     /// Collective: rank 0's side of [`Bootstrap::connect_tcp`], on a listener bound beforehand
@@ -131,8 +134,9 @@ impl Bootstrap {
         if size == 1 {
             return Ok(Self::single(timeout, job));
         }
-        let links = tcp::serve(root, size, timeout)?;
-        Self::over_tcp(0, size, job, links, timeout)
+        tcp::serve(root, size, timeout)
+            .and_then(|links| Self::over_tcp(0, size, job, links, timeout))
+            .map_err(|e| prefer_launcher_notice(0, job, e))
     }
 
     /// `size` endpoints of one in-process group, index = rank; hand each to its own thread.
@@ -166,6 +170,44 @@ impl Bootstrap {
     /// The deadline applied to every blocking call.
     pub fn timeout(&self) -> Duration {
         self.timeout
+    }
+
+    /// The failure that broke this bootstrap (a peer died, gave up or broke the protocol), as
+    /// the error this rank's later calls return; `None` while it is healthy.
+    pub fn failure(&self) -> Option<Error> {
+        failure_error(self.rank, &self.mailbox, "bootstrap")
+    }
+
+    /// Calls `on_failure` once with the error of the first failure of this bootstrap, at once if
+    /// it has failed already, else from the thread that notices (a link's reader, the launcher
+    /// notice reader or a caller's thread); it must be quick and must not call back into the
+    /// bootstrap. The returned watch unregisters it on drop: once dropped, it never runs again.
+    pub fn watch_failure(
+        &self,
+        on_failure: impl Fn(&Error) + Send + Sync + 'static,
+    ) -> FailureWatch {
+        let rank = self.rank;
+        let id = self.mailbox.on_failure(Box::new(move |f: &Failure| {
+            on_failure(&failure_as_error(rank, f, "bootstrap"));
+        }));
+        FailureWatch {
+            rank,
+            mailbox: Arc::clone(&self.mailbox),
+            id,
+        }
+    }
+
+    /// Fails (and tells every rank, if this is the first failure) when `peer` is gone or the
+    /// group has failed; `step` names what this rank is doing. For waits outside the bootstrap
+    /// that depend on `peer` (e.g. fetching its file descriptors).
+    pub(crate) fn check_alive(&self, step: &str, peer: usize) -> Result<()> {
+        if let Some(e) = failure_error(self.rank, &self.mailbox, step) {
+            return Err(e);
+        }
+        match self.mailbox.closed_reason(peer) {
+            Some(how) => Err(self.peer_failed(step, peer, how)),
+            None => Ok(()),
+        }
     }
 
     /// Collective: every rank calls this with its own `data` (lengths may differ); returns every
@@ -436,14 +478,9 @@ impl Bootstrap {
 
     /// Fails at once when the bootstrap already failed.
     fn check_failed(&self, step: &dyn Fn() -> String) -> Result<()> {
-        match self.mailbox.failure() {
+        match failure_error(self.rank, &self.mailbox, &step()) {
             None => Ok(()),
-            Some(f) => Err(Error::PeerFailed {
-                rank: Some(self.rank),
-                step: step(),
-                peer: f.culprit,
-                reason: format!("{} (earlier failure)", f.reason),
-            }),
+            Some(e) => Err(e),
         }
     }
 
@@ -474,7 +511,9 @@ impl Bootstrap {
         }
     }
 
-    /// Records a failure; if it is the first, sends an abort to every other rank.
+    /// Records a failure; if it is the first, sends an abort to every other rank still
+    /// connected (the culprit too: a rank blamed for being slow or for what it sent learns why
+    /// the others gave up instead of waiting for them).
     fn record(&self, culprit: usize, reason: String) -> Failure {
         let mine = Failure { culprit, reason };
         let stands = self.mailbox.fail(mine.clone());
@@ -484,7 +523,7 @@ impl Bootstrap {
                 self.rank,
                 mine.reason
             );
-            for p in (0..self.size).filter(|&p| p != self.rank && p != culprit) {
+            for p in (0..self.size).filter(|&p| p != self.rank) {
                 if self.mailbox.is_closed(p) {
                     continue;
                 }
@@ -538,7 +577,7 @@ impl Drop for Bootstrap {
         // closes: messages on one link arrive in order, so every peer learns the root cause
         // (not merely "this rank closed") even when the news took another path to reach it.
         if let Some(f) = self.mailbox.failure() {
-            for p in (0..self.size).filter(|&p| p != self.rank && p != f.culprit) {
+            for p in (0..self.size).filter(|&p| p != self.rank) {
                 if self.mailbox.is_closed(p) {
                     continue;
                 }
@@ -552,6 +591,99 @@ impl Drop for Bootstrap {
             Transport::Tcp(t) => t.close(graceful),
             Transport::InProc(t) => t.close(graceful),
         }
+    }
+}
+
+/// How long a set-up error about a peer that went away waits for `symcomm-run` to report that
+/// peer (a process that exits is reported within a few milliseconds).
+const LAUNCHER_REPORT_GRACE: Duration = Duration::from_millis(200);
+
+/// A set-up failure restated as the failure `symcomm-run` reported first, when this rank's own
+/// account is a consequence of it: a timeout, or a peer that the launcher reports failed after
+/// that first rank (e.g. the root exited because of it, and this rank only saw the root go). An
+/// error about a rank the launcher does not report stands.
+fn prefer_launcher_notice(rank: usize, job: u64, e: Error) -> Error {
+    let peer = match &e {
+        Error::PeerFailed { peer, .. } => Some(*peer),
+        Error::Timeout { .. } => None,
+        _ => return e,
+    };
+    let Some(mut reported) = crate::fault::launcher_notices(job) else {
+        return e;
+    };
+    if let Some(p) = peer {
+        // The peer may be exiting because of an earlier failure: let the launcher say so.
+        let until = Instant::now() + LAUNCHER_REPORT_GRACE;
+        while !reported.iter().any(|(r, _)| *r == p) && Instant::now() < until {
+            std::thread::sleep(Duration::from_millis(5));
+            reported = crate::fault::launcher_notices(job).unwrap_or_default();
+        }
+    }
+    let Some((first, what)) = reported.first().cloned() else {
+        return e;
+    };
+    match (e, peer) {
+        (Error::PeerFailed { step, .. }, Some(p))
+            if p != first && reported.iter().any(|(r, _)| *r == p) =>
+        {
+            Error::PeerFailed {
+                rank: Some(rank),
+                step,
+                peer: first,
+                reason: what,
+            }
+        }
+        (Error::Timeout { step, .. }, _) => Error::PeerFailed {
+            rank: Some(rank),
+            step,
+            peer: first,
+            reason: what,
+        },
+        (e, _) => e,
+    }
+}
+
+/// A registered failure listener ([`Bootstrap::watch_failure`]); unregisters it on drop. It
+/// keeps the bootstrap's failure state (not its links) alive, so it may outlive the bootstrap.
+pub struct FailureWatch {
+    rank: usize,
+    mailbox: Arc<Mailbox>,
+    id: u64,
+}
+
+impl FailureWatch {
+    /// The failure of the watched bootstrap, as the error this rank reports at `step`.
+    pub fn failure(&self, step: &str) -> Option<Error> {
+        failure_error(self.rank, &self.mailbox, step)
+    }
+}
+
+impl std::fmt::Debug for FailureWatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FailureWatch")
+            .field("rank", &self.rank)
+            .field("id", &self.id)
+            .finish()
+    }
+}
+
+impl Drop for FailureWatch {
+    fn drop(&mut self) {
+        self.mailbox.remove_listener(self.id);
+    }
+}
+
+/// The error rank `me` reports at `step` for the recorded failure, if any.
+fn failure_error(me: usize, mailbox: &Mailbox, step: &str) -> Option<Error> {
+    mailbox.failure().map(|f| failure_as_error(me, &f, step))
+}
+
+fn failure_as_error(me: usize, f: &Failure, step: &str) -> Error {
+    Error::PeerFailed {
+        rank: Some(me),
+        step: step.into(),
+        peer: f.culprit,
+        reason: format!("{} (earlier failure)", f.reason),
     }
 }
 

@@ -17,15 +17,47 @@ use crate::Result;
 use crate::bootstrap::mailbox::{Closed, CollMsg, DeliverError, Failure, Incoming, Mailbox, Op};
 use crate::bootstrap::wire::{self, Kind, MAX_MESSAGE_BYTES, WireError};
 
-/// How long a goodbye may take to write when a communicator is closed.
+/// How long a goodbye or an abort may take to write.
 const GOODBYE_LIMIT: Duration = Duration::from_millis(200);
 
 /// The established links of one rank, with their reader threads.
 pub(crate) struct TcpLinks {
     rank: usize,
-    writers: Vec<Option<Mutex<TcpStream>>>,
+    /// Shared with the reader threads, which tell every rank when a peer breaks the protocol.
+    writers: Arc<Writers>,
     readers: Vec<JoinHandle<()>>,
     mailbox: Arc<Mailbox>,
+}
+
+/// The writing ends of the links, by peer (`None`: this rank, or not connected).
+type Writers = Vec<Option<Mutex<TcpStream>>>;
+
+/// Writes an abort frame to `peer` if its writer is free (best effort, within
+/// [`GOODBYE_LIMIT`]): a peer that does not read must not hold up a failing rank, and a reader
+/// thread must not wait behind a send that blocks.
+fn write_abort(writers: &Writers, peer: usize, culprit: usize, reason: &str, wait_for_lock: bool) {
+    let Some(Some(w)) = writers.get(peer) else {
+        return;
+    };
+    let mut s = if wait_for_lock {
+        w.lock().unwrap_or_else(|p| p.into_inner())
+    } else {
+        match w.try_lock() {
+            Ok(s) => s,
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(std::sync::TryLockError::WouldBlock) => return,
+        }
+    };
+    let usual = s.write_timeout().ok().flatten();
+    let _ = s.set_write_timeout(Some(GOODBYE_LIMIT));
+    let _ = wire::write_frame(
+        &mut *s,
+        Kind::Abort,
+        culprit as u32,
+        0,
+        wire::reason_bytes(reason),
+    );
+    let _ = s.set_write_timeout(usual);
 }
 
 /// Why a frame could not be sent.
@@ -48,18 +80,41 @@ impl TcpLinks {
         timeout: Duration,
     ) -> Result<TcpLinks> {
         let size = links.len();
+        let mut streams = Vec::with_capacity(size);
+        let mut writers: Writers = Vec::with_capacity(size);
+        for link in links {
+            match link {
+                Some(s) => {
+                    let w = Self::configure(rank, &s, timeout).and_then(|()| {
+                        s.try_clone()
+                            .map_err(|e| io_error(rank, "duplicating a link", e))
+                    });
+                    match w {
+                        Ok(w) => {
+                            writers.push(Some(Mutex::new(w)));
+                            streams.push(Some(s));
+                        }
+                        Err(e) => {
+                            // Links not started yet are dropped, which closes them.
+                            return Err(e);
+                        }
+                    }
+                }
+                None => {
+                    writers.push(None);
+                    streams.push(None);
+                }
+            }
+        }
         let mut this = TcpLinks {
             rank,
-            writers: Vec::with_capacity(links.len()),
+            writers: Arc::new(writers),
             readers: Vec::new(),
             mailbox,
         };
-        for (peer, link) in links.into_iter().enumerate() {
-            let Some(s) = link else {
-                this.writers.push(None);
-                continue;
-            };
-            if let Err(e) = this.start_link(peer, s, size, timeout) {
+        for (peer, s) in streams.into_iter().enumerate() {
+            let Some(s) = s else { continue };
+            if let Err(e) = this.start_reader(peer, s, size) {
                 this.close(false);
                 return Err(e);
             }
@@ -67,29 +122,22 @@ impl TcpLinks {
         Ok(this)
     }
 
-    /// Configures the link to `peer` and starts its reader thread.
-    fn start_link(
-        &mut self,
-        peer: usize,
-        s: TcpStream,
-        size: usize,
-        timeout: Duration,
-    ) -> Result<()> {
+    fn configure(rank: usize, s: &TcpStream, timeout: Duration) -> Result<()> {
+        let setup = |source| io_error(rank, "configuring a link", source);
+        s.set_read_timeout(None).map_err(setup)?;
+        s.set_write_timeout(Some(timeout)).map_err(setup)
+    }
+
+    /// Starts the reader thread of the link to `peer` (its writer is registered already, so
+    /// that `close` shuts the socket down, and the reader ends, whatever fails here).
+    fn start_reader(&mut self, peer: usize, reader: TcpStream, size: usize) -> Result<()> {
         let rank = self.rank;
-        let setup = |what: &str, source| io_error(rank, what, source);
-        s.set_read_timeout(None)
-            .map_err(|e| setup("configuring a link", e))?;
-        s.set_write_timeout(Some(timeout))
-            .map_err(|e| setup("configuring a link", e))?;
-        let reader = s.try_clone().map_err(|e| setup("duplicating a link", e))?;
         let mailbox = self.mailbox.clone();
-        // The writer is registered first, so that `close` shuts the socket down (and the reader
-        // ends) even if the reader thread is the step that fails.
-        self.writers.push(Some(Mutex::new(s)));
+        let writers = self.writers.clone();
         let handle = thread::Builder::new()
             .name(format!("symcomm-rx{rank}-{peer}"))
-            .spawn(move || read_loop(reader, peer, size, &mailbox))
-            .map_err(|e| setup("starting a reader thread", e))?;
+            .spawn(move || read_loop(reader, (rank, peer), size, &mailbox, &writers))
+            .map_err(|e| io_error(rank, "starting a reader thread", e))?;
         self.readers.push(handle);
         Ok(())
     }
@@ -116,15 +164,10 @@ impl TcpLinks {
         })
     }
 
-    /// Tells `peer` (best effort) that this rank gives up because of `culprit`.
+    /// Tells `peer` (best effort, within [`GOODBYE_LIMIT`]: a peer that does not read must not
+    /// hold up a failing rank) that this rank gives up because of `culprit`.
     pub fn abort(&self, peer: usize, culprit: usize, reason: &str) {
-        let _ = self.send(
-            peer,
-            Kind::Abort,
-            culprit as u32,
-            0,
-            wire::reason_bytes(reason),
-        );
+        write_abort(&self.writers, peer, culprit, reason, true);
     }
 
     /// Closes every link (with a goodbye first when `graceful`) and joins the reader threads.
@@ -146,21 +189,42 @@ impl TcpLinks {
     }
 }
 
-/// Reads frames from `peer` into the mailbox until the link ends.
-fn read_loop(stream: TcpStream, peer: usize, size: usize, mailbox: &Mailbox) {
+/// Reads frames from `peer` into the mailbox until the link ends. A peer that breaks the
+/// protocol (a live peer, unlike one whose link merely ended) is reported to every rank,
+/// itself included, so nobody waits for it.
+fn read_loop(
+    stream: TcpStream,
+    (me, peer): (usize, usize),
+    size: usize,
+    mailbox: &Mailbox,
+    writers: &Writers,
+) {
+    let broke = |how: String| {
+        let stands = mailbox.fail(Failure {
+            culprit: peer,
+            reason: how.clone(),
+        });
+        if stands.culprit == peer && stands.reason == how {
+            for p in (0..size).filter(|&p| p != me) {
+                write_abort(writers, p, peer, &how, false);
+            }
+        }
+        mailbox.close(peer, Closed::Died(how));
+    };
     let mut r = io::BufReader::with_capacity(64 << 10, stream);
     loop {
         let f = match wire::read_frame(&mut r, MAX_MESSAGE_BYTES) {
             Ok(f) => f,
             Err(e) => {
                 if !mailbox.is_shut_down() {
-                    let how = match e {
-                        WireError::Eof => "disconnected".to_string(),
-                        WireError::Io(e) => format!("disconnected ({e})"),
-                        WireError::Malformed(m) => format!("sent a malformed frame: {m}"),
-                    };
-                    tracing::debug!("link to rank {peer}: {how}");
-                    mailbox.close(peer, Closed::Died(how));
+                    match e {
+                        WireError::Eof => mailbox.close(peer, Closed::Died("disconnected".into())),
+                        WireError::Io(e) => {
+                            mailbox.close(peer, Closed::Died(format!("disconnected ({e})")))
+                        }
+                        WireError::Malformed(m) => broke(format!("sent a malformed frame: {m}")),
+                    }
+                    tracing::debug!("link to rank {peer} ended");
                 }
                 let _ = r.get_ref().shutdown(std::net::Shutdown::Both);
                 return;
@@ -174,10 +238,7 @@ fn read_loop(stream: TcpStream, peer: usize, size: usize, mailbox: &Mailbox) {
                     data: f.payload,
                 }),
                 None => {
-                    mailbox.close(
-                        peer,
-                        Closed::Died(format!("sent an unknown collective {}", f.aux)),
-                    );
+                    broke(format!("sent an unknown collective {}", f.aux));
                     let _ = r.get_ref().shutdown(std::net::Shutdown::Both);
                     return;
                 }
@@ -203,10 +264,7 @@ fn read_loop(stream: TcpStream, peer: usize, size: usize, mailbox: &Mailbox) {
                 return;
             }
             k => {
-                mailbox.close(
-                    peer,
-                    Closed::Died(format!("sent an unexpected {k:?} frame")),
-                );
+                broke(format!("sent an unexpected {k:?} frame"));
                 let _ = r.get_ref().shutdown(std::net::Shutdown::Both);
                 return;
             }
