@@ -3,6 +3,7 @@
 //! abort frames, and mapping a failed handshake read to an error naming the step.
 
 use std::net::{SocketAddr, TcpStream};
+use std::os::fd::AsRawFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -16,6 +17,51 @@ const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
 /// Pause between polls of a non-blocking listener, and between connection attempts.
 pub(crate) const POLL: Duration = Duration::from_millis(1);
 const RETRY: Duration = Duration::from_millis(20);
+/// Longest a set-up wait goes without looking for a launcher notice ([`crate::fault`]).
+const NOTICE_POLL: Duration = Duration::from_millis(20);
+
+/// Fails when `symcomm-run` has reported a rank of job `job` dead: the set-up cannot complete,
+/// and waiting for its deadline would only delay the error.
+pub(crate) fn check_notice(rank: usize, job: u64, step: &str) -> Result<()> {
+    match crate::fault::launcher_notice(job) {
+        Some((dead, what)) => Err(Error::PeerFailed {
+            rank: Some(rank),
+            step: step.into(),
+            peer: dead,
+            reason: what,
+        }),
+        None => Ok(()),
+    }
+}
+
+/// Waits until `s` has something to read (or its peer closed it) or `deadline` passes,
+/// checking for launcher notices about job `job` meanwhile; the read that follows then finds
+/// data or times out as it would have.
+pub(crate) fn wait_readable(
+    s: &TcpStream,
+    deadline: Instant,
+    (rank, job): (usize, u64),
+    step: &str,
+) -> Result<()> {
+    loop {
+        check_notice(rank, job, step)?;
+        let left = remaining(deadline);
+        if left.is_zero() {
+            return Ok(());
+        }
+        let mut p = libc::pollfd {
+            fd: s.as_raw_fd(),
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let ms = left.min(NOTICE_POLL).as_millis().max(1) as libc::c_int;
+        // SAFETY: `p` is one valid pollfd for the duration of the call.
+        let ready = unsafe { libc::poll(&mut p, 1, ms) };
+        if ready != 0 {
+            return Ok(()); // readable, closed, or poll failed: let the read tell
+        }
+    }
+}
 
 /// Reads and checks the first frame of an accepted connection. A wrong magic, version or role
 /// gets a reject frame; the error says why, for the log.
@@ -59,10 +105,11 @@ pub(crate) fn read_hello(
     Err(why)
 }
 
-/// Connects to `addr`, retrying until `deadline` while nobody listens there yet.
+/// Connects to `addr`, retrying until `deadline` while nobody listens there yet (and no rank of
+/// job `job` was reported dead).
 pub(crate) fn dial(
     addr: SocketAddr,
-    rank: usize,
+    (rank, job): (usize, u64),
     to: usize,
     deadline: Instant,
     timeout: Duration,
@@ -78,6 +125,7 @@ pub(crate) fn dial(
                 return Ok(s);
             }
             Err(e) => {
+                check_notice(rank, job, step)?;
                 if Instant::now() + RETRY >= deadline {
                     return Err(Error::Timeout {
                         rank: Some(rank),

@@ -12,7 +12,9 @@ use std::thread;
 use std::time::{Duration, Instant};
 
 use super::errors::{io_error, protocol, rank_list};
-use super::handshake::{POLL, dial, read_error, read_hello, send_reason, set_read_deadline};
+use super::handshake::{
+    POLL, check_notice, dial, read_error, read_hello, send_reason, set_read_deadline, wait_readable,
+};
 use crate::bootstrap::wire::{
     self, HELLO_LEN, Hello, Kind, MAX_REASON_BYTES, PROTOCOL_VERSION, Role,
 };
@@ -75,7 +77,7 @@ impl Mesh {
         let step = "mesh setup";
         let mut out = Vec::new();
         for (to, &addr) in table.iter().enumerate().take(rank).skip(1) {
-            let mut s = dial(addr, rank, to, deadline, timeout, step)?;
+            let mut s = dial(addr, (rank, magic), to, deadline, timeout, step)?;
             let hello = Hello {
                 magic,
                 version: PROTOCOL_VERSION,
@@ -92,6 +94,7 @@ impl Mesh {
                 reason: "disconnected during the mesh handshake".into(),
             };
             wire::write_frame(&mut s, Kind::Hello, 0, 0, &hello.encode()).map_err(lost)?;
+            wait_readable(&s, deadline, (rank, magic), step)?;
             set_read_deadline(&s, deadline, rank)?;
             let waiting = format!("mesh setup waiting for rank {to}'s answer");
             let f = wire::read_frame(&mut s, HELLO_LEN.max(MAX_REASON_BYTES))
@@ -152,6 +155,7 @@ impl Mesh {
             if stop.load(Ordering::Relaxed) {
                 return Ok(out);
             }
+            check_notice(rank, magic, step)?;
             if Instant::now() >= deadline {
                 let missing: Vec<usize> = (rank + 1..size)
                     .filter(|r| !out.iter().any(|(k, _)| k == r))

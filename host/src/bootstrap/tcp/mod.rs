@@ -24,7 +24,14 @@
 //! A full mesh costs `size - 1` sockets and threads per rank: fine for the tens to hundreds of
 //! ranks this runtime targets, not for tens of thousands.
 //!
-//! Known limits: a rank still building the mesh does not read its root link, so if a peer dies
+//! Failures during the set-up: every wait of the rendezvous and the mesh also watches for
+//! `symcomm-run`'s notices ([`crate::fault`]), so a rank killed at any point of the set-up, even
+//! before it connected anywhere, fails the others at once, naming it; a rank whose mesh set-up
+//! fails tells rank 0 whom it blames before its link closes; and a set-up error that only names
+//! a consequence (the root went away) is restated as the launcher's first notice.
+//!
+//! Known limits: without `symcomm-run` (e.g. under torchrun, whose agent stops every rank when
+//! one fails), a rank still building the mesh does not read its root link, so if a peer dies
 //! during mesh setup the others fail at the setup deadline rather than at once; mesh hellos are
 //! read one at a time, so a silent stray connection to a rank's (ephemeral) mesh port delays that
 //! rank's setup by up to 10 s.

@@ -14,7 +14,8 @@ use std::time::{Duration, Instant};
 
 use super::errors::{io_error, local_addr, protocol, rank_list};
 use super::handshake::{
-    POLL, abort_links, dial, read_error, read_hello, send_reason, set_read_deadline,
+    POLL, abort_links, check_notice, dial, read_error, read_hello, send_reason, set_read_deadline,
+    wait_readable,
 };
 use super::mesh;
 use crate::bootstrap::unique_id::UniqueId;
@@ -111,7 +112,14 @@ pub(crate) fn serve(
     let pending = Arc::new(AtomicUsize::new(0));
     let mut joined = 1;
     let mut rejected: Vec<String> = Vec::new();
+    crate::fault::pause_point("connect", 0);
     while joined < size {
+        if let Err(e) = check_notice(0, magic, "rendezvous") {
+            if let Error::PeerFailed { peer, reason, .. } = &e {
+                abort_links(&mut links, *peer, reason);
+            }
+            return Err(e);
+        }
         if Instant::now() >= deadline {
             let missing: Vec<usize> = (1..size).filter(|&r| links[r].is_none()).collect();
             let mut step = format!("rendezvous waiting for {}", rank_list(&missing));
@@ -241,6 +249,7 @@ pub(crate) fn serve(
         }
     }
     tracing::debug!("rendezvous: all {size} ranks joined");
+    crate::fault::pause_point("mesh", 0);
     Ok(links)
 }
 
@@ -255,7 +264,7 @@ pub(crate) fn join(
     let deadline = deadline_after(timeout);
     let magic = id.magic();
     let step = "rendezvous";
-    let mut root = dial(id.addr(), rank, 0, deadline, timeout, step)?;
+    let mut root = dial(id.addr(), (rank, magic), 0, deadline, timeout, step)?;
     let ip = root
         .local_addr()
         .map_err(|source| io_error(rank, "rendezvous: local address", source))?
@@ -285,6 +294,8 @@ pub(crate) fn join(
     let welcome_deadline = deadline
         .checked_add((timeout / 4).min(WELCOME_GRACE))
         .unwrap_or(deadline);
+    crate::fault::pause_point("connect", rank);
+    wait_readable(&root, welcome_deadline, (rank, magic), step)?;
     set_read_deadline(&root, welcome_deadline, rank)?;
     let limit = wire::welcome_len(size).max(MAX_REASON_BYTES);
     let frame = wire::read_frame(&mut root, limit).map_err(|e| {
@@ -327,6 +338,7 @@ pub(crate) fn join(
         }
     };
     tracing::debug!("rank {rank}: rendezvous done, building the mesh");
+    crate::fault::pause_point("mesh", rank);
 
     let mut links: Vec<Option<TcpStream>> = (0..size).map(|_| None).collect();
     links[0] = Some(root);
@@ -337,7 +349,18 @@ pub(crate) fn join(
         deadline,
         timeout,
     };
-    for (r, s) in mesh.build(&listener, &table)? {
+    let built = match mesh.build(&listener, &table) {
+        Ok(b) => b,
+        Err(e) => {
+            // Tell rank 0 whom this rank blames before its link closes: otherwise the root
+            // may blame this rank (its link ends first) instead of the one that failed.
+            if let Error::PeerFailed { peer, reason, .. } = &e {
+                abort_links(&mut links, *peer, reason);
+            }
+            return Err(e);
+        }
+    };
+    for (r, s) in built {
         links[r] = Some(s);
     }
     tracing::debug!("rank {rank}: mesh complete");
