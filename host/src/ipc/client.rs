@@ -1,6 +1,6 @@
 //! The fetching side of the fd exchange: asks a peer's [`FdServer`](super::FdServer) for the fd
 //! it published under a key, retrying while the peer is not listening or has not published yet,
-//! until the caller's deadline.
+//! until the caller's deadline or until the caller's liveness check says the peer is gone.
 //!
 //! Every step (connect, send, receive) is bounded by what is left of the deadline; a timeout
 //! names this rank, the peer, the key and the step, and a reply that breaks [`super::wire`]
@@ -39,11 +39,14 @@ pub fn fetch_fd(
         key,
         deadline_after(timeout),
         Duration::ZERO,
+        &|| Ok(()),
     )
 }
 
 /// Fetches with retries until `deadline`; `spent_before` is how much of the caller's overall
-/// timeout had already passed (for the error message).
+/// timeout had already passed (for the error message). `alive` is asked before every retry and
+/// its error returned at once (e.g. the bootstrap knows the peer died: retrying "connection
+/// refused" until the deadline would only delay the same news).
 pub(crate) fn fetch_until(
     id: u64,
     my_rank: usize,
@@ -51,6 +54,7 @@ pub(crate) fn fetch_until(
     key: u64,
     deadline: Instant,
     spent_before: Duration,
+    alive: &dyn Fn() -> Result<()>,
 ) -> Result<OwnedFd> {
     let started = Instant::now();
     let name = socket_name(id, peer);
@@ -65,6 +69,7 @@ pub(crate) fn fetch_until(
         match try_fetch(id, my_rank, &name, key, deadline) {
             Ok(Attempt::Got(fd)) => return Ok(fd),
             Ok(Attempt::Retry(step)) => {
+                alive()?;
                 let left = remaining(deadline);
                 if left.is_zero() {
                     return Err(timeout(step));

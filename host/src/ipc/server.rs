@@ -124,12 +124,34 @@ impl FdServer {
 
     /// Fetches `key` from each of `peers` in order, all within one `timeout`.
     pub fn fetch_from(&self, peers: &[usize], key: u64, timeout: Duration) -> Result<Vec<OwnedFd>> {
+        self.fetch_watching(peers, key, timeout, &|_| Ok(()))
+    }
+
+    /// [`fetch_from`](FdServer::fetch_from), asking `alive(peer)` before every retry and
+    /// failing with its error at once: how a caller that knows when a peer dies (the
+    /// bootstrap) stops waiting for it.
+    pub fn fetch_watching(
+        &self,
+        peers: &[usize],
+        key: u64,
+        timeout: Duration,
+        alive: &dyn Fn(usize) -> Result<()>,
+    ) -> Result<Vec<OwnedFd>> {
         let deadline = deadline_after(timeout);
         peers
             .iter()
             .map(|&peer| {
                 let left = remaining(deadline);
-                fetch_until(self.id, self.rank, peer, key, deadline, timeout - left)
+                let alive = || alive(peer);
+                fetch_until(
+                    self.id,
+                    self.rank,
+                    peer,
+                    key,
+                    deadline,
+                    timeout - left,
+                    &alive,
+                )
             })
             .collect()
     }

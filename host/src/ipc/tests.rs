@@ -114,6 +114,36 @@ fn published_fds_are_fetched_with_their_contents() {
 }
 
 #[test]
+fn a_liveness_check_ends_the_retries_for_a_peer_that_is_gone() {
+    let id = test_id(40);
+    let server = FdServer::bind(id, 0).unwrap();
+    let asked = std::sync::atomic::AtomicUsize::new(0);
+    let alive = |peer: usize| {
+        // The third time it is asked, the caller has learned that the peer died.
+        if asked.fetch_add(1, std::sync::atomic::Ordering::SeqCst) < 2 {
+            Ok(())
+        } else {
+            Err(Error::PeerFailed {
+                rank: Some(0),
+                step: "fetching".into(),
+                peer,
+                reason: "disconnected".into(),
+            })
+        }
+    };
+    let start = Instant::now();
+    let err = server
+        .fetch_watching(&[4], 1, Duration::from_secs(60), &alive)
+        .unwrap_err();
+    assert!(matches!(err, Error::PeerFailed { peer: 4, .. }), "{err}");
+    assert!(
+        start.elapsed() < Duration::from_secs(5),
+        "{:?}",
+        start.elapsed()
+    );
+}
+
+#[test]
 fn a_peer_that_never_appears_times_out_naming_rank_and_step() {
     let id = test_id(2);
     let server = FdServer::bind(id, 0).unwrap();
