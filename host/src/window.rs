@@ -11,7 +11,13 @@
 //!
 //! Registration is collective and validated: every rank all-gathers either its registration
 //! record or the reason it cannot register, so a bad pointer or a size that differs across
-//! ranks gives every rank the same error instead of a hang. File descriptors of the physical
+//! ranks gives every rank the same error instead of a hang. What can still fail on one rank
+//! after that agreement is done as prepare/commit: each rank prepares (symmetric state on first
+//! use, slot, publishing its fd), all vote; then each maps its peers' memory and writes the
+//! descriptor, and all vote again. A failed vote undoes the step on every rank, and every rank
+//! returns the same [`Error::PeerFailed`] naming the first rank that failed and the step; the
+//! communicator stays usable. The fd exchange asks the bootstrap before every retry whether
+//! the peer is still alive, so a rank that dies there fails the others at once. File descriptors of the physical
 //! allocations travel over abstract Unix sockets ([`crate::ipc`]); nothing needs ptrace
 //! rights. Deregistration is local (drop the [`Window`] or call [`Window::deregister`]) and
 //! must happen in the same order on every rank, because it frees slot space that later
@@ -157,6 +163,7 @@ impl Window {
         if !self.active {
             return Ok(());
         }
+        crate::fault::pause_point("deregister", self.host.world_rank as usize);
         self.active = false;
         self.mappings.clear(); // unmap every peer before the slot can be reused
         let mut guard = lock(&self.state)?;
@@ -290,62 +297,64 @@ impl Communicator {
         let local = local?; // every rank was ready, including this one
         let (slot_size, align) = agreed.space_request()?;
         // ANCHOR_END: gather
+        crate::fault::pause_point("register", me);
 
-        let state_arc = self.symmetric_state(&records)?;
-        let mut guard = lock(&state_arc)?;
-        let state = guard
-            .as_mut()
-            .ok_or_else(|| Error::Internal("symmetric state missing after its creation".into()))?;
-        state.next_seq = seq + 1;
-        let slot_offset = state.space.alloc(slot_size, align)?;
-        let mapped = state.map_peers(self, &local, &agreed, seq, slot_offset);
-        let mappings = match mapped {
-            Ok(m) => m,
-            Err(e) => {
-                let _ = state.space.free(slot_offset, slot_size);
-                return Err(e);
-            }
-        };
-        let window_flat = state.flat.base() + slot_offset + local.offset_in_alloc;
-        let host = DeviceWindow {
-            win_host: 0,
-            lsa_flat_base: window_flat,
-            lsa_rank: self.lsa_rank() as i32,
-            world_rank: me as i32,
-            stride4g: state.layout.stride4g(),
-            mc_offset4k: ((slot_offset + local.offset_in_alloc) >> 12) as u32,
-            gin_offset4k: (local.offset_in_alloc >> 12) as u32,
-            pad: 0,
-            gin_wins: [0; 4],
-        };
-        let descriptor = match DeviceBox::new(&host) {
-            Ok(d) => d,
-            Err(e) => {
-                drop(mappings);
-                let _ = state.space.free(slot_offset, slot_size);
-                return Err(e);
-            }
-        };
-        if let Some(McTeam::Gpu(team)) = state.mc.as_mut() {
-            let device = self.device_i32()?;
-            let bound = team
-                .mc
-                .bind(slot_offset as usize, &local.alloc.mem, device)
-                .and_then(|b| {
-                    // Every member has bound before anyone uses the multicast range.
-                    self.bootstrap()
-                        .all_gather_ranks(&state.lsa_world_ranks, &[])?;
-                    Ok(b)
-                });
-            match bound {
-                Ok(b) => team.bindings.push((slot_offset, b)),
-                Err(e) => {
-                    drop(mappings);
-                    let _ = state.space.free(slot_offset, slot_size);
-                    return Err(e);
+        // ANCHOR: commit
+        // Prepare: every local step that can fail, then a vote, so that one rank's failure
+        // (its stride setting, binding its fd socket, its slot, its fds) reaches every rank
+        // before anyone waits for that rank's memory.
+        let prepared = self.prepare_registration(&records, &local, seq, slot_size, align);
+        let voted = self.commit_vote(prepared.as_ref().map(|_| ()).map_err(|(w, e)| (*w, e)));
+        let (state_arc, slot_offset) = match (prepared, voted) {
+            (Ok(p), Ok(())) => p,
+            (prepared, voted) => {
+                if let Ok((state_arc, slot_offset)) = prepared {
+                    undo_prepare(&state_arc, seq, slot_offset, slot_size);
                 }
+                return Err(voted.err().unwrap_or_else(|| {
+                    Error::Internal("a failed preparation passed the vote".into())
+                }));
             }
+        };
+        // Map: fetch and import every peer's memory, write the descriptor and bind the
+        // multicast range if there is one; a second vote commits (nobody withdraws its fd, or
+        // uses the multicast range, before every rank has imported and bound) or undoes it
+        // everywhere.
+        crate::fault::pause_point("register-fds", me);
+        // A rank that cannot even look at its state still votes, so nobody waits for it.
+        let fail_vote =
+            |what: &'static str, e: Error| self.commit_vote(Err((what, &e))).err().unwrap_or(e);
+        let mut guard = lock(&state_arc).map_err(|e| fail_vote("locking its state", e))?;
+        let Some(state) = guard.as_mut() else {
+            let e = Error::Internal("symmetric state missing after its creation".into());
+            return Err(fail_vote("locking its state", e));
+        };
+        let mapped = state.map_and_bind(self, &local, &agreed, seq, slot_offset);
+        if mapped.is_ok() {
+            crate::fault::pause_point("register-mapped", me);
         }
+        let voted = self.commit_vote(mapped.as_ref().map(|_| ()).map_err(|(w, e)| (*w, e)));
+        state.server.withdraw(seq);
+        let Mapped {
+            mappings,
+            host,
+            descriptor,
+            binding,
+        } = match (mapped, voted) {
+            (Ok(m), Ok(())) => m,
+            (mapped, voted) => {
+                drop(mapped); // unbind and unmap before the slot can be reused
+                let _ = state.space.free(slot_offset, slot_size);
+                return Err(voted.err().unwrap_or_else(|| {
+                    Error::Internal("a failed mapping passed the vote".into())
+                }));
+            }
+        };
+        state.next_seq = seq + 1;
+        if let (Some(b), Some(McTeam::Gpu(team))) = (binding, state.mc.as_mut()) {
+            team.bindings.push((slot_offset, b));
+        }
+        // ANCHOR_END: commit
         let (layout, flat_base) = (state.layout, state.flat.base());
         state.windows.push(WindowEntry {
             user_ptr: ptr,
@@ -400,6 +409,105 @@ impl Communicator {
             slot_bytes_used: s.space.used(),
             windows: s.windows.len(),
         })
+    }
+
+    /// The local steps of a registration that can fail once every rank agreed to it: the
+    /// symmetric state (on first use), the slot, publishing this rank's fd. On failure, undoes
+    /// what it did and says which step failed.
+    fn prepare_registration(
+        &self,
+        records: &[RegistrationRecord],
+        local: &LocalPart,
+        seq: u64,
+        slot_size: u64,
+        align: u64,
+    ) -> std::result::Result<(StateSlot, u64), (&'static str, Error)> {
+        let setting_up = "setting up symmetric memory";
+        let state_arc = self.symmetric_state(records).map_err(|e| (setting_up, e))?;
+        let mut guard = lock(&state_arc).map_err(|e| (setting_up, e))?;
+        let state = guard.as_mut().ok_or_else(|| {
+            let e = Error::Internal("symmetric state missing after its creation".into());
+            (setting_up, e)
+        })?;
+        let slot_offset = state
+            .space
+            .alloc(slot_size, align)
+            .map_err(|e| ("allocating the window's slot", e))?;
+        let published = local
+            .alloc
+            .mem
+            .export_fd()
+            .and_then(|fd| state.server.publish(seq, fd));
+        if let Err(e) = published {
+            let _ = state.space.free(slot_offset, slot_size);
+            return Err(("publishing its memory's file descriptor", e));
+        }
+        drop(guard);
+        Ok((state_arc, slot_offset))
+    }
+
+    /// Collective: every rank says whether its part of a registration step succeeded; returns
+    /// `Ok` only if every rank's did, else on every rank the same error naming the first rank
+    /// that failed, the step and why (or the bootstrap's failure, e.g. a rank that died).
+    fn commit_vote(&self, mine: std::result::Result<(), (&str, &Error)>) -> Result<()> {
+        const MAX_REASON: usize = 480;
+        let me = self.rank();
+        let vote = match mine {
+            Ok(()) => b"K".to_vec(),
+            Err((what, e)) => {
+                tracing::warn!("rank {me}: window registration failed {what}: {e}");
+                let mut why = format!("failed {what}: {e}");
+                if why.len() > MAX_REASON {
+                    let mut cut = MAX_REASON;
+                    while !why.is_char_boundary(cut) {
+                        cut -= 1;
+                    }
+                    why.truncate(cut);
+                    why.push('…');
+                }
+                [&b"F"[..], why.as_bytes()].concat()
+            }
+        };
+        let votes = self.bootstrap().all_gather(&vote)?;
+        for (rank, v) in votes.iter().enumerate() {
+            match v.split_first() {
+                Some((b'K', [])) => {}
+                Some((b'F', why)) => {
+                    return Err(Error::PeerFailed {
+                        rank: Some(me),
+                        step: "window registration".into(),
+                        peer: rank,
+                        reason: String::from_utf8_lossy(why).into_owned(),
+                    });
+                }
+                _ => {
+                    return Err(
+                        registration_fault(rank, "a malformed commit vote".into()).reported_by(me)
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The device descriptor of a window at `slot_offset`.
+    fn window_descriptor(
+        &self,
+        state: &SymState,
+        local: &LocalPart,
+        slot_offset: u64,
+    ) -> DeviceWindow {
+        DeviceWindow {
+            win_host: 0,
+            lsa_flat_base: state.flat.base() + slot_offset + local.offset_in_alloc,
+            lsa_rank: self.lsa_rank() as i32,
+            world_rank: self.rank() as i32,
+            stride4g: state.layout.stride4g(),
+            mc_offset4k: ((slot_offset + local.offset_in_alloc) >> 12) as u32,
+            gin_offset4k: (local.offset_in_alloc >> 12) as u32,
+            pad: 0,
+            gin_wins: [0; 4],
+        }
     }
 
     fn check_local(&self, ptr: u64, size: usize) -> Result<LocalPart> {
@@ -481,21 +589,43 @@ impl Communicator {
     }
 }
 
+/// What the mapping step of a registration made; dropping it undoes it (the multicast binding
+/// goes before the mappings it covers).
+struct Mapped {
+    binding: Option<crate::cuda::multicast::McBinding>,
+    mappings: Vec<Mapping>,
+    host: DeviceWindow,
+    descriptor: DeviceBox<DeviceWindow>,
+}
+
+/// Undoes [`Communicator::prepare_registration`] after a failed vote.
+fn undo_prepare(state: &StateSlot, seq: u64, slot_offset: u64, slot_size: u64) {
+    if let Ok(mut guard) = lock(state)
+        && let Some(state) = guard.as_mut()
+    {
+        state.server.withdraw(seq);
+        let _ = state.space.free(slot_offset, slot_size);
+    }
+}
+
 impl SymState {
-    /// Exchanges file descriptors with the LSA team and maps every member's allocation at
-    /// its slot. Returns the mappings (own included).
-    fn map_peers(
+    /// The local part of a registration's mapping step (fetch, import and map every LSA
+    /// peer's memory, write the descriptor, bind the multicast range); on failure, what
+    /// failed.
+    fn map_and_bind(
         &mut self,
         comm: &Communicator,
         local: &LocalPart,
         agreed: &AgreedRegistration,
         seq: u64,
         slot_offset: u64,
-    ) -> Result<Vec<Mapping>> {
-        let device = comm.device_i32()?;
-        let me = comm.rank();
-        self.server.publish(seq, local.alloc.mem.export_fd()?)?;
-        let result = (|| {
+    ) -> std::result::Result<Mapped, (&'static str, Error)> {
+        // Fetch the LSA team's fds (this rank's is published already) and map every member's
+        // allocation at its slot, own included. The caller withdraws the fd once every rank
+        // has voted (so every peer has imported it).
+        let mappings = (|| -> Result<Vec<Mapping>> {
+            let device = comm.device_i32()?;
+            let me = comm.rank();
             let peers: Vec<usize> = self
                 .lsa_world_ranks
                 .iter()
@@ -503,9 +633,12 @@ impl SymState {
                 .filter(|&r| r != me)
                 .collect();
             // ANCHOR: map_peers
+            let step = "window registration (fetching file descriptors)";
+            let bootstrap = comm.bootstrap();
+            let alive = |peer| bootstrap.check_alive(step, peer);
             let fds = self
                 .server
-                .fetch_from(&peers, seq, comm.bootstrap().timeout())?;
+                .fetch_watching(&peers, seq, bootstrap.timeout(), &alive)?;
             let mut mappings = Vec::with_capacity(self.lsa_world_ranks.len());
             let mut fds = fds.into_iter();
             for (lsa_peer, &world) in self.lsa_world_ranks.iter().enumerate() {
@@ -531,14 +664,27 @@ impl SymState {
                 let offset = self.layout.peer_offset(lsa_peer, slot_offset)?;
                 mappings.push(Mapping::new(&self.flat, offset as usize, &mem, &[device])?);
             }
-            // Everyone has imported this registration's fds before they are withdrawn.
-            comm.bootstrap()
-                .all_gather_ranks(&self.lsa_world_ranks, &[])?;
             Ok(mappings)
             // ANCHOR_END: map_peers
-        })();
-        self.server.withdraw(seq);
-        result
+        })()
+        .map_err(|e| ("mapping its peers' memory", e))?;
+        let host = comm.window_descriptor(self, local, slot_offset);
+        let descriptor =
+            DeviceBox::new(&host).map_err(|e| ("writing the window's descriptor", e))?;
+        let binding = match self.mc.as_mut() {
+            Some(McTeam::Gpu(team)) => Some(
+                comm.device_i32()
+                    .and_then(|device| team.mc.bind(slot_offset as usize, &local.alloc.mem, device))
+                    .map_err(|e| ("binding its memory to the multicast range", e))?,
+            ),
+            _ => None,
+        };
+        Ok(Mapped {
+            binding,
+            mappings,
+            host,
+            descriptor,
+        })
     }
 }
 

@@ -15,15 +15,18 @@
 //!
 //! 1. [`crate::cuda::vmm::find_allocation`] on the user pointer, then
 //!    [`window_offset_in_alloc`];
-//! 2. export the allocation ([`crate::cuda::PhysicalMem::export_fd`]) and
-//!    [publish](crate::ipc::FdServer::publish) it under the registration's sequence number;
-//! 3. all-gather [`RegistrationRecord::encode`]d records, [`RegistrationRecord::decode_all`],
+//! 2. all-gather [`RegistrationRecord::encode`]d records, [`RegistrationRecord::decode_all`],
 //!    [`validate_registration`] (every rank gets the same error on disagreement);
-//! 4. `Space::alloc` with [`AgreedRegistration::space_request`] → the slot offset (the same on
-//!    every rank);
-//! 5. [fetch](crate::ipc::FdServer::fetch_from) every peer's fd, import, map at
-//!    [`FlatLayout::peer_addr`]`(flat_base, peer, slot_offset)`, set access;
-//! 6. barrier (everyone has imported), then [withdraw](crate::ipc::FdServer::withdraw) the key.
+//! 3. prepare: the state on first use, `Space::alloc` with
+//!    [`AgreedRegistration::space_request`] → the slot offset (the same on every rank), export
+//!    the allocation ([`crate::cuda::PhysicalMem::export_fd`]) and
+//!    [publish](crate::ipc::FdServer::publish) it under the registration's sequence number;
+//!    then a vote of every rank (a failure anywhere undoes this everywhere);
+//! 4. [fetch](crate::ipc::FdServer::fetch_watching) every peer's fd (watching that the peer
+//!    lives), import, map at [`FlatLayout::peer_addr`]`(flat_base, peer, slot_offset)`, set
+//!    access, write the descriptor, bind the multicast range if any;
+//! 5. a second vote (everyone has imported, or everyone undoes), then
+//!    [withdraw](crate::ipc::FdServer::withdraw) the key.
 //!
 //! Deregistration frees the same `(offset, size)` from the space, in the same order on all
 //! ranks.

@@ -100,10 +100,18 @@ impl Communicator {
             let mc = match created? {
                 Some(mc) => mc,
                 None => {
-                    let fd =
-                        state
-                            .server
-                            .fetch(lsa_ranks[0], MC_KEY, self.bootstrap().timeout())?;
+                    let step = "multicast set-up (fetching the multicast handle)";
+                    let alive = |peer| self.bootstrap().check_alive(step, peer);
+                    let fd = state
+                        .server
+                        .fetch_watching(
+                            &lsa_ranks[..1],
+                            MC_KEY,
+                            self.bootstrap().timeout(),
+                            &alive,
+                        )?
+                        .pop()
+                        .ok_or_else(|| Error::Internal("no multicast handle fetched".into()))?;
                     Multicast::import_fd(std::os::fd::AsFd::as_fd(&fd), size)?
                 }
             };
