@@ -5,7 +5,15 @@
 //! `LsaBarrier` expects), zeroes it on every rank before any rank can use it, and fills the
 //! plain-data [`symcomm_device::comm::DevComm`] that kernels take by value. It also allocates
 //! an **abort flag** in device-mapped host memory: [`DevComm::abort`] raises it, and every
-//! barrier wait polls it, so a stuck kernel can be released from the host.
+//! device-side wait (barriers, LL loads, the gallery's pipelines) polls it, so a stuck kernel
+//! can be released from the host. The communicator's bootstrap raises it too, from whichever
+//! thread first learns that a rank died or gave up ([`Bootstrap::watch_failure`]): kernels
+//! waiting for a dead peer stop within a poll interval instead of at their own timeout, and
+//! [`DevComm::failure`] says why. The flag is host memory the device reads over the bus, so the
+//! host can raise it while a kernel spins (a write queued on a stream behind that kernel would
+//! never run).
+//!
+//! [`Bootstrap::watch_failure`]: crate::Bootstrap::watch_failure
 //!
 //! Multicast (NVLink SHARP) is not used unless requested *and* `SYMCOMM_NVLS=1` is set; the
 //! default is unicast barriers, which need nothing from the switch. On the emulated backend
@@ -16,10 +24,14 @@ use symcomm_device::comm::{
     DevComm as RawDevComm, LsaBarrierHandle, MultimemHandle, RESOURCE_UNIT, ResourceWindow,
 };
 
-use crate::Result;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use crate::bootstrap::FailureWatch;
 use crate::comm::Communicator;
 use crate::cuda::memory::HostMapped;
 use crate::window::{SymmetricMemory, Window};
+use crate::{Error, Result};
 
 pub use crate::cuda::multicast::NVLS_ENV;
 
@@ -65,10 +77,12 @@ impl Requirements {
 #[derive(Debug)]
 pub struct DevComm {
     raw: RawDevComm,
-    // Field order is drop order: the window goes before the memory it maps.
+    // Field order is drop order: the failure watch (which raises the flag) goes before the
+    // flag, and the window before the memory it maps.
+    watch: FailureWatch,
     _resource_window: Window,
     _resource_memory: SymmetricMemory,
-    abort: HostMapped<u32>,
+    abort: Arc<HostMapped<u32>>,
 }
 
 impl DevComm {
@@ -76,7 +90,7 @@ impl DevComm {
     /// device communicator. Every rank gets the same error if a rank cannot take part.
     ///
     /// # Errors
-    /// [`Error::Unsupported`](crate::Error::Unsupported) on every rank, before anything is
+    /// [`Error::Unsupported`] on every rank, before anything is
     /// allocated, when two ranks of a node are different processes on the same GPU (their
     /// kernels would take turns, and a barrier between them could only time out; see
     /// `SYMCOMM_SHARED_GPU` for MPS); the errors of registering its resource window.
@@ -95,7 +109,12 @@ impl DevComm {
         memory.buffer().fill_bytes(0)?;
         let window = comm.register_window(&memory)?;
         // ANCHOR_END: zero_then_register
-        let abort = HostMapped::new(0u32)?;
+        let abort = Arc::new(HostMapped::new(0u32)?);
+        let raise = Arc::clone(&abort);
+        // Relaxed: raising the flag publishes nothing else (kernels read it relaxed, .sys).
+        let watch = comm
+            .bootstrap()
+            .watch_failure(move |_| raise.atomic().store(1, Ordering::Relaxed));
         let d = window.descriptor();
         let mut raw = RawDevComm::new(
             comm.rank() as i32,
@@ -120,9 +139,11 @@ impl DevComm {
                 mc_base: comm.lsa_multicast_base()?,
             };
         }
+        crate::fault::pause_point("devcomm", comm.rank());
         comm.bootstrap().barrier()?;
         Ok(DevComm {
             raw,
+            watch,
             _resource_window: window,
             _resource_memory: memory,
             abort,
@@ -134,15 +155,24 @@ impl DevComm {
         self.raw
     }
 
-    /// Raises the abort flag: every barrier wait of kernels using this communicator returns
-    /// `Aborted` soon after (they poll it). Irreversible for this communicator's barriers.
+    /// Raises the abort flag: every device-side wait of kernels using this communicator
+    /// returns `Aborted` soon after (they poll it). Irreversible for this communicator's
+    /// barriers. Relaxed: raising it orders no other memory.
     pub fn abort(&self) {
-        self.abort.set(1);
+        self.abort.atomic().store(1, Ordering::Relaxed);
     }
 
-    /// True once [`DevComm::abort`] was called.
+    /// True once the flag is raised: by [`DevComm::abort`], or because the communicator's
+    /// bootstrap failed ([`DevComm::failure`]).
     pub fn is_aborted(&self) -> bool {
-        self.abort.get() != 0
+        self.abort.atomic().load(Ordering::Relaxed) != 0
+    }
+
+    /// Why the communicator failed (a rank died, gave up or broke the protocol), as every later
+    /// call of it reports; `None` while it is healthy. After a kernel reported an abort this
+    /// names the cause; `None` then means [`DevComm::abort`] was called locally.
+    pub fn failure(&self) -> Option<Error> {
+        self.watch.failure("device communicator")
     }
 }
 

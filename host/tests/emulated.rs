@@ -76,6 +76,108 @@ fn a_size_mismatch_gives_every_rank_the_same_error() {
 }
 
 #[test]
+fn a_rank_that_fails_after_the_agreement_gives_every_rank_the_same_error_at_once() {
+    use std::time::{Duration, Instant};
+    // Rank 1's fd socket name is taken, so binding its fd server (a step after the ranks
+    // agreed to register) fails on rank 1 alone. Before the prepare/commit vote, rank 1
+    // returned at once and the others waited the whole timeout for its fd.
+    let results = on_ranks(3, |comm| {
+        let squatter = if comm.rank() == 1 {
+            Some(symcomm::ipc::FdServer::bind(comm.job_id(), 1)?)
+        } else {
+            None
+        };
+        let mem = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        comm.bootstrap().barrier()?;
+        let start = Instant::now();
+        let err = comm.register_window(&mem).err().map(|e| e.to_string());
+        let took = start.elapsed();
+        // Nothing was left half-registered, and the communicator is still usable.
+        assert!(comm.find_window(mem.device_ptr()).is_none());
+        drop(squatter);
+        comm.bootstrap().barrier()?;
+        let win = comm.register_window(&mem)?;
+        assert_eq!(comm.find_window(mem.device_ptr()), Some(win.device_ptr()));
+        win.deregister()?;
+        Ok((err, took))
+    });
+    let first = results[0]
+        .0
+        .clone()
+        .expect("registration succeeded on rank 0");
+    for (rank, (err, took)) in results.iter().enumerate() {
+        let err = err.as_ref().expect("registration succeeded");
+        assert!(took < &Duration::from_secs(3), "rank {rank} took {took:?}");
+        assert!(
+            err.contains("window registration: rank 1 failed setting up symmetric memory")
+                && err.contains("binding fd socket"),
+            "rank {rank}: {err}"
+        );
+        // The same error everywhere, but for the reporting rank's prefix.
+        assert_eq!(
+            err.split_once(": ").map(|x| x.1),
+            first.split_once(": ").map(|x| x.1)
+        );
+    }
+}
+
+#[test]
+fn after_a_rank_dies_every_later_call_returns_the_same_error_and_drops_are_prompt() {
+    use std::time::{Duration, Instant};
+    let results = ranks::run_emulated(3, |comm| {
+        let mem = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        let win = comm.register_window(&mem)?;
+        let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(1))?;
+        comm.bootstrap().barrier()?;
+        if comm.rank() == 2 {
+            // Dies: its communicator goes while its thread panics (no goodbye).
+            let crash = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {
+                let _dies = comm;
+                panic!("rank 2 crashes (expected)");
+            }));
+            assert!(crash.is_err());
+            return Ok(Vec::new());
+        }
+        // The abort flag goes up without any call of this rank.
+        let start = Instant::now();
+        while !dev.is_aborted() {
+            assert!(
+                start.elapsed() < Duration::from_secs(3),
+                "the abort flag stayed down"
+            );
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        let errors = vec![
+            comm.register_window(&mem).err(),
+            DevComm::create(&comm, Requirements::new()).err(),
+            comm.bootstrap().barrier().err(),
+            dev.failure(),
+            comm.bootstrap().failure(),
+        ];
+        let start = Instant::now();
+        drop((dev, win, comm));
+        assert!(
+            start.elapsed() < Duration::from_secs(2),
+            "{:?}",
+            start.elapsed()
+        );
+        Ok(errors
+            .into_iter()
+            .map(|e| e.map(|e| e.to_string()).unwrap_or_default())
+            .collect())
+    });
+    for (rank, r) in results.into_iter().take(2) {
+        let errors = r.unwrap_or_else(|e| panic!("rank {rank}: {e}"));
+        for e in &errors {
+            assert!(
+                e.starts_with(&format!("rank {rank}: ")) && e.contains(": rank 2 panicked"),
+                "rank {rank}: {errors:?}"
+            );
+        }
+    }
+}
+
+#[test]
 fn a_host_pointer_is_refused_on_every_rank() {
     let errors = on_ranks(2, |comm| {
         let host = vec![0u8; 1 << 16];

@@ -206,25 +206,32 @@ impl Collectives {
     }
 
     /// The error a device-side wait reported since the last [`clear_status`]
-    /// (`Ok` if none). Read it after synchronising the stream.
+    /// (`Ok` if none). Read it after synchronising the stream. A wait that was aborted because
+    /// the communicator failed reports that failure (e.g. the rank that died).
     ///
     /// [`clear_status`]: Collectives::clear_status
     pub fn check_status(&self) -> Result<()> {
-        match self.status.get() {
-            0 => Ok(()),
-            code => Err(Error::Timeout {
-                rank: Some(self.rank),
-                step: format!(
-                    "a gallery collective's device-side wait ({})",
-                    if code == 2 {
-                        "aborted"
-                    } else {
-                        "peer never arrived"
-                    }
-                ),
-                after: std::time::Duration::from_nanos(self.tuning.timeout_ns),
-            }),
+        let code = self.status.get();
+        if code == 0 {
+            return Ok(());
         }
+        if code == 2
+            && let Some(cause) = self.dev.failure()
+        {
+            return Err(cause);
+        }
+        Err(Error::Timeout {
+            rank: Some(self.rank),
+            step: format!(
+                "a gallery collective's device-side wait ({})",
+                if code == 2 {
+                    "aborted"
+                } else {
+                    "peer never arrived"
+                }
+            ),
+            after: std::time::Duration::from_nanos(self.tuning.timeout_ns),
+        })
     }
 
     /// Resets the status word.
@@ -512,7 +519,13 @@ impl Collectives {
         stream: CUstream,
         args: A,
     ) -> Result<()> {
+        // A communicator that failed (a rank died or gave up) stays failed: report that
+        // instead of launching a kernel that could only abort.
+        if let Some(e) = self.dev.failure() {
+            return Err(e);
+        }
         let f = self.module.function(name)?;
+        symcomm::fault::pause_point("collective", self.rank);
         // The kernels stride over `block_dim()`: smaller blocks under emulation.
         let threads = grid.threads.min(self.threads);
         // Every gallery kernel starts with `common::enter`, which waits for the kernel ahead
