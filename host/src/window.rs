@@ -172,9 +172,9 @@ impl Window {
                 team.bindings.retain(|(off, _)| *off != self.slot_offset);
             }
             state.space.free(self.slot_offset, self.slot_size)?;
-            state
-                .windows
-                .retain(|w| w.user_ptr != self.user_ptr || w.size != self.size);
+            // By identity (its slot), not by (pointer, size): the same buffer may be
+            // registered twice, and dropping one window must leave the other registered.
+            state.windows.retain(|w| w.slot_offset != self.slot_offset);
         }
         Ok(())
     }

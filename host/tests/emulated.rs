@@ -178,6 +178,41 @@ fn after_a_rank_dies_every_later_call_returns_the_same_error_and_drops_are_promp
 }
 
 #[test]
+fn a_buffer_registered_twice_stays_registered_until_both_windows_are_gone() {
+    // Before: dropping one of the two windows forgot both (entries were removed by pointer
+    // and size), so `find_window` said the live one was gone.
+    let results = on_ranks(2, |comm| {
+        let mem = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        let first = comm.register_window(&mem)?;
+        let second = comm.register_window(&mem)?;
+        assert_ne!(first.device_ptr(), second.device_ptr());
+        first.deregister()?;
+        let found = comm.find_window(mem.device_ptr() + 64);
+        let usage = comm.symmetric_usage().map(|u| u.windows);
+        // The live window still reaches the peer's memory.
+        let peer = 1 - comm.lsa_rank();
+        let addr = second
+            .lsa_ptr(4 * comm.rank(), peer)
+            .ok_or(Error::InvalidArgument("lsa_ptr out of range".into()))?;
+        // SAFETY: inside the peer's mapped copy of the live window.
+        unsafe { word_at(addr).write_volatile(7 + comm.rank() as u32) };
+        comm.bootstrap().barrier()?;
+        let mut got = [0u32; 2];
+        mem.buffer().copy_to_host(&mut got)?;
+        comm.bootstrap().barrier()?;
+        let want = second.device_ptr();
+        second.deregister()?;
+        Ok((found == Some(want), usage, got[peer], comm.find_window(mem.device_ptr())))
+    });
+    for (rank, (found, usage, got, after)) in results.into_iter().enumerate() {
+        assert!(found, "rank {rank}: the live window was forgotten");
+        assert_eq!(usage, Some(1), "rank {rank}");
+        assert_eq!(got, 7 + (1 - rank) as u32, "rank {rank}");
+        assert_eq!(after, None, "rank {rank}");
+    }
+}
+
+#[test]
 fn a_host_pointer_is_refused_on_every_rank() {
     let errors = on_ranks(2, |comm| {
         let host = vec![0u8; 1 << 16];
