@@ -11,8 +11,12 @@
 //!   where `size` bytes are free (first fit);
 //! - [`Space::free`]: releases exactly one earlier allocation, named by the `(offset, size)` it
 //!   was given. Partial frees and splits (which `ncclSpace` allows) are **not** supported: a
-//!   free that does not name a live allocation exactly is an error, which catches ranks that
-//!   deregister in different orders or with different sizes early.
+//!   free that does not name a live allocation exactly is an error;
+//! - [`Space::digest`]: a digest of the live allocations. A rank cannot see a divergence by
+//!   itself (deregistering a different window than its peers frees a valid block), so window
+//!   registration compares every rank's digest and refuses to register on a mismatch: ranks that
+//!   deregistered in different orders get an error at their next registration instead of
+//!   silently different slot offsets.
 //!
 //! Invariants (checked by the tests after every step): live allocations are sorted, do not
 //! overlap, have non-zero size and lie inside `[0, limit)`. Free space is whatever lies between
@@ -40,6 +44,18 @@ impl Space {
             limit,
             blocks: BTreeMap::new(),
         }
+    }
+
+    /// A digest (FNV-1a, 32-bit) of the live allocations, offsets and sizes in order: equal on
+    /// spaces that went through the same allocations and frees.
+    pub fn digest(&self) -> u32 {
+        let mut h: u32 = 0x811c_9dc5;
+        for (offset, size) in self.allocations() {
+            for b in offset.to_le_bytes().into_iter().chain(size.to_le_bytes()) {
+                h = (h ^ u32::from(b)).wrapping_mul(0x0100_0193);
+            }
+        }
+        h
     }
 
     /// The exclusive upper bound of the range.

@@ -257,7 +257,7 @@ impl Communicator {
     pub fn register_window_ptr(&self, ptr: u64, size: usize) -> Result<Window> {
         let me = self.rank();
         let local = self.check_local(ptr, size);
-        let seq = self.peek_seq()?;
+        let (seq, slots_digest) = self.peek_seq()?;
         let offer = match &local {
             Ok(l) => Offer::Ready(RegistrationRecord {
                 rank: me as u32,
@@ -268,6 +268,7 @@ impl Communicator {
                 granularity: l.granularity,
                 device_total_mem: l.total_mem,
                 handle_kind: l.handle_kind,
+                slots_digest,
             }),
             Err(e) => Offer::Refused(e.to_string()),
         };
@@ -543,10 +544,13 @@ impl Communicator {
         })
     }
 
-    /// The sequence number the next registration will carry.
-    fn peek_seq(&self) -> Result<u64> {
+    /// The sequence number the next registration will carry, and the digest of the live
+    /// window slots.
+    fn peek_seq(&self) -> Result<(u64, u32)> {
         let guard = lock(self.symm_slot())?;
-        Ok(guard.as_ref().map_or(0, |s| s.next_seq))
+        Ok(guard.as_ref().map_or((0, Space::new(0).digest()), |s| {
+            (s.next_seq, s.space.digest())
+        }))
     }
 
     /// Creates the symmetric state on first use (collective: every rank is here, right after

@@ -202,7 +202,12 @@ fn a_buffer_registered_twice_stays_registered_until_both_windows_are_gone() {
         comm.bootstrap().barrier()?;
         let want = second.device_ptr();
         second.deregister()?;
-        Ok((found == Some(want), usage, got[peer], comm.find_window(mem.device_ptr())))
+        Ok((
+            found == Some(want),
+            usage,
+            got[peer],
+            comm.find_window(mem.device_ptr()),
+        ))
     });
     for (rank, (found, usage, got, after)) in results.into_iter().enumerate() {
         assert!(found, "rank {rank}: the live window was forgotten");
@@ -210,6 +215,38 @@ fn a_buffer_registered_twice_stays_registered_until_both_windows_are_gone() {
         assert_eq!(got, 7 + (1 - rank) as u32, "rank {rank}");
         assert_eq!(after, None, "rank {rank}");
     }
+}
+
+#[test]
+fn windows_deregistered_in_different_orders_are_caught_at_the_next_registration() {
+    // Before: each rank freed a valid block, so the next registration gave silently
+    // different slot offsets (rank 0 reused the first window's slot, rank 1 the second's).
+    let results = on_ranks(2, |comm| {
+        let mem = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        let a = comm.register_window(&mem)?;
+        let b = comm.register_window(&mem)?;
+        let keep = if comm.rank() == 0 {
+            a.deregister()?;
+            b
+        } else {
+            b.deregister()?;
+            a
+        };
+        let err = comm.register_window(&mem).err().map(|e| e.to_string());
+        drop(keep);
+        // Once the spaces agree again, registration works.
+        let again = comm.register_window(&mem)?;
+        again.deregister()?;
+        Ok(err)
+    });
+    for (rank, err) in results.iter().enumerate() {
+        let err = err.as_deref().unwrap_or("registered");
+        assert!(
+            err.contains("live window slots (windows deregistered in a different order?) differs"),
+            "rank {rank}: {err}"
+        );
+    }
+    assert_eq!(results[0], results[1]);
 }
 
 #[test]

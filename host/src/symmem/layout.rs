@@ -324,7 +324,7 @@ pub fn validate_registration(records: &[RegistrationRecord]) -> Result<AgreedReg
         }
     }
     type Field = (&'static str, fn(&RegistrationRecord) -> String);
-    let fields: [Field; 6] = [
+    let fields: [Field; 7] = [
         ("window registration sequence number", |r| {
             r.seq_no.to_string()
         }),
@@ -335,6 +335,10 @@ pub fn validate_registration(records: &[RegistrationRecord]) -> Result<AgreedReg
         }),
         ("window size", |r| r.window_size.to_string()),
         ("allocation size", |r| r.alloc_size.to_string()),
+        (
+            "live window slots (windows deregistered in a different order?)",
+            |r| format!("digest {:08x}", r.slots_digest),
+        ),
     ];
     for (what, get) in fields {
         let value_a = get(first);
@@ -511,6 +515,7 @@ pub(crate) mod tests {
             granularity: 2 << 20,
             device_total_mem: 80 * GIB + rank as u64,
             handle_kind: HandleKind::PosixFd,
+            slots_digest: 0xabcd,
         }
     }
 

@@ -9,7 +9,7 @@
 //!
 //! Wire layout (byte offset: field):
 //! `0` magic `b"SCRG"`, `4` version `u16`, `6` handle kind `u16`, `8` rank `u32`,
-//! `12` reserved `u32` (0), `16` seq no, `24` window size, `32` window offset in its
+//! `12` slots digest `u32`, `16` seq no, `24` window size, `32` window offset in its
 //! allocation, `40` allocation size, `48` granularity, `56` device total memory (all `u64`).
 
 use std::fmt;
@@ -76,10 +76,14 @@ pub struct RegistrationRecord {
     pub device_total_mem: u64,
     /// How the rank's memory will be shared.
     pub handle_kind: HandleKind,
+    /// A digest of the rank's live window slots ([`crate::space::Space::digest`]): the same
+    /// on ranks that registered and deregistered the same windows in the same order, so a
+    /// divergence is caught here instead of giving silently different slot offsets.
+    pub slots_digest: u32,
 }
 
 const MAGIC: [u8; 4] = *b"SCRG";
-const VERSION: u16 = 1;
+const VERSION: u16 = 2;
 
 impl RegistrationRecord {
     /// Bytes of the wire form.
@@ -92,7 +96,7 @@ impl RegistrationRecord {
         out[4..6].copy_from_slice(&VERSION.to_le_bytes());
         out[6..8].copy_from_slice(&self.handle_kind.to_wire().to_le_bytes());
         out[8..12].copy_from_slice(&self.rank.to_le_bytes());
-        // 12..16 reserved, zero.
+        out[12..16].copy_from_slice(&self.slots_digest.to_le_bytes());
         let words = [
             self.seq_no,
             self.window_size,
@@ -108,7 +112,7 @@ impl RegistrationRecord {
     }
 
     /// Parses one wire-form record; [`Error::InvalidArgument`] on a wrong length, magic,
-    /// version, handle kind or non-zero reserved bytes.
+    /// version or handle kind.
     pub fn decode(bytes: &[u8]) -> Result<RegistrationRecord> {
         let bytes: &[u8; Self::WIRE_SIZE] = bytes.try_into().map_err(|_| {
             Error::InvalidArgument(format!(
@@ -144,11 +148,6 @@ impl RegistrationRecord {
                 "registration record has unknown handle kind {kind}"
             ))
         })?;
-        if u32_at(12) != 0 {
-            return Err(Error::InvalidArgument(
-                "registration record has non-zero reserved bytes".into(),
-            ));
-        }
         Ok(RegistrationRecord {
             rank: u32_at(8),
             seq_no: u64_at(16),
@@ -158,6 +157,7 @@ impl RegistrationRecord {
             granularity: u64_at(48),
             device_total_mem: u64_at(56),
             handle_kind,
+            slots_digest: u32_at(12),
         })
     }
 
@@ -192,6 +192,7 @@ mod tests {
             granularity: 2 << 20,
             device_total_mem: 150_000_000_000,
             handle_kind: HandleKind::PosixFd,
+            slots_digest: 0x1122_3344,
         }
     }
 
@@ -217,6 +218,7 @@ mod tests {
             granularity: u64::MAX,
             device_total_mem: u64::MAX,
             handle_kind: HandleKind::Fabric,
+            slots_digest: u32::MAX,
         };
         assert_eq!(RegistrationRecord::decode(&max.encode()).unwrap(), max);
     }
@@ -225,9 +227,9 @@ mod tests {
     fn wire_form_is_little_endian_at_fixed_offsets() {
         let bytes = sample(0x0a0b_0c0d).encode();
         assert_eq!(&bytes[0..4], b"SCRG");
-        assert_eq!(&bytes[4..8], &[1, 0, 1, 0]);
+        assert_eq!(&bytes[4..8], &[2, 0, 1, 0]);
         assert_eq!(&bytes[8..12], &[0x0d, 0x0c, 0x0b, 0x0a]);
-        assert_eq!(&bytes[12..16], &[0; 4]);
+        assert_eq!(&bytes[12..16], &[0x44, 0x33, 0x22, 0x11]);
         assert_eq!(&bytes[16..24], &[8, 7, 6, 5, 4, 3, 2, 1]);
         assert_eq!(&bytes[32..40], &4096u64.to_le_bytes());
         assert_eq!(&bytes[48..56], &(2u64 << 20).to_le_bytes());
@@ -256,7 +258,7 @@ mod tests {
             RegistrationRecord::decode(&b)
         };
         assert!(corrupt(0, b'X').unwrap_err().to_string().contains("magic"));
-        assert!(corrupt(4, 2).unwrap_err().to_string().contains("version 2"));
+        assert!(corrupt(4, 1).unwrap_err().to_string().contains("version 1"));
         assert!(
             corrupt(6, 0)
                 .unwrap_err()
@@ -269,7 +271,6 @@ mod tests {
                 .to_string()
                 .contains("handle kind 4")
         );
-        assert!(corrupt(13, 1).unwrap_err().to_string().contains("reserved"));
         // Every other byte is payload and decodes to a (different) valid record.
         assert!(corrupt(20, 0xff).is_ok());
     }
