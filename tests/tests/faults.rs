@@ -248,3 +248,35 @@ fn a_rank_killed_at_any_phase_is_reported_by_every_survivor_within_3_s() {
     );
     assert!(failures.is_empty(), "{}", failures.join("\n"));
 }
+
+#[test]
+fn a_layout_setting_made_on_one_rank_only_fails_every_rank_at_set_up() {
+    // Before: SYMCOMM_WIN_STRIDE on rank 1 alone gave the ranks different flat layouts, and
+    // nothing said so until a peer's memory was not where a kernel looked for it.
+    let script =
+        format!("if [ \"$RANK\" = 1 ]; then export SYMCOMM_WIN_STRIDE=8G; fi; exec {VICTIM}");
+    let out = Command::new(RUN)
+        .args(["-n", "2", "--", "sh", "-c", &script])
+        .env("SYMCOMM_BACKEND", "emu")
+        .env_remove("SYMCOMM_WIN_STRIDE")
+        .env_remove("SYMCOMM_TEST_PAUSE_AT")
+        .env_remove("SYMCOMM_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("running the launcher");
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert_ne!(out.status.code(), Some(0), "{log}");
+    for r in 0..2 {
+        let want = format!("[rank {r}] fault_victim: rank {r} failed after");
+        let line = log
+            .lines()
+            .find(|l| l.starts_with(&want))
+            .unwrap_or_else(|| panic!("rank {r} reported no error:\n{log}"));
+        assert!(
+            line.ends_with(
+                "setting SYMCOMM_WIN_STRIDE differs across ranks: rank 0 has unset, rank 1 has 8G"
+            ),
+            "{line}"
+        );
+    }
+}

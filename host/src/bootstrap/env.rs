@@ -8,10 +8,12 @@
 //!   `LOCAL_WORLD_SIZE`, else `OMPI_COMM_WORLD_LOCAL_RANK` / `OMPI_COMM_WORLD_LOCAL_SIZE`;
 //! - the unique id: `SYMCOMM_UNIQUE_ID` (`<hex magic>@host:port`, set by symcomm-run with a
 //!   random magic); otherwise the root is `MASTER_ADDR` : `MASTER_PORT` and the magic is derived
-//!   from what every rank sees alike (address, port, world size, and `TORCHELASTIC_RUN_ID` or
-//!   Open MPI's job id when present). A derived magic still rejects processes of other jobs
-//!   with different launch parameters; only symcomm-run's random one rejects a stale process of
-//!   an identical earlier launch.
+//!   from what every rank sees alike (address, port, and `TORCHELASTIC_RUN_ID` or Open MPI's
+//!   job id when present). A derived magic still rejects processes of other jobs with different
+//!   launch parameters; only symcomm-run's random one rejects a stale process of an identical
+//!   earlier launch. The world size is deliberately not part of it: a rank with another
+//!   `WORLD_SIZE` must reach the root, which then reports the mismatch to every rank, rather
+//!   than be turned away as a stranger ("wrong magic").
 //! - the root's port: `SYMCOMM_PORT` overrides `MASTER_PORT`. Under torchrun with
 //!   `TORCHELASTIC_USE_AGENT_STORE=True` the agent's store already listens on `MASTER_PORT`, so
 //!   the root uses `MASTER_PORT + 1` unless `SYMCOMM_PORT` says otherwise;
@@ -130,7 +132,7 @@ impl LaunchEnv {
         let unique_id = if size == 1 {
             None
         } else {
-            Some(unique_id(&get, size)?)
+            Some(unique_id(&get)?)
         };
         Ok(LaunchEnv {
             rank,
@@ -165,7 +167,7 @@ pub fn parse_timeout(text: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn unique_id(get: &impl Fn(&str) -> Option<String>, size: usize) -> Result<UniqueId> {
+fn unique_id(get: &impl Fn(&str) -> Option<String>) -> Result<UniqueId> {
     if let Some(text) = get("SYMCOMM_UNIQUE_ID") {
         return UniqueId::parse(&text).map_err(|e| env_error("SYMCOMM_UNIQUE_ID", e.to_string()));
     }
@@ -208,9 +210,10 @@ fn unique_id(get: &impl Fn(&str) -> Option<String>, size: usize) -> Result<Uniqu
     let run = get("TORCHELASTIC_RUN_ID")
         .or_else(|| get("OMPI_MCA_ess_base_jobid"))
         .unwrap_or_default();
+    // The world size is not part of the magic: see the module documentation.
     Ok(UniqueId::derived(
         addr,
-        &format!("symcomm/{host}/{port}/{size}/{run}"),
+        &format!("symcomm/{host}/{port}/{run}"),
     ))
 }
 
@@ -305,6 +308,17 @@ mod tests {
         ])
         .unwrap();
         assert_ne!(next_run.unique_id.unwrap().magic(), id.magic());
+        // A rank with another world size derives the same magic, so the root can tell it
+        // (and every rank) that the sizes differ, instead of rejecting it as a stranger.
+        let wrong_size = env(&[
+            ("RANK", "2"),
+            ("WORLD_SIZE", "4"),
+            ("MASTER_ADDR", "127.0.0.1"),
+            ("MASTER_PORT", "29500"),
+            ("TORCHELASTIC_RUN_ID", "abc"),
+        ])
+        .unwrap();
+        assert_eq!(wrong_size.unique_id, Some(id));
     }
 
     #[test]

@@ -22,6 +22,7 @@
 //! device is `SYMCOMM_DEVICE`, else the launcher's local rank, else 0; it is only recorded here,
 //! CUDA is not touched.
 
+mod agree;
 mod node;
 mod team;
 #[cfg(test)]
@@ -30,6 +31,7 @@ mod tests;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+pub use agree::INIT_SETTINGS;
 pub use symcomm_device::team::Team;
 pub use team::{
     lsa_size_of, team_inner_factor, team_outer_factor, team_rank_is_member, team_rank_to_team,
@@ -143,7 +145,8 @@ impl Communicator {
     }
 
     /// Collective: every rank of `bootstrap`'s group calls this; exchanges nodes and devices
-    /// and derives the teams.
+    /// and derives the teams. Every rank gets the same [`Error::Mismatch`] when a setting
+    /// that shapes teams or layout ([`INIT_SETTINGS`]) differs across ranks.
     pub fn init(bootstrap: Bootstrap, options: CommOptions) -> Result<Communicator> {
         let device = options.device.unwrap_or(0);
         let (node, name) = match &options.node_id {
@@ -174,6 +177,9 @@ impl Communicator {
             lsa_size,
             symm: Arc::new(Mutex::new(None)),
         };
+        // Every rank must derive the same teams and layout: agree on what shapes them.
+        let settings = agree::init_settings(options.lsa_cap, |k| std::env::var(k).ok());
+        comm.agree("communicator init", "setting", None, &settings)?;
         comm.log_topology(options.lsa_cap);
         Ok(comm)
     }

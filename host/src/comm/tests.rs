@@ -228,3 +228,25 @@ fn init_threads_puts_rank_r_on_device_r() {
         assert_eq!(c.rail_team(), Team::new(1, 0, 3));
     }
 }
+
+#[test]
+fn ranks_with_different_team_settings_all_get_the_same_mismatch() {
+    // Before: rank 1 capped its LSA team at 1 and rank 0 did not; both returned Ok with
+    // different teams (a later kernel would wait for a peer that is not in its team).
+    let err = Communicator::init_threads_with(2, Duration::from_secs(10), |r| {
+        CommOptions::new().lsa_size(if r == 1 { 1 } else { 0 })
+    })
+    .err()
+    .map(|e| e.to_string())
+    .unwrap_or_default();
+    assert_eq!(
+        err,
+        "setting SYMCOMM_LSA_SIZE differs across ranks: rank 0 has unset, rank 1 has 1"
+    );
+    // Equal settings agree.
+    let comms = Communicator::init_threads_with(2, Duration::from_secs(10), |_| {
+        CommOptions::new().lsa_size(1)
+    })
+    .unwrap();
+    assert_eq!(comms[1].lsa_size(), 1);
+}
