@@ -140,7 +140,7 @@ impl DevComm {
             };
         }
         crate::fault::pause_point("devcomm", comm.rank());
-        comm.bootstrap().barrier()?;
+        comm.bootstrap().runtime_barrier()?;
         Ok(DevComm {
             raw,
             watch,

@@ -273,7 +273,7 @@ impl Communicator {
             Err(e) => Offer::Refused(e.to_string()),
         };
         // ANCHOR: gather
-        let gathered = self.bootstrap().all_gather(&offer.encode())?;
+        let gathered = self.bootstrap().runtime_all_gather(&offer.encode())?;
         let mut records = Vec::with_capacity(gathered.len());
         for (rank, bytes) in gathered.iter().enumerate() {
             match Offer::decode(rank, bytes).map_err(|e| e.reported_by(me))? {
@@ -469,7 +469,7 @@ impl Communicator {
                 [&b"F"[..], why.as_bytes()].concat()
             }
         };
-        let votes = self.bootstrap().all_gather(&vote)?;
+        let votes = self.bootstrap().runtime_all_gather(&vote)?;
         for (rank, v) in votes.iter().enumerate() {
             match v.split_first() {
                 Some((b'K', [])) => {}

@@ -250,6 +250,25 @@ fn windows_deregistered_in_different_orders_are_caught_at_the_next_registration(
 }
 
 #[test]
+fn a_user_all_gather_never_receives_the_runtimes_registration_records() {
+    // Before: rank 0's all-gather returned rank 1's registration offer as its data.
+    let results = ranks::run_emulated(2, |comm| {
+        let mem = SymmetricMemory::alloc(&comm, 1 << 16)?;
+        if comm.rank() == 0 {
+            comm.bootstrap().all_gather(b"user").map(|_| ())
+        } else {
+            comm.register_window(&mem).map(|_| ())
+        }
+    });
+    for (rank, r) in results {
+        let e = r
+            .expect_err("a mismatched collective succeeded")
+            .to_string();
+        assert!(e.contains("different collective"), "rank {rank}: {e}");
+    }
+}
+
+#[test]
 fn a_host_pointer_is_refused_on_every_rank() {
     let errors = on_ranks(2, |comm| {
         let host = vec![0u8; 1 << 16];

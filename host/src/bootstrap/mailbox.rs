@@ -43,6 +43,11 @@ pub(crate) enum Op {
     Broadcast = 2,
     Barrier = 3,
     Connect = 4,
+    /// The runtime's own all-gathers and barriers (registration, agreement, device
+    /// communicators): a tag space apart from the user's, so a user collective that meets one
+    /// is an error, never a misread (e.g. a user all-gather receiving registration records).
+    RuntimeAllGather = 5,
+    RuntimeBarrier = 6,
 }
 
 impl Op {
@@ -52,6 +57,8 @@ impl Op {
             2 => Op::Broadcast,
             3 => Op::Barrier,
             4 => Op::Connect,
+            5 => Op::RuntimeAllGather,
+            6 => Op::RuntimeBarrier,
             _ => return None,
         })
     }
@@ -62,6 +69,8 @@ impl Op {
             Op::Broadcast => "broadcast",
             Op::Barrier => "barrier",
             Op::Connect => "connect",
+            Op::RuntimeAllGather => "runtime all-gather",
+            Op::RuntimeBarrier => "runtime barrier",
         }
     }
 }

@@ -28,7 +28,9 @@
 //! - after one failure the bootstrap stays failed: every call started later reports that
 //!   failure;
 //! - collectives carry their kind, so ranks calling different collectives get an error instead
-//!   of misreading each other's data.
+//!   of misreading each other's data; the runtime's own collectives (registration, agreement,
+//!   device communicators) have kinds of their own, so a user collective that meets one is an
+//!   error too, never a misread; a broadcast checks that every rank named the same root.
 //!
 //! Calls on one bootstrap are serialised (an internal lock): use it from one thread per rank at
 //! a time. Collectives match by call order, like NCCL's.
@@ -226,6 +228,33 @@ impl Bootstrap {
     ///
     /// Errors: see [the module documentation](self#errors).
     pub fn all_gather_ranks(&self, ranks: &[usize], data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        self.check_rank_list(ranks)?;
+        self.gather(Op::AllGather, ranks, data)
+    }
+
+    /// The runtime's own [`all_gather`](Bootstrap::all_gather): the same, in a tag space
+    /// apart from the user's (see [`Op::RuntimeAllGather`]).
+    pub(crate) fn runtime_all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
+        let everyone: Vec<usize> = (0..self.size).collect();
+        self.gather(Op::RuntimeAllGather, &everyone, data)
+    }
+
+    /// The runtime's own [`all_gather_ranks`](Bootstrap::all_gather_ranks).
+    pub(crate) fn runtime_all_gather_ranks(
+        &self,
+        ranks: &[usize],
+        data: &[u8],
+    ) -> Result<Vec<Vec<u8>>> {
+        self.check_rank_list(ranks)?;
+        self.gather(Op::RuntimeAllGather, ranks, data)
+    }
+
+    /// The runtime's own [`barrier`](Bootstrap::barrier).
+    pub(crate) fn runtime_barrier(&self) -> Result<()> {
+        self.barrier_tagged(Op::RuntimeBarrier)
+    }
+
+    fn check_rank_list(&self, ranks: &[usize]) -> Result<()> {
         let mut seen = vec![false; self.size];
         for &r in ranks {
             if r >= self.size || std::mem::replace(&mut seen[r], true) {
@@ -242,11 +271,13 @@ impl Bootstrap {
                 self.rank
             )));
         }
-        self.gather(Op::AllGather, ranks, data)
+        Ok(())
     }
 
     /// Collective: every rank calls this with the same `root`; returns the root's `data` on
-    /// every rank (the others' `data` is ignored).
+    /// every rank (the others' `data` is ignored). Every rank tells every other which root it
+    /// named, so ranks that name different roots all get [`Error::Mismatch`] instead of
+    /// silently different results.
     ///
     /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapBroadcast")]
@@ -257,29 +288,48 @@ impl Bootstrap {
                 self.size
             )));
         }
-        check_len(data)?;
-        let mut calls = self.lock_calls();
-        *calls += 1;
-        let n = *calls;
-        let step = || format!("broadcast #{n}");
-        let deadline = deadline_after(self.timeout);
-        self.check_failed(&step)?;
-        if root == self.rank {
-            for p in (0..self.size).filter(|&p| p != self.rank) {
-                self.send_coll(p, Op::Broadcast, n, data, deadline)
-                    .map_err(|e| self.send_failed(&step(), p, e))?;
-            }
-            return Ok(data.to_vec());
+        if data.len() > MAX_MESSAGE_BYTES - 4 {
+            return Err(Error::InvalidArgument(format!(
+                "broadcast of {} bytes exceeds the limit of {} bytes",
+                data.len(),
+                MAX_MESSAGE_BYTES - 4
+            )));
         }
-        let mut got = self
-            .mailbox
-            .take_coll(&[root], deadline)
-            .map_err(|e| self.wait_failed(&step(), e))?;
-        let msg = got
-            .pop()
-            .ok_or_else(|| self.peer_failed(&step(), root, "sent nothing".into()))?;
-        self.check_op(&step, root, Op::Broadcast, &msg)?;
-        Ok(msg.data)
+        // The root's root number, then its data; the others send only their root number.
+        let mine = if root == self.rank {
+            [&(root as u32).to_le_bytes()[..], data].concat()
+        } else {
+            (root as u32).to_le_bytes().to_vec()
+        };
+        let everyone: Vec<usize> = (0..self.size).collect();
+        let all = self.gather(Op::Broadcast, &everyone, &mine)?;
+        let named = |r: usize| {
+            all[r]
+                .get(..4)
+                .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
+        };
+        for r in 0..self.size {
+            match named(r) {
+                Some(x) if x == root => {}
+                Some(x) => {
+                    return Err(Error::Mismatch {
+                        what: "broadcast root".into(),
+                        rank_a: self.rank,
+                        value_a: root.to_string(),
+                        rank_b: r,
+                        value_b: x.to_string(),
+                    });
+                }
+                None => {
+                    return Err(self.peer_failed(
+                        "broadcast",
+                        r,
+                        "sent a malformed broadcast message".into(),
+                    ));
+                }
+            }
+        }
+        Ok(all[root][4..].to_vec())
     }
 
     /// Collective: returns once every rank has called it.
@@ -287,13 +337,17 @@ impl Bootstrap {
     /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapBarrier")]
     pub fn barrier(&self) -> Result<()> {
+        self.barrier_tagged(Op::Barrier)
+    }
+
+    fn barrier_tagged(&self, op: Op) -> Result<()> {
         // Dissemination barrier: in round k every rank signals rank + 2^k and waits for
         // rank - 2^k; after ceil(log2 n) rounds everyone has (transitively) heard from everyone.
         // n log n messages instead of the n^2 of an all-to-all.
         let mut calls = self.lock_calls();
         *calls += 1;
         let n = *calls;
-        let step = || format!("barrier #{n}");
+        let step = || format!("{} #{n}", op.name());
         let deadline = deadline_after(self.timeout);
         self.check_failed(&step)?;
         let (me, size) = (self.rank, self.size);
@@ -301,14 +355,14 @@ impl Bootstrap {
         while dist < size {
             let to = (me + dist) % size;
             let from = (me + size - dist) % size;
-            self.send_coll(to, Op::Barrier, n, &[], deadline)
+            self.send_coll(to, op, n, &[], deadline)
                 .map_err(|e| self.send_failed(&step(), to, e))?;
             let got = self
                 .mailbox
                 .take_coll(&[from], deadline)
                 .map_err(|e| self.wait_failed(&step(), e))?;
             for m in &got {
-                self.check_op(&step, from, Op::Barrier, m)?;
+                self.check_op(&step, from, op, m)?;
             }
             dist *= 2;
         }

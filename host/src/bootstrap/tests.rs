@@ -194,6 +194,59 @@ fn a_missing_rank_times_out_naming_it_and_the_step() {
     }
 }
 
+#[test]
+fn runtime_and_user_collectives_never_read_each_others_data() {
+    // Before: both were plain all-gathers, so a user all-gather received the runtime's data
+    // (e.g. registration records) and returned Ok.
+    for mode in [Mode::InProc, Mode::Tcp] {
+        let res = group(mode, 2, T, |b| {
+            if b.rank() == 0 {
+                b.all_gather(b"user data").map(|_| ())
+            } else {
+                b.runtime_all_gather(b"runtime data").map(|_| ())
+            }
+        });
+        for r in res {
+            let e = r.unwrap().unwrap_err().to_string();
+            assert!(e.contains("different collective"), "{mode:?}: {e}");
+        }
+        // Each space works on its own.
+        let res = group(mode, 3, T, |b| {
+            b.runtime_barrier()?;
+            let all = b.runtime_all_gather_ranks(&[0, 1, 2], &[b.rank() as u8])?;
+            b.barrier()?;
+            Ok::<_, Error>(all)
+        });
+        for r in res {
+            assert_eq!(r.unwrap().unwrap(), vec![vec![0], vec![1], vec![2]]);
+        }
+    }
+}
+
+#[test]
+fn ranks_that_name_different_broadcast_roots_all_get_a_mismatch() {
+    // Before: each rank that named itself "sent" and returned its own data (Ok), the others
+    // returned whichever root's data reached them.
+    for mode in [Mode::InProc, Mode::Tcp] {
+        let res = group(mode, 3, T, |b| {
+            let root = if b.rank() == 2 { 2 } else { 0 };
+            b.broadcast(root, &[b.rank() as u8; 3])
+        });
+        for (rank, r) in res.into_iter().enumerate() {
+            let e = r.unwrap().unwrap_err();
+            assert!(
+                matches!(&e, Error::Mismatch { what, .. } if what == "broadcast root"),
+                "{mode:?} rank {rank}: {e}"
+            );
+        }
+        // The same root everywhere: everyone gets the root's data.
+        let res = group(mode, 3, T, |b| b.broadcast(1, &[b.rank() as u8 + 10; 5]));
+        for r in res {
+            assert_eq!(r.unwrap().unwrap(), vec![11; 5]);
+        }
+    }
+}
+
 /// Drops `b` the way a crashing rank does: while its thread panics, so no goodbye is sent.
 fn crash(b: Bootstrap) {
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(move || {

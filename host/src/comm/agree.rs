@@ -45,7 +45,7 @@ impl Communicator {
         let me = self.rank();
         let all = self
             .bootstrap()
-            .all_gather(encode(step, failed, settings).as_bytes())?;
+            .runtime_all_gather(encode(step, failed, settings).as_bytes())?;
         let reports = all
             .iter()
             .enumerate()

@@ -159,7 +159,7 @@ impl Communicator {
             device,
             pid: std::process::id(),
         };
-        let all = bootstrap.all_gather(&encode_info(&mine))?;
+        let all = bootstrap.runtime_all_gather(&encode_info(&mine))?;
         let mut ranks = Vec::with_capacity(all.len());
         for (r, bytes) in all.iter().enumerate() {
             ranks.push(decode_info(bytes).ok_or_else(|| Error::Protocol {

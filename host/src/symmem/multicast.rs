@@ -49,7 +49,9 @@ impl Communicator {
             Ok(()) => Vec::new(),
             Err(e) => e.to_string().into_bytes(),
         };
-        let votes = self.bootstrap().all_gather_ranks(&lsa_ranks, &verdict)?;
+        let votes = self
+            .bootstrap()
+            .runtime_all_gather_ranks(&lsa_ranks, &verdict)?;
         if let Some((i, why)) = votes.iter().enumerate().find(|(_, v)| !v.is_empty()) {
             return Err(match local {
                 Err(e) => e,
@@ -86,7 +88,9 @@ impl Communicator {
         // error of this exchange, goes through the withdrawal below, so no exported fd keeps
         // the object alive and a retry can publish again.
         let result = (|| {
-            let statuses = self.bootstrap().all_gather_ranks(&lsa_ranks, &status)?;
+            let statuses = self
+                .bootstrap()
+                .runtime_all_gather_ranks(&lsa_ranks, &status)?;
             if !statuses[0].is_empty() {
                 return Err(Error::Unsupported {
                     what: "LSA multicast".into(),
@@ -116,7 +120,7 @@ impl Communicator {
                 }
             };
             mc.add_device(device)?;
-            self.bootstrap().all_gather_ranks(&lsa_ranks, &[])?;
+            self.bootstrap().runtime_all_gather_ranks(&lsa_ranks, &[])?;
             let va = VaRange::reserve(mc.size(), multicast::granularity(lsa)?)?;
             let mapping = Mapping::new(&va, 0, mc.as_mem(), &[device])?;
             let mut bindings = Vec::with_capacity(state.windows.len());
@@ -126,7 +130,7 @@ impl Communicator {
                     mc.bind(w.slot_offset as usize, &w.mem, device)?,
                 ));
             }
-            self.bootstrap().all_gather_ranks(&lsa_ranks, &[])?;
+            self.bootstrap().runtime_all_gather_ranks(&lsa_ranks, &[])?;
             Ok(McTeam::Gpu(GpuMcTeam {
                 bindings,
                 mapping,
@@ -185,7 +189,9 @@ impl Communicator {
             Ok(_) => Vec::new(),
             Err(e) => e.to_string().into_bytes(),
         };
-        let statuses = self.bootstrap().all_gather_ranks(&lsa_ranks, &status)?;
+        let statuses = self
+            .bootstrap()
+            .runtime_all_gather_ranks(&lsa_ranks, &status)?;
         if let Some((i, why)) = statuses.iter().enumerate().find(|(_, s)| !s.is_empty()) {
             return Err(match created {
                 Err(e) => e,
