@@ -44,6 +44,7 @@
 //! the step and the rank it waited for. After such a failure every later call fails with
 //! [`Error::PeerFailed`] naming the same rank.
 
+mod agree;
 mod env;
 mod inproc;
 mod mailbox;
@@ -69,7 +70,18 @@ use wire::Kind;
 pub(crate) use unique_id::fnv1a64;
 
 /// One rank's endpoint of the bootstrap network. See the module documentation.
+///
+/// Cloning gives another handle to the same endpoint (e.g. for a component that must take part
+/// in collectives later, like the gallery's checked mode): calls through all handles are
+/// serialised and match other ranks' calls by their order, as if made through one. The links
+/// close when the last handle is dropped.
+#[derive(Clone)]
 pub struct Bootstrap {
+    s: Arc<Endpoint>,
+}
+
+/// What the handles of one bootstrap share.
+struct Endpoint {
     rank: usize,
     size: usize,
     timeout: Duration,
@@ -88,16 +100,16 @@ enum Transport {
 impl std::fmt::Debug for Bootstrap {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Bootstrap")
-            .field("rank", &self.rank)
-            .field("size", &self.size)
+            .field("rank", &self.s.rank)
+            .field("size", &self.s.size)
             .field(
                 "transport",
-                &match self.transport {
+                &match self.s.transport {
                     Transport::Tcp(_) => "tcp",
                     Transport::InProc(_) => "in-process",
                 },
             )
-            .field("timeout", &self.timeout)
+            .field("timeout", &self.s.timeout)
             .finish()
     }
 }
@@ -154,30 +166,30 @@ impl Bootstrap {
 
     /// This rank, in `0..size()`.
     pub fn rank(&self) -> usize {
-        self.rank
+        self.s.rank
     }
 
     /// Number of ranks.
     pub fn size(&self) -> usize {
-        self.size
+        self.s.size
     }
 
     /// A number shared by every rank of this job and, with high probability, by no other job
     /// on the machine (the unique id's magic; random for an in-process group). Use it to name
     /// per-job resources, e.g. abstract Unix sockets.
     pub fn job_id(&self) -> u64 {
-        self.job
+        self.s.job
     }
 
     /// The deadline applied to every blocking call.
     pub fn timeout(&self) -> Duration {
-        self.timeout
+        self.s.timeout
     }
 
     /// The failure that broke this bootstrap (a peer died, gave up or broke the protocol), as
     /// the error this rank's later calls return; `None` while it is healthy.
     pub fn failure(&self) -> Option<Error> {
-        failure_error(self.rank, &self.mailbox, "bootstrap")
+        failure_error(self.s.rank, &self.s.mailbox, "bootstrap")
     }
 
     /// Calls `on_failure` once with the error of the first failure of this bootstrap, at once if
@@ -188,13 +200,13 @@ impl Bootstrap {
         &self,
         on_failure: impl Fn(&Error) + Send + Sync + 'static,
     ) -> FailureWatch {
-        let rank = self.rank;
-        let id = self.mailbox.on_failure(Box::new(move |f: &Failure| {
+        let rank = self.s.rank;
+        let id = self.s.mailbox.on_failure(Box::new(move |f: &Failure| {
             on_failure(&failure_as_error(rank, f, "bootstrap"));
         }));
         FailureWatch {
             rank,
-            mailbox: Arc::clone(&self.mailbox),
+            mailbox: Arc::clone(&self.s.mailbox),
             id,
         }
     }
@@ -203,10 +215,10 @@ impl Bootstrap {
     /// group has failed; `step` names what this rank is doing. For waits outside the bootstrap
     /// that depend on `peer` (e.g. fetching its file descriptors).
     pub(crate) fn check_alive(&self, step: &str, peer: usize) -> Result<()> {
-        if let Some(e) = failure_error(self.rank, &self.mailbox, step) {
+        if let Some(e) = failure_error(self.s.rank, &self.s.mailbox, step) {
             return Err(e);
         }
-        match self.mailbox.closed_reason(peer) {
+        match self.s.mailbox.closed_reason(peer) {
             Some(how) => Err(self.peer_failed(step, peer, how)),
             None => Ok(()),
         }
@@ -218,7 +230,7 @@ impl Bootstrap {
     /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapAllGather")]
     pub fn all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let everyone: Vec<usize> = (0..self.size).collect();
+        let everyone: Vec<usize> = (0..self.s.size).collect();
         self.gather(Op::AllGather, &everyone, data)
     }
 
@@ -235,7 +247,7 @@ impl Bootstrap {
     /// The runtime's own [`all_gather`](Bootstrap::all_gather): the same, in a tag space
     /// apart from the user's (see [`Op::RuntimeAllGather`]).
     pub(crate) fn runtime_all_gather(&self, data: &[u8]) -> Result<Vec<Vec<u8>>> {
-        let everyone: Vec<usize> = (0..self.size).collect();
+        let everyone: Vec<usize> = (0..self.s.size).collect();
         self.gather(Op::RuntimeAllGather, &everyone, data)
     }
 
@@ -255,20 +267,20 @@ impl Bootstrap {
     }
 
     fn check_rank_list(&self, ranks: &[usize]) -> Result<()> {
-        let mut seen = vec![false; self.size];
+        let mut seen = vec![false; self.s.size];
         for &r in ranks {
-            if r >= self.size || std::mem::replace(&mut seen[r], true) {
+            if r >= self.s.size || std::mem::replace(&mut seen[r], true) {
                 return Err(Error::InvalidArgument(format!(
                     "all_gather_ranks: rank list {ranks:?} has an out-of-range or repeated rank \
                      (world size {})",
-                    self.size
+                    self.s.size
                 )));
             }
         }
-        if !seen[self.rank] {
+        if !seen[self.s.rank] {
             return Err(Error::InvalidArgument(format!(
                 "all_gather_ranks: rank list {ranks:?} does not contain the caller (rank {})",
-                self.rank
+                self.s.rank
             )));
         }
         Ok(())
@@ -282,10 +294,10 @@ impl Bootstrap {
     /// Errors: see [the module documentation](self#errors).
     #[doc(alias = "bootstrapBroadcast")]
     pub fn broadcast(&self, root: usize, data: &[u8]) -> Result<Vec<u8>> {
-        if root >= self.size {
+        if root >= self.s.size {
             return Err(Error::InvalidArgument(format!(
                 "broadcast: root {root} is not a rank (world size {})",
-                self.size
+                self.s.size
             )));
         }
         if data.len() > MAX_MESSAGE_BYTES - 4 {
@@ -296,25 +308,25 @@ impl Bootstrap {
             )));
         }
         // The root's root number, then its data; the others send only their root number.
-        let mine = if root == self.rank {
+        let mine = if root == self.s.rank {
             [&(root as u32).to_le_bytes()[..], data].concat()
         } else {
             (root as u32).to_le_bytes().to_vec()
         };
-        let everyone: Vec<usize> = (0..self.size).collect();
+        let everyone: Vec<usize> = (0..self.s.size).collect();
         let all = self.gather(Op::Broadcast, &everyone, &mine)?;
         let named = |r: usize| {
             all[r]
                 .get(..4)
                 .map(|b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize)
         };
-        for r in 0..self.size {
+        for r in 0..self.s.size {
             match named(r) {
                 Some(x) if x == root => {}
                 Some(x) => {
                     return Err(Error::Mismatch {
                         what: "broadcast root".into(),
-                        rank_a: self.rank,
+                        rank_a: self.s.rank,
                         value_a: root.to_string(),
                         rank_b: r,
                         value_b: x.to_string(),
@@ -348,9 +360,9 @@ impl Bootstrap {
         *calls += 1;
         let n = *calls;
         let step = || format!("{} #{n}", op.name());
-        let deadline = deadline_after(self.timeout);
+        let deadline = deadline_after(self.s.timeout);
         self.check_failed(&step)?;
-        let (me, size) = (self.rank, self.size);
+        let (me, size) = (self.s.rank, self.s.size);
         let mut dist = 1;
         while dist < size {
             let to = (me + dist) % size;
@@ -358,6 +370,7 @@ impl Bootstrap {
             self.send_coll(to, op, n, &[], deadline)
                 .map_err(|e| self.send_failed(&step(), to, e))?;
             let got = self
+                .s
                 .mailbox
                 .take_coll(&[from], deadline)
                 .map_err(|e| self.wait_failed(&step(), e))?;
@@ -381,14 +394,15 @@ impl Bootstrap {
         *calls += 1;
         let n = *calls;
         let step = || format!("send #{n} to rank {peer}");
-        let deadline = deadline_after(self.timeout);
+        let deadline = deadline_after(self.s.timeout);
         self.check_failed(&step)?;
-        let sent = if peer == self.rank {
-            self.mailbox
+        let sent = if peer == self.s.rank {
+            self.s
+                .mailbox
                 .deliver(peer, Incoming::P2p(data.to_vec()), Some(deadline))
                 .map_err(|_| SendError::TimedOut)
         } else {
-            match &self.transport {
+            match &self.s.transport {
                 Transport::Tcp(t) => t.send(peer, Kind::PointToPoint, 0, n, data),
                 Transport::InProc(t) => t.send(peer, Incoming::P2p(data.to_vec()), deadline),
             }
@@ -407,8 +421,9 @@ impl Bootstrap {
         let n = *calls;
         let step = || format!("recv #{n} from rank {peer}");
         self.check_failed(&step)?;
-        self.mailbox
-            .take_p2p(peer, deadline_after(self.timeout))
+        self.s
+            .mailbox
+            .take_p2p(peer, deadline_after(self.s.timeout))
             .map_err(|e| self.wait_failed(&step(), e))
     }
 
@@ -425,13 +440,15 @@ impl Bootstrap {
         job: u64,
     ) -> Bootstrap {
         Bootstrap {
-            rank,
-            size: boxes.len(),
-            timeout,
-            job,
-            mailbox: boxes[rank].clone(),
-            transport: Transport::InProc(InProcLinks::new(rank, boxes.clone())),
-            calls: Mutex::new(0),
+            s: Arc::new(Endpoint {
+                rank,
+                size: boxes.len(),
+                timeout,
+                job,
+                mailbox: boxes[rank].clone(),
+                transport: Transport::InProc(InProcLinks::new(rank, boxes.clone())),
+                calls: Mutex::new(0),
+            }),
         }
     }
 
@@ -445,13 +462,15 @@ impl Bootstrap {
         let mailbox = Arc::new(Mailbox::new(size));
         let links = TcpLinks::start(rank, links, mailbox.clone(), timeout)?;
         let b = Bootstrap {
-            rank,
-            size,
-            timeout,
-            job,
-            mailbox,
-            transport: Transport::Tcp(links),
-            calls: Mutex::new(0),
+            s: Arc::new(Endpoint {
+                rank,
+                size,
+                timeout,
+                job,
+                mailbox,
+                transport: Transport::Tcp(links),
+                calls: Mutex::new(0),
+            }),
         };
         // Confirms every link end to end before anyone uses the bootstrap.
         let everyone: Vec<usize> = (0..size).collect();
@@ -461,7 +480,7 @@ impl Bootstrap {
     }
 
     fn lock_calls(&self) -> MutexGuard<'_, u64> {
-        self.calls.lock().unwrap_or_else(|p| p.into_inner())
+        self.s.calls.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// All-gather among `ranks` (already validated), tagged with `op`.
@@ -471,23 +490,28 @@ impl Bootstrap {
         *calls += 1;
         let n = *calls;
         let step = || format!("{} #{n}", op.name());
-        let deadline = deadline_after(self.timeout);
+        let deadline = deadline_after(self.s.timeout);
         self.check_failed(&step)?;
-        let others: Vec<usize> = ranks.iter().copied().filter(|&p| p != self.rank).collect();
+        let others: Vec<usize> = ranks
+            .iter()
+            .copied()
+            .filter(|&p| p != self.s.rank)
+            .collect();
         // Start with the next rank up, so that not every rank writes to the same peer first.
-        let first = others.iter().position(|&p| p > self.rank).unwrap_or(0);
+        let first = others.iter().position(|&p| p > self.s.rank).unwrap_or(0);
         for &p in others[first..].iter().chain(&others[..first]) {
             self.send_coll(p, op, n, data, deadline)
                 .map_err(|e| self.send_failed(&step(), p, e))?;
         }
         let msgs = self
+            .s
             .mailbox
             .take_coll(&others, deadline)
             .map_err(|e| self.wait_failed(&step(), e))?;
         let mut msgs = others.iter().zip(msgs);
         let mut out = Vec::with_capacity(ranks.len());
         for &r in ranks {
-            if r == self.rank {
+            if r == self.s.rank {
                 out.push(data.to_vec());
             } else if let Some((&p, m)) = msgs.next() {
                 self.check_op(&step, p, op, &m)?;
@@ -505,7 +529,7 @@ impl Bootstrap {
         data: &[u8],
         deadline: Instant,
     ) -> std::result::Result<(), SendError> {
-        match &self.transport {
+        match &self.s.transport {
             Transport::Tcp(t) => t.send(peer, Kind::Collective, op as u32, n, data),
             Transport::InProc(t) => t.send(
                 peer,
@@ -520,19 +544,19 @@ impl Bootstrap {
     }
 
     fn check_peer(&self, what: &str, peer: usize) -> Result<()> {
-        if peer < self.size {
+        if peer < self.s.size {
             Ok(())
         } else {
             Err(Error::InvalidArgument(format!(
                 "{what}: peer {peer} is not a rank (world size {})",
-                self.size
+                self.s.size
             )))
         }
     }
 
     /// Fails at once when the bootstrap already failed.
     fn check_failed(&self, step: &dyn Fn() -> String) -> Result<()> {
-        match failure_error(self.rank, &self.mailbox, &step()) {
+        match failure_error(self.s.rank, &self.s.mailbox, &step()) {
             None => Ok(()),
             Some(e) => Err(e),
         }
@@ -558,7 +582,7 @@ impl Bootstrap {
     fn peer_failed(&self, step: &str, peer: usize, reason: String) -> Error {
         let f = self.record(peer, reason);
         Error::PeerFailed {
-            rank: Some(self.rank),
+            rank: Some(self.s.rank),
             step: step.into(),
             peer: f.culprit,
             reason: f.reason,
@@ -570,18 +594,18 @@ impl Bootstrap {
     /// the others gave up instead of waiting for them).
     fn record(&self, culprit: usize, reason: String) -> Failure {
         let mine = Failure { culprit, reason };
-        let stands = self.mailbox.fail(mine.clone());
+        let stands = self.s.mailbox.fail(mine.clone());
         if stands.culprit == mine.culprit && stands.reason == mine.reason {
             tracing::warn!(
                 "rank {}: rank {culprit} {}; telling the others",
-                self.rank,
+                self.s.rank,
                 mine.reason
             );
-            for p in (0..self.size).filter(|&p| p != self.rank) {
-                if self.mailbox.is_closed(p) {
+            for p in (0..self.s.size).filter(|&p| p != self.s.rank) {
+                if self.s.mailbox.is_closed(p) {
                     continue;
                 }
-                match &self.transport {
+                match &self.s.transport {
                     Transport::Tcp(t) => t.abort(p, culprit, &mine.reason),
                     Transport::InProc(t) => t.abort(p, culprit, &mine.reason),
                 }
@@ -593,7 +617,7 @@ impl Bootstrap {
     fn wait_failed(&self, step: &str, e: WaitError) -> Error {
         match e {
             WaitError::Failed(f) => Error::PeerFailed {
-                rank: Some(self.rank),
+                rank: Some(self.s.rank),
                 step: step.into(),
                 peer: f.culprit,
                 reason: f.reason,
@@ -607,7 +631,7 @@ impl Bootstrap {
         match e {
             SendError::Closed(how) => {
                 // The reader thread may know better (e.g. a goodbye): prefer its account.
-                let how = self.mailbox.closed_reason(peer).unwrap_or(how);
+                let how = self.s.mailbox.closed_reason(peer).unwrap_or(how);
                 self.peer_failed(step, peer, how)
             }
             SendError::TimedOut => self.timed_out(step, peer),
@@ -615,16 +639,16 @@ impl Bootstrap {
     }
 
     fn timed_out(&self, step: &str, peer: usize) -> Error {
-        self.record(peer, format!("did not respond within {:?}", self.timeout));
+        self.record(peer, format!("did not respond within {:?}", self.s.timeout));
         Error::Timeout {
-            rank: Some(self.rank),
+            rank: Some(self.s.rank),
             step: format!("{step} waiting for rank {peer}"),
-            after: self.timeout,
+            after: self.s.timeout,
         }
     }
 }
 
-impl Drop for Bootstrap {
+impl Drop for Endpoint {
     fn drop(&mut self) {
         let graceful = !std::thread::panicking();
         // A rank that leaves after a failure repeats the failure on every link before it

@@ -107,6 +107,8 @@ pub struct Communicator {
     device: usize,
     ranks: Vec<RankInfo>,
     lsa_size: usize,
+    /// `SYMCOMM_CHECK` (agreed at creation): components check every call's arguments.
+    checked: bool,
     /// Symmetric-memory state (flat VA, slot space, fd server), created by the first window
     /// registration; shared with the windows so they can deregister after the communicator
     /// is gone.
@@ -170,16 +172,25 @@ impl Communicator {
         }
         let nodes: Vec<u64> = ranks.iter().map(|i| i.node).collect();
         let lsa_size = lsa_size_of(&nodes, options.lsa_cap);
+        let checked = agree::checked_from(std::env::var("SYMCOMM_CHECK").ok().as_deref());
         let comm = Communicator {
             bootstrap,
             device,
             ranks,
             lsa_size,
+            checked: *checked.as_ref().unwrap_or(&false),
             symm: Arc::new(Mutex::new(None)),
         };
         // Every rank must derive the same teams and layout: agree on what shapes them.
         let settings = agree::init_settings(options.lsa_cap, |k| std::env::var(k).ok());
-        comm.agree("communicator init", "setting", None, &settings)?;
+        let agreed = comm.agree(
+            "communicator init",
+            "setting",
+            checked.as_ref().err(),
+            &settings,
+        );
+        checked?;
+        agreed?;
         comm.log_topology(options.lsa_cap);
         Ok(comm)
     }
@@ -249,6 +260,13 @@ impl Communicator {
             return Err(e);
         }
         results.into_iter().collect()
+    }
+
+    /// Whether checked mode is on (`SYMCOMM_CHECK=1`, the same on every rank): components
+    /// such as the gallery then agree on every call's arguments before launching, so a rank
+    /// that passes other arguments gives every rank the same error instead of a hang.
+    pub fn checked(&self) -> bool {
+        self.checked
     }
 
     /// This rank, in `0..size()`.
