@@ -108,6 +108,9 @@ pub struct Collectives {
     fused_off: u64,
     /// Threads per block on this backend (see [`crate::emulation::threads`]).
     threads: u32,
+    /// In checked mode (`SYMCOMM_CHECK=1`), a handle of the communicator's bootstrap through
+    /// which every call agrees on its arguments ([`Collectives::check_call`]).
+    check: Option<symcomm::Bootstrap>,
 }
 
 impl Collectives {
@@ -169,7 +172,25 @@ impl Collectives {
             ll_cap: local.ll_cap,
             fused_off: local.fused_off,
             threads: local.threads,
+            check: comm.checked().then(|| comm.bootstrap().clone()),
         })
+    }
+
+    /// In checked mode (`SYMCOMM_CHECK=1`, agreed by every rank when the communicator was
+    /// created): collective, every rank agrees on this call before anything else happens
+    /// (one bootstrap all-gather), so a rank that passes another collective, count, type,
+    /// operator, root, algorithm or buffer offset gives every rank the same
+    /// [`Error::Mismatch`] instead of a wrong result or a kernel timeout. Off: returns at once.
+    ///
+    /// What it cannot check: values that live in device memory (buffer contents; no gallery
+    /// call takes a count from device memory); that every rank's buffers are in corresponding
+    /// windows (only the offsets are compared). Under CUDA-graph capture it checks at capture
+    /// time: the host call runs once then, and every replay repeats that checked launch.
+    pub(crate) fn check_call(&self, fields: &[(&str, String)]) -> Result<()> {
+        match &self.check {
+            Some(b) => b.agree("gallery call (SYMCOMM_CHECK)", "argument", None, fields),
+            None => Ok(()),
+        }
     }
 
     /// [`Collectives::new`] with [`Tuning::from_env_for`] the communicator's rank count (under
@@ -271,6 +292,15 @@ impl Collectives {
         op: RedOp,
         stream: CUstream,
     ) -> Result<Algo> {
+        self.check_call(&[
+            ("collective", "all_reduce".into()),
+            ("count", count.to_string()),
+            ("type", t.to_string()),
+            ("op", op.to_string()),
+            ("algorithm", format!("{algo:?}")),
+            ("source offset", src.offset().to_string()),
+            ("destination offset", dst.offset().to_string()),
+        ])?;
         let bytes = bytes_of(count, t)?;
         check_operands("all_reduce", (&src, bytes), (&dst, bytes), false)?;
         let algo = self.all_reduce_algo(algo, bytes, t, op, src.same_as(&dst));
@@ -330,6 +360,14 @@ impl Collectives {
         op: RedOp,
         stream: CUstream,
     ) -> Result<()> {
+        self.check_call(&[
+            ("collective", "reduce_scatter".into()),
+            ("count", count.to_string()),
+            ("type", t.to_string()),
+            ("op", op.to_string()),
+            ("source offset", src.offset().to_string()),
+            ("destination offset", dst.offset().to_string()),
+        ])?;
         let (bytes, total) = self.blocks("reduce_scatter", count, t)?;
         let own = dst.same_as(&src.block(bytes, self.rank));
         check_operands("reduce_scatter", (&src, total), (&dst, bytes), own)?;
@@ -358,6 +396,13 @@ impl Collectives {
         t: DataType,
         stream: CUstream,
     ) -> Result<()> {
+        self.check_call(&[
+            ("collective", "all_gather".into()),
+            ("count", count.to_string()),
+            ("type", t.to_string()),
+            ("source offset", src.offset().to_string()),
+            ("destination offset", dst.offset().to_string()),
+        ])?;
         let (bytes, total) = self.blocks("all_gather", count, t)?;
         let own = src.same_as(&dst.block(bytes, self.rank));
         check_operands("all_gather", (&src, bytes), (&dst, total), own)?;
@@ -375,6 +420,13 @@ impl Collectives {
         t: DataType,
         stream: CUstream,
     ) -> Result<()> {
+        self.check_call(&[
+            ("collective", "all_to_all".into()),
+            ("count", count.to_string()),
+            ("type", t.to_string()),
+            ("source offset", src.offset().to_string()),
+            ("destination offset", dst.offset().to_string()),
+        ])?;
         let (bytes, total) = self.blocks("all_to_all", count, t)?;
         src.check("all_to_all", "source", total)?;
         dst.check("all_to_all", "destination", total)?;
@@ -398,6 +450,14 @@ impl Collectives {
         root: usize,
         stream: CUstream,
     ) -> Result<()> {
+        self.check_call(&[
+            ("collective", "broadcast".into()),
+            ("count", count.to_string()),
+            ("type", t.to_string()),
+            ("root", root.to_string()),
+            ("source offset", src.offset().to_string()),
+            ("destination offset", dst.offset().to_string()),
+        ])?;
         let bytes = bytes_of(count, t)?;
         check_operands("broadcast", (&src, bytes), (&dst, bytes), false)?;
         if root >= self.n {

@@ -97,7 +97,36 @@ impl Collectives {
         eps: f32,
         stream: CUstream,
     ) -> Result<Algo> {
+        self.check_fused(
+            "all_reduce_rmsnorm",
+            forced,
+            &x,
+            None,
+            (tokens, hidden, eps),
+        )?;
         Fused::new(self, x, bufs, tokens, hidden, eps)?.run(forced, None, stream)
+    }
+
+    /// [`Collectives::check_call`] for the fused all-reduce + RMSNorm calls.
+    fn check_fused(
+        &self,
+        call: &str,
+        forced: Option<Algo>,
+        x: &Buf<'_>,
+        outs: Option<(&Buf<'_>, &Buf<'_>)>,
+        (tokens, hidden, eps): (usize, usize, f32),
+    ) -> Result<()> {
+        let offset = |b: Option<&Buf<'_>>| b.map_or("-".into(), |b| b.offset().to_string());
+        self.check_call(&[
+            ("collective", call.into()),
+            ("tokens", tokens.to_string()),
+            ("hidden", hidden.to_string()),
+            ("eps", format!("{:#010x}", eps.to_bits())),
+            ("algorithm", format!("{forced:?}")),
+            ("x offset", x.offset().to_string()),
+            ("out offset", offset(outs.map(|o| o.0))),
+            ("residual_out offset", offset(outs.map(|o| o.1))),
+        ])
     }
 
     /// Collective: [`all_reduce_rmsnorm_with`](Self::all_reduce_rmsnorm_with) with `out` and
@@ -126,6 +155,8 @@ impl Collectives {
         stream: CUstream,
     ) -> Result<Algo> {
         const WHAT: &str = "all_reduce_rmsnorm_into";
+        let outs = Some((&out, &residual_out));
+        self.check_fused(WHAT, forced, &x, outs, (tokens, hidden, eps))?;
         let bytes = rows_bytes(WHAT, tokens, hidden)?;
         out.check(WHAT, "out", bytes)?;
         residual_out.check(WHAT, "residual_out", bytes)?;
