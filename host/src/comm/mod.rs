@@ -22,8 +22,8 @@
 //! device is `SYMCOMM_DEVICE`, else the launcher's local rank, else 0; it is only recorded here,
 //! CUDA is not touched.
 
-mod agree;
 mod node;
+mod settings;
 mod team;
 #[cfg(test)]
 mod tests;
@@ -31,7 +31,7 @@ mod tests;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub use agree::INIT_SETTINGS;
+pub use settings::INIT_SETTINGS;
 pub use symcomm_device::team::Team;
 pub use team::{
     lsa_size_of, team_inner_factor, team_outer_factor, team_rank_is_member, team_rank_to_team,
@@ -172,7 +172,7 @@ impl Communicator {
         }
         let nodes: Vec<u64> = ranks.iter().map(|i| i.node).collect();
         let lsa_size = lsa_size_of(&nodes, options.lsa_cap);
-        let checked = agree::checked_from(std::env::var("SYMCOMM_CHECK").ok().as_deref());
+        let checked = settings::checked_from(std::env::var("SYMCOMM_CHECK").ok().as_deref());
         let comm = Communicator {
             bootstrap,
             device,
@@ -182,7 +182,7 @@ impl Communicator {
             symm: Arc::new(Mutex::new(None)),
         };
         // Every rank must derive the same teams and layout: agree on what shapes them.
-        let settings = agree::init_settings(options.lsa_cap, |k| std::env::var(k).ok());
+        let settings = settings::init_settings(options.lsa_cap, |k| std::env::var(k).ok());
         let agreed = comm.agree(
             "communicator init",
             "setting",
@@ -260,6 +260,17 @@ impl Communicator {
             return Err(e);
         }
         results.into_iter().collect()
+    }
+
+    /// Collective: [`Bootstrap::agree`] over this communicator's ranks.
+    pub fn agree(
+        &self,
+        step: &str,
+        kind: &str,
+        failed: Option<&Error>,
+        settings: &[(&str, String)],
+    ) -> Result<()> {
+        self.bootstrap().agree(step, kind, failed, settings)
     }
 
     /// Whether checked mode is on (`SYMCOMM_CHECK=1`, the same on every rank): components

@@ -1,26 +1,11 @@
 //! The settings every rank of a communicator must share, agreed at its creation
-//! ([`Bootstrap::agree`](crate::Bootstrap::agree)), and the agreement entry point on
-//! [`Communicator`].
+//! ([`Bootstrap::agree`](crate::Bootstrap::agree)), and how `SYMCOMM_CHECK` reads.
 
-use super::Communicator;
 use crate::{Error, Result};
 
-impl Communicator {
-    /// Collective: [`Bootstrap::agree`](crate::Bootstrap::agree) over this communicator's
-    /// ranks.
-    pub fn agree(
-        &self,
-        step: &str,
-        kind: &str,
-        failed: Option<&Error>,
-        settings: &[(&str, String)],
-    ) -> Result<()> {
-        self.bootstrap().agree(step, kind, failed, settings)
-    }
-}
-
-/// The settings every rank must share, agreed by [`Communicator::init`]: the environment
-/// variables that shape teams, the flat layout or what the runtime checks.
+/// The settings every rank must share, agreed by
+/// [`Communicator::init`](super::Communicator::init): the environment variables that shape
+/// teams, the flat layout or what the runtime checks.
 pub const INIT_SETTINGS: &[&str] = &["SYMCOMM_LSA_SIZE", "SYMCOMM_WIN_STRIDE", "SYMCOMM_CHECK"];
 
 /// This rank's values of [`INIT_SETTINGS`]: `SYMCOMM_LSA_SIZE` as the communicator options
