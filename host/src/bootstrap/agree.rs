@@ -32,10 +32,18 @@ type Report = (String, std::result::Result<Vec<(String, String)>, String>);
 impl Bootstrap {
     /// Collective: every rank calls this with the same `step` (e.g. `"communicator init"`) and
     /// the same setting names in the same order, with its own values (and `failed`, the error
-    /// of its own set-up, if that failed); returns the verdict described in the
-    /// [module documentation](self). `kind` prefixes setting names in a mismatch (e.g.
-    /// `"setting"`, `"gallery tuning"`). Where this rank's own set-up failed, the caller
-    /// reports that error rather than this result.
+    /// of its own set-up, if that failed): one all-gather, in the runtime's tag space, so that
+    /// every rank gets the same verdict.
+    ///
+    /// # Errors
+    /// - [`Error::PeerFailed`] naming the lowest rank whose set-up failed, with its message;
+    /// - [`Error::Mismatch`] naming the first setting that differs (as `kind` and the name,
+    ///   e.g. `setting SYMCOMM_LSA_SIZE`), rank 0's value and the lowest rank that differs;
+    /// - [`Error::Protocol`] when a rank is in another agreement (another step or version);
+    /// - the bootstrap's own errors.
+    ///
+    /// Where this rank's own set-up failed, the caller reports that error rather than this
+    /// result.
     pub fn agree(
         &self,
         step: &str,
