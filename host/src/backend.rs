@@ -18,7 +18,10 @@
 //! The backend is chosen once per process, at first use: `SYMCOMM_BACKEND=gpu|emu` forces
 //! it; otherwise it is the GPU when the CUDA driver loads and initialises, else the emulator.
 //! Under emulation "device memory" is host memory, device pointers are host addresses, and
-//! kernels run on the host through `symcomm_device::emu`.
+//! kernels run on the host through `symcomm_device::emu`. An emulated device has
+//! [`EMULATED_DEVICE_MEMORY`] (`SYMCOMM_EMU_DEVICE_MEMORY` sets another size): it reports that
+//! much, and refuses physical memory beyond it as a GPU would, so that a mistaken size fails
+//! instead of exhausting the host.
 
 use std::sync::OnceLock;
 
@@ -52,13 +55,56 @@ pub enum Reason {
     NoDriver(String),
 }
 
-/// Device memory the emulator reports per "device": it only decides the flat-VA stride
-/// (rounded up to 4 GiB), which is reserved, never committed.
+/// The memory of an emulated device unless [`EMU_DEVICE_MEMORY_ENV`] says otherwise: what it
+/// reports (the flat-VA stride, rounded up to 4 GiB, is reserved, never committed) and what
+/// the emulated allocations of this process may hold at once.
 pub const EMULATED_DEVICE_MEMORY: u64 = 4 << 30;
+
+/// The memory of an emulated device (a size such as `512M` or `16G`; unset or empty: the
+/// default, [`EMULATED_DEVICE_MEMORY`]). The device reports it, and physical memory created
+/// under emulation (`PhysicalMem::new`, so every `SymmetricMemory` and `VmmBuffer`) is
+/// refused with [`Error::OutOfMemory`] once the live allocations of this process would
+/// exceed it, as a GPU refuses what it does not have: a memfd is lazy, so without the cap a
+/// terabyte "succeeds" and the first write exhausts the host. Counted per process, over all
+/// its emulated devices (ranks as threads share it); memory imported from a peer counts on
+/// the peer only.
+pub const EMU_DEVICE_MEMORY_ENV: &str = "SYMCOMM_EMU_DEVICE_MEMORY";
 
 /// Allocation granularity of emulated physical memory (the GPU's usual 2 MiB, so slot
 /// layouts match).
 pub const EMULATED_GRANULARITY: usize = 2 << 20;
+
+/// The memory of an emulated device for a value `value` of [`EMU_DEVICE_MEMORY_ENV`]: a size
+/// of at least one allocation granule ([`EMULATED_GRANULARITY`]).
+pub fn parse_device_memory(value: Option<&str>) -> std::result::Result<u64, String> {
+    let Some(text) = value.map(str::trim).filter(|t| !t.is_empty()) else {
+        return Ok(EMULATED_DEVICE_MEMORY);
+    };
+    let bytes = crate::symmem::layout::parse_size(text).map_err(|e| e.detail())?;
+    if bytes < EMULATED_GRANULARITY as u64 {
+        return Err(format!(
+            "{text:?} is less than one allocation granule ({} bytes)",
+            EMULATED_GRANULARITY
+        ));
+    }
+    Ok(bytes)
+}
+
+/// The memory of an emulated device in this process (read once from
+/// [`EMU_DEVICE_MEMORY_ENV`]); [`Error::Env`] when that holds no valid size.
+pub fn emulated_device_memory() -> Result<u64> {
+    static MEMORY: OnceLock<std::result::Result<u64, String>> = OnceLock::new();
+    MEMORY
+        .get_or_init(|| {
+            let value = std::env::var(EMU_DEVICE_MEMORY_ENV).ok();
+            parse_device_memory(value.as_deref())
+        })
+        .clone()
+        .map_err(|reason| Error::Env {
+            var: EMU_DEVICE_MEMORY_ENV.into(),
+            reason,
+        })
+}
 
 static CHOICE: OnceLock<std::result::Result<(Backend, Reason), String>> = OnceLock::new();
 
@@ -162,11 +208,12 @@ pub unsafe fn emulated_launch(blocks: u32, threads: u32, kernel: impl Fn()) -> R
 }
 
 impl Backend {
-    /// Total memory of device `ordinal` as the flat-VA stride sees it.
+    /// Total memory of device `ordinal` (what the flat-VA stride is derived from); under
+    /// emulation [`emulated_device_memory`].
     pub fn total_memory(self, ordinal: usize) -> Result<u64> {
         match self {
             Backend::Gpu => crate::cuda::device::total_memory(ordinal),
-            Backend::Emulated => Ok(EMULATED_DEVICE_MEMORY),
+            Backend::Emulated => emulated_device_memory(),
         }
     }
 }
@@ -196,5 +243,23 @@ mod tests {
         );
         let err = choose(Some("tpu"), || Ok(())).unwrap_err();
         assert!(err.contains("\"tpu\" is not a backend"), "{err}");
+    }
+
+    #[test]
+    fn the_emulated_device_memory_is_a_size_of_at_least_one_granule() {
+        assert_eq!(parse_device_memory(None), Ok(EMULATED_DEVICE_MEMORY));
+        assert_eq!(parse_device_memory(Some(" ")), Ok(EMULATED_DEVICE_MEMORY));
+        assert_eq!(parse_device_memory(Some("512M")), Ok(512 << 20));
+        assert_eq!(parse_device_memory(Some("16G")), Ok(16 << 30));
+        let err = parse_device_memory(Some("1K")).unwrap_err();
+        assert_eq!(
+            err,
+            "\"1K\" is less than one allocation granule (2097152 bytes)"
+        );
+        let err = parse_device_memory(Some("lots")).unwrap_err();
+        assert!(
+            err.contains("\"lots\" does not start with a number"),
+            "{err}"
+        );
     }
 }

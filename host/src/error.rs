@@ -80,6 +80,28 @@ pub enum Error {
         /// The largest free block at the time of the request.
         largest_free: u64,
     },
+    /// An allocation would take more device memory than is left. Raised by the emulator
+    /// ([`crate::backend`]), whose device has the capacity it reports
+    /// ([`crate::backend::EMU_DEVICE_MEMORY_ENV`]), counted over the live allocations of this
+    /// process; on GPUs the driver's refusal is [`Error::Cuda`] with `CUDA_ERROR_OUT_OF_MEMORY`.
+    #[error(
+        "out of device memory on device {device}: {requested} bytes ({}) requested, {} of {} in use ({hint})",
+        human_bytes(*requested),
+        human_bytes(*in_use),
+        human_bytes(*capacity)
+    )]
+    OutOfMemory {
+        /// The device (ordinal) the memory was asked of.
+        device: i32,
+        /// Bytes requested (after rounding to the allocation granularity).
+        requested: u64,
+        /// Bytes of live allocations when the request came.
+        in_use: u64,
+        /// The device's memory.
+        capacity: u64,
+        /// How to get more, e.g. the setting of the emulated capacity.
+        hint: String,
+    },
     /// A peer rank failed during a step: it disconnected, stopped answering, refused, or is in
     /// a different collective. Raised on every rank that notices, and on the ranks that those
     /// tell (the reason then says who reported it). What a peer sent that breaks a protocol
@@ -167,6 +189,23 @@ fn rank_prefix(rank: Option<usize>) -> String {
     rank.map(|r| format!("rank {r}: ")).unwrap_or_default()
 }
 
+/// `n` bytes in the largest binary unit that is at most `n`: `0 B`, `512 B`, `2 MiB`,
+/// `1.5 GiB` (one decimal unless exact).
+pub(crate) fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let exp = if n == 0 {
+        0
+    } else {
+        (n.ilog2() / 10).min(UNITS.len() as u32 - 1)
+    };
+    let unit = 1u64 << (10 * exp);
+    if n.is_multiple_of(unit) {
+        format!("{} {}", n / unit, UNITS[exp as usize])
+    } else {
+        format!("{:.1} {}", n as f64 / unit as f64, UNITS[exp as usize])
+    }
+}
+
 impl Error {
     /// The error's own message, without the `invalid argument: ` prefix of
     /// [`Error::InvalidArgument`] (for wrapping a checked value's complaint into another
@@ -249,10 +288,29 @@ mod tests {
             e.reported_by(3).to_string(),
             "rank 3: the rank's thread panicked"
         );
+        let e = Error::OutOfMemory {
+            device: 1,
+            requested: 3 << 29,
+            in_use: 0,
+            capacity: 1 << 30,
+            hint: "emulated".into(),
+        };
+        assert_eq!(
+            e.to_string(),
+            "out of device memory on device 1: 1610612736 bytes (1.5 GiB) requested, 0 B of \
+             1 GiB in use (emulated)"
+        );
         assert_eq!(
             Error::InvalidArgument("size 0".into()).detail(),
             "size 0",
             "no nested prefix"
         );
+    }
+
+    #[test]
+    fn sizes_are_written_in_binary_units() {
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(1 << 40), "1 TiB");
+        assert_eq!(human_bytes((2 << 20) + 4096), "2.0 MiB");
     }
 }

@@ -1,24 +1,34 @@
 //! The emulated backend of [`vmm`](super): host memory through the calls of [`memfd`], one
-//! RAII type per resource, and the registry of live mappings that stands in for the driver's
-//! address lookups (`cuMemRetainAllocationHandle`, `cuMemGetAddressRange`).
+//! RAII type per resource, the registry of live mappings that stands in for the driver's
+//! address lookups (`cuMemRetainAllocationHandle`, `cuMemGetAddressRange`), and the count of
+//! live physical memory that holds it to the emulated device's capacity
+//! ([`crate::backend::emulated_device_memory`]).
 
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
 use super::PhysicalMem;
+use crate::backend::{EMU_DEVICE_MEMORY_ENV, emulated_device_memory};
 use crate::cuda::memfd;
 use crate::{Error, Result};
 
-/// Emulated physical memory: a memfd, closed on drop.
+/// Emulated physical memory: a memfd, closed on drop. Memory created here holds its bytes of
+/// the process's capacity until then; imported memory is the exporter's and holds none.
 #[derive(Debug)]
 pub(super) struct HostMem {
     fd: OwnedFd,
+    _charge: Option<Charge>,
 }
 
 impl HostMem {
+    /// A memfd of `size` bytes for `device`, or [`Error::OutOfMemory`] (before anything is
+    /// created) when the live memory of this process would exceed the emulated capacity.
     pub(super) fn create(device: i32, size: usize) -> Result<HostMem> {
+        let charge = Charge::take(device, size, emulated_device_memory()?)?;
         Ok(HostMem {
             fd: memfd::mem_create(device, size)?,
+            _charge: Some(charge),
         })
     }
 
@@ -26,11 +36,50 @@ impl HostMem {
     /// device it was made for.
     pub(super) fn import_fd(fd: BorrowedFd<'_>, size: usize) -> Result<(HostMem, i32)> {
         let (fd, device) = memfd::mem_import_from_posix_fd(fd, size)?;
-        Ok((HostMem { fd }, device))
+        Ok((HostMem { fd, _charge: None }, device))
     }
 
     pub(super) fn export_fd(&self) -> Result<OwnedFd> {
         memfd::mem_export_to_posix_fd(self.fd.as_fd())
+    }
+}
+
+/// Bytes of emulated physical memory this process created that are still alive.
+static IN_USE: AtomicU64 = AtomicU64::new(0);
+
+/// `bytes` of the emulated capacity, taken from [`IN_USE`] and given back on drop.
+#[derive(Debug)]
+struct Charge {
+    bytes: u64,
+}
+
+impl Charge {
+    /// Takes `bytes` for `device` if the live total stays within `capacity`.
+    fn take(device: i32, bytes: usize, capacity: u64) -> Result<Charge> {
+        let bytes = bytes as u64;
+        // Relaxed: the counter publishes no other memory; the read-modify-write alone keeps
+        // concurrent allocations from both taking the last bytes.
+        IN_USE
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |used| {
+                used.checked_add(bytes).filter(|&total| total <= capacity)
+            })
+            .map(|_| Charge { bytes })
+            .map_err(|in_use| Error::OutOfMemory {
+                device,
+                requested: bytes,
+                in_use,
+                capacity,
+                hint: format!(
+                    "the emulated device's memory, counted over this process; \
+                     {EMU_DEVICE_MEMORY_ENV} sets it"
+                ),
+            })
+    }
+}
+
+impl Drop for Charge {
+    fn drop(&mut self) {
+        IN_USE.fetch_sub(self.bytes, Ordering::Relaxed);
     }
 }
 
