@@ -47,6 +47,21 @@ impl LsaBarrierHandle {
     pub const fn buffer_bytes(n_barriers: u32, n_ranks: u32) -> usize {
         (3 * n_barriers as usize + n_barriers as usize * n_ranks as usize) * 4
     }
+
+    /// [`buffer_bytes`](Self::buffer_bytes), or `None` when the size does not fit a `usize`
+    /// (for counts that come from a user: `n_barriers · (3 + n_ranks) · 4` exceeds 2^64 for
+    /// large enough ones).
+    pub const fn checked_buffer_bytes(n_barriers: u32, n_ranks: u32) -> Option<usize> {
+        // `as usize` keeps every u32 on the 64-bit targets the crate builds for.
+        let words = match (n_ranks as usize).checked_add(3) {
+            Some(per_barrier) => per_barrier.checked_mul(n_barriers as usize),
+            None => None,
+        };
+        match words {
+            Some(words) => words.checked_mul(4),
+            None => None,
+        }
+    }
 }
 
 /// A multicast (NVLink SHARP) address range of a team: its base address, 0 when the team has
@@ -344,5 +359,17 @@ mod tests {
             0x1_0000_0000 + 8192 + 128
         );
         assert_eq!(LsaBarrierHandle::buffer_bytes(4, 8), (12 + 32) * 4);
+        assert_eq!(
+            LsaBarrierHandle::checked_buffer_bytes(4, 8),
+            Some((12 + 32) * 4)
+        );
+        assert_eq!(
+            LsaBarrierHandle::checked_buffer_bytes(u32::MAX, 2),
+            Some(5 * (u32::MAX as usize) * 4)
+        );
+        assert_eq!(
+            LsaBarrierHandle::checked_buffer_bytes(u32::MAX, u32::MAX),
+            None
+        );
     }
 }

@@ -49,7 +49,8 @@ impl Requirements {
         Self::default()
     }
 
-    /// `n` independent LSA barriers (a kernel usually uses one per block: `n ≥ grid size`).
+    /// `n` independent LSA barriers (a kernel usually uses one per block: `n ≥ grid size`);
+    /// at most [`MAX_LSA_BARRIERS`] ([`DevComm::create`] refuses more).
     pub fn lsa_barriers(mut self, n: u32) -> Self {
         self.lsa_barriers = n;
         self
@@ -62,13 +63,34 @@ impl Requirements {
         self
     }
 
-    /// Bytes of the resource window these requirements need (before rounding to the
-    /// allocation granularity).
-    pub fn resource_bytes(&self, lsa_size: usize) -> usize {
-        let barriers = LsaBarrierHandle::buffer_bytes(self.lsa_barriers, lsa_size as u32);
-        barriers.next_multiple_of(RESOURCE_UNIT).max(RESOURCE_UNIT)
+    /// Bytes of the resource window these requirements need over an LSA team of `lsa_size`
+    /// (before rounding to the allocation granularity); [`Error::InvalidArgument`] for more
+    /// than [`MAX_LSA_BARRIERS`] barriers or a size that does not fit a `usize`.
+    pub fn resource_bytes(&self, lsa_size: usize) -> Result<usize> {
+        let n = self.lsa_barriers;
+        if n > MAX_LSA_BARRIERS {
+            return Err(Error::InvalidArgument(format!(
+                "lsa_barriers({n}): at most {MAX_LSA_BARRIERS} barriers (the device \
+                 communicator counts them in an i32)"
+            )));
+        }
+        let overflow = || {
+            Error::InvalidArgument(format!(
+                "lsa_barriers({n}) over an LSA team of {lsa_size} ranks needs a barrier buffer \
+                 larger than the address space"
+            ))
+        };
+        let ranks = u32::try_from(lsa_size).map_err(|_| overflow())?;
+        LsaBarrierHandle::checked_buffer_bytes(n, ranks)
+            .and_then(|b| b.checked_next_multiple_of(RESOURCE_UNIT))
+            .map(|b| b.max(RESOURCE_UNIT))
+            .ok_or_else(overflow)
     }
 }
+
+/// The most LSA barriers one device communicator holds: the device handle counts them in an
+/// `i32` ([`LsaBarrierHandle::n_barriers`]).
+pub const MAX_LSA_BARRIERS: u32 = i32::MAX as u32;
 
 /// A device communicator: owns the resource window and the abort flag; [`DevComm::raw`] is
 /// the kernel argument. Destroyed on drop (local; do it in the same order on every rank, like
@@ -90,18 +112,24 @@ impl DevComm {
     /// device communicator. Every rank gets the same error if a rank cannot take part.
     ///
     /// # Errors
-    /// [`Error::Unsupported`] on every rank, before anything is
+    /// [`Error::InvalidArgument`] for requirements that cannot be met (more than
+    /// [`MAX_LSA_BARRIERS`] barriers), checked locally before any collective step, so every
+    /// rank passing them fails alike; [`Error::Unsupported`] on every rank, before anything is
     /// allocated, when two ranks of a node are different processes on the same GPU (their
     /// kernels would take turns, and a barrier between them could only time out; see
-    /// `SYMCOMM_SHARED_GPU` for MPS); the errors of registering its resource window.
+    /// `SYMCOMM_SHARED_GPU` for MPS); the errors of allocating (e.g. [`Error::OutOfMemory`]
+    /// under emulation) and registering its resource window.
     #[doc(alias = "ncclDevCommCreate")]
     pub fn create(comm: &Communicator, req: Requirements) -> Result<DevComm> {
+        let bytes = req.resource_bytes(comm.lsa_size())?;
+        let n_barriers = i32::try_from(req.lsa_barriers).map_err(|_| {
+            Error::Internal(format!("{} barriers passed the check", req.lsa_barriers))
+        })?;
         // Kernels of ranks that cannot run at the same time could only wait for each other
         // until they time out: refuse now, on every rank (emulated kernels all run at once).
         if !crate::backend::is_emulated()? {
             comm.check_devices_run_together()?;
         }
-        let bytes = req.resource_bytes(comm.lsa_size());
         // ANCHOR: zero_then_register
         let memory = SymmetricMemory::alloc(comm, bytes)?;
         // Zero before registering: registration ends with a barrier of the LSA team, so no peer
@@ -130,7 +158,7 @@ impl DevComm {
         };
         raw.lsa_barrier = LsaBarrierHandle {
             buf_handle: 0,
-            n_barriers: req.lsa_barriers as i32,
+            n_barriers,
         };
         raw.abort_flag = abort.device_ptr();
         if req.lsa_multimem {
@@ -183,8 +211,33 @@ mod tests {
     #[test]
     fn resource_bytes_hold_the_barrier_layout_in_128_byte_units() {
         // (3n + n·ranks) words: 32 barriers × 8 ranks = (96 + 256) × 4 = 1408 → 1408 (11 units).
-        assert_eq!(Requirements::new().lsa_barriers(32).resource_bytes(8), 1408);
-        assert_eq!(Requirements::new().lsa_barriers(1).resource_bytes(2), 128);
-        assert_eq!(Requirements::new().resource_bytes(8), 128);
+        let bytes = |n, ranks| Requirements::new().lsa_barriers(n).resource_bytes(ranks);
+        assert_eq!(bytes(32, 8).unwrap(), 1408);
+        assert_eq!(bytes(1, 2).unwrap(), 128);
+        assert_eq!(bytes(0, 8).unwrap(), 128);
+        // The largest count: 2^31 - 1 barriers · 11 words · 4 bytes, in whole units.
+        let largest = (i32::MAX as usize * 11 * 4).next_multiple_of(128);
+        assert_eq!(bytes(MAX_LSA_BARRIERS, 8).unwrap(), largest);
+    }
+
+    #[test]
+    fn barrier_counts_beyond_i32_and_sizes_beyond_usize_are_refused() {
+        let bytes = |n, ranks| Requirements::new().lsa_barriers(n).resource_bytes(ranks);
+        for n in [MAX_LSA_BARRIERS + 1, u32::MAX] {
+            let msg = bytes(n, 2).unwrap_err().to_string();
+            assert_eq!(
+                msg,
+                format!(
+                    "invalid argument: lsa_barriers({n}): at most 2147483647 barriers (the \
+                     device communicator counts them in an i32)"
+                )
+            );
+        }
+        let msg = bytes(MAX_LSA_BARRIERS, usize::MAX).unwrap_err().to_string();
+        assert!(
+            msg.contains("lsa_barriers(2147483647) over an LSA team of"),
+            "{msg}"
+        );
+        assert!(msg.contains("larger than the address space"), "{msg}");
     }
 }
