@@ -206,6 +206,34 @@ pub(crate) fn human_bytes(n: u64) -> String {
     }
 }
 
+/// `text` cut to at most `max` characters, ending in `…` when cut (for a peer's or a nested
+/// error's text inside a one-line message).
+pub(crate) fn clip(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max.saturating_sub(1)) {
+        Some((end, _)) if text.chars().count() > max => format!("{}…", &text[..end]),
+        _ => text.to_string(),
+    }
+}
+
+/// The first `keep` items joined by `sep`, each clipped to `max_item` characters, then
+/// `and N more` for the items left out: a list of any length as a bounded part of a message.
+pub(crate) fn join_bounded<T: std::fmt::Display>(
+    items: &[T],
+    keep: usize,
+    max_item: usize,
+    sep: &str,
+) -> String {
+    let mut parts: Vec<String> = items
+        .iter()
+        .take(keep)
+        .map(|i| clip(&i.to_string(), max_item))
+        .collect();
+    if items.len() > keep {
+        parts.push(format!("and {} more", items.len() - keep));
+    }
+    parts.join(sep)
+}
+
 impl Error {
     /// The error's own message, without the `invalid argument: ` prefix of
     /// [`Error::InvalidArgument`] (for wrapping a checked value's complaint into another
@@ -312,5 +340,16 @@ mod tests {
         assert_eq!(human_bytes(512), "512 B");
         assert_eq!(human_bytes(1 << 40), "1 TiB");
         assert_eq!(human_bytes((2 << 20) + 4096), "2.0 MiB");
+    }
+
+    #[test]
+    fn long_lists_and_texts_are_cut_saying_so() {
+        assert_eq!(clip("abcdef", 4), "abc…");
+        assert_eq!(clip("abc", 3), "abc");
+        assert_eq!(clip("ééé", 2), "é…");
+        let items: Vec<usize> = (0..100).collect();
+        assert_eq!(join_bounded(&items, 3, 10, ", "), "0, 1, 2, and 97 more");
+        assert_eq!(join_bounded(&items[..2], 3, 10, ", "), "0, 1");
+        assert_eq!(join_bounded(&["long text"], 1, 5, "; "), "long…");
     }
 }

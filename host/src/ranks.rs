@@ -22,6 +22,7 @@
 //! that need several ranks without a GPU use [`run_emulated`] (ranks as threads on the CPU
 //! emulator) and [`all_ok`].
 
+use crate::error::{clip, join_bounded};
 use crate::{Communicator, Error, Result};
 
 /// Removes `--threads N` from `args` and returns `N` if it was there (`None` if not).
@@ -142,22 +143,43 @@ pub fn all_passed<T>(
     ok
 }
 
+/// Failed ranks whose errors [`all_ok`] quotes; the others it names.
+const QUOTED_FAILURES: usize = 3;
+/// Characters of one quoted error.
+const QUOTED_CHARS: usize = 240;
+
 /// Every rank's value, in rank order, when every rank succeeded; otherwise one line naming
-/// each failed rank and its error (`rank 1: …; rank 3: …`).
+/// the failed ranks with their errors (`rank 1: …; rank 3: …`). Bounded however many ranks
+/// failed: beyond three, the first three errors are quoted and the other ranks listed
+/// (`64 ranks failed: rank 0: …; rank 1: …; rank 2: …; and 61 more: ranks 3, 4, …`).
 pub fn all_ok<T>(results: Vec<(usize, Result<T>)>) -> std::result::Result<Vec<T>, String> {
     let mut values = Vec::with_capacity(results.len());
     let mut failed = Vec::new();
     for (rank, result) in results {
         match result {
             Ok(v) => values.push(v),
-            Err(e) => failed.push(format!("rank {rank}: {e}")),
+            Err(e) => failed.push((rank, e)),
         }
     }
     if failed.is_empty() {
-        Ok(values)
-    } else {
-        Err(failed.join("; "))
+        return Ok(values);
     }
+    let quoted: Vec<String> = failed
+        .iter()
+        .take(QUOTED_FAILURES)
+        .map(|(rank, e)| format!("rank {rank}: {}", clip(&e.to_string(), QUOTED_CHARS)))
+        .collect();
+    let mut line = quoted.join("; ");
+    if failed.len() > QUOTED_FAILURES {
+        let others: Vec<usize> = failed[QUOTED_FAILURES..].iter().map(|f| f.0).collect();
+        line = format!(
+            "{} ranks failed: {line}; and {} more: ranks {}",
+            failed.len(),
+            others.len(),
+            join_bounded(&others, 16, 12, ", ")
+        );
+    }
+    Err(line)
 }
 
 #[cfg(test)]
@@ -240,5 +262,25 @@ mod tests {
             failed,
             Err("rank 1: internal error: boom; rank 2: invalid argument: bad".to_string())
         );
+    }
+
+    #[test]
+    fn all_ok_of_many_failed_ranks_is_one_bounded_line_naming_them() {
+        let long = "timed out after 300s during barrier #17 waiting for rank 5, which never \
+                    arrived (it is still running, or SYMCOMM_TIMEOUT is too short for this job)";
+        let results: Vec<(usize, crate::Result<()>)> = (0..64)
+            .map(|r| (r, Err(Error::Internal(format!("rank {r}: {long}")))))
+            .collect();
+        let msg = all_ok(results).unwrap_err();
+        assert!(msg.len() <= 1000, "{} characters: {msg}", msg.len());
+        assert!(!msg.contains('\n'), "{msg}");
+        for fact in [
+            "64 ranks failed",
+            "rank 0: internal error: rank 0: timed out after 300s",
+            "rank 1: ",
+            "61 more: ranks 3, 4, 5",
+        ] {
+            assert!(msg.contains(fact), "{fact:?} missing from: {msg}");
+        }
     }
 }

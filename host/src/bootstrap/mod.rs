@@ -267,19 +267,34 @@ impl Bootstrap {
     }
 
     fn check_rank_list(&self, ranks: &[usize]) -> Result<()> {
+        // The list may be long: messages show its start and length, and name the culprit.
+        let list = || {
+            format!(
+                "rank list [{}] ({} entries)",
+                crate::error::join_bounded(ranks, 8, 12, ", "),
+                ranks.len()
+            )
+        };
         let mut seen = vec![false; self.s.size];
         for &r in ranks {
-            if r >= self.s.size || std::mem::replace(&mut seen[r], true) {
+            if r >= self.s.size {
                 return Err(Error::InvalidArgument(format!(
-                    "all_gather_ranks: rank list {ranks:?} has an out-of-range or repeated rank \
-                     (world size {})",
-                    self.s.size
+                    "all_gather_ranks: rank {r} is out of range (world size {}) in the {}",
+                    self.s.size,
+                    list()
+                )));
+            }
+            if std::mem::replace(&mut seen[r], true) {
+                return Err(Error::InvalidArgument(format!(
+                    "all_gather_ranks: the {} repeats rank {r}",
+                    list()
                 )));
             }
         }
         if !seen[self.s.rank] {
             return Err(Error::InvalidArgument(format!(
-                "all_gather_ranks: rank list {ranks:?} does not contain the caller (rank {})",
+                "all_gather_ranks: the {} does not contain the caller (rank {})",
+                list(),
                 self.s.rank
             )));
         }

@@ -518,3 +518,47 @@ fn a_peer_announcing_a_huge_message_after_the_handshake_is_cut_off() {
         assert!(e.to_string().contains("marker"), "{e}");
     });
 }
+
+#[test]
+fn a_root_flooded_with_rejected_connections_reports_them_in_one_bounded_line() {
+    let root = RootListener::bind(loopback()).unwrap();
+    let id = root.unique_id();
+    let t = Duration::from_millis(1500);
+    thread::scope(|s| {
+        let server = s.spawn(move || Bootstrap::serve_tcp(root, 2, t));
+        // Seventy strangers with another job's magic, each rejected with a long reason.
+        for _ in 0..70 {
+            poke(id.addr(), &hello(id.magic() ^ 1, 1, 2));
+        }
+        let e = server.join().unwrap().unwrap_err().to_string();
+        assert!(e.len() <= 1000, "{} characters: {e}", e.len());
+        assert!(!e.contains('\n'), "{e}");
+        for fact in [
+            "rendezvous waiting for rank 1",
+            "rejected 70 connection(s)",
+            "wrong magic",
+            "more",
+        ] {
+            assert!(e.contains(fact), "{fact:?} missing from: {e}");
+        }
+    });
+}
+
+#[test]
+fn a_long_bad_rank_list_is_refused_in_one_bounded_line_naming_the_culprit() {
+    let bs = Bootstrap::in_process(2, T).unwrap();
+    let b = &bs[0];
+    let mut repeated: Vec<usize> = vec![0, 1];
+    repeated.extend(std::iter::repeat_n(1, 5000));
+    let mut outside: Vec<usize> = (0..2).collect();
+    outside.extend(1_000_000..1_002_000);
+    for (list, fact) in [
+        (repeated, "repeats rank 1"),
+        (outside, "rank 1000000 is out of range"),
+    ] {
+        let e = b.all_gather_ranks(&list, b"").unwrap_err().to_string();
+        assert!(e.len() <= 1000, "{} characters: {e}", e.len());
+        assert!(e.contains(fact), "{fact:?} missing from: {e}");
+        assert!(e.contains(&format!("{} entries", list.len())), "{e}");
+    }
+}

@@ -20,11 +20,14 @@ use super::handshake::{
 use super::mesh;
 use crate::bootstrap::unique_id::UniqueId;
 use crate::bootstrap::wire::{self, Hello, Kind, MAX_REASON_BYTES, PROTOCOL_VERSION, Role};
+use crate::error::clip;
 use crate::time::deadline_after;
 use crate::{Error, Result};
 
 /// Most connections whose hello the root reads at once; more are dropped unread.
 const MAX_PENDING_HELLOS: usize = 256;
+/// Rejected connections whose reasons a rendezvous timeout names (the others are counted).
+const LISTED_REJECTIONS: usize = 3;
 /// How much longer than the root a rank waits for the welcome (at most; a quarter of the
 /// timeout when that is shorter).
 const WELCOME_GRACE: Duration = Duration::from_secs(2);
@@ -111,7 +114,10 @@ pub(crate) fn serve(
     let (tx, rx) = mpsc::channel();
     let pending = Arc::new(AtomicUsize::new(0));
     let mut joined = 1;
+    // The first few rejected connections (anything can connect to the root's port, any
+    // number of times), and how many there were.
     let mut rejected: Vec<String> = Vec::new();
+    let mut n_rejected = 0usize;
     crate::fault::pause_point("connect", 0);
     while joined < size {
         if let Err(e) = check_notice(0, magic, "rendezvous") {
@@ -123,12 +129,12 @@ pub(crate) fn serve(
         if Instant::now() >= deadline {
             let missing: Vec<usize> = (1..size).filter(|&r| links[r].is_none()).collect();
             let mut step = format!("rendezvous waiting for {}", rank_list(&missing));
-            if !rejected.is_empty() {
-                step += &format!(
-                    " (rejected {} connection(s): {})",
-                    rejected.len(),
-                    rejected.join("; ")
-                );
+            if n_rejected > 0 {
+                let mut listed = rejected.join("; ");
+                if n_rejected > rejected.len() {
+                    listed += &format!("; and {} more", n_rejected - rejected.len());
+                }
+                step += &format!(" (rejected {n_rejected} connection(s): {listed})");
             }
             let culprit = missing.first().copied().unwrap_or(0);
             abort_links(&mut links, culprit, "never joined the rendezvous");
@@ -181,7 +187,10 @@ pub(crate) fn serve(
             Ok(x) => x,
             Err(why) => {
                 tracing::warn!("rendezvous: rejected connection from {from}: {why}");
-                rejected.push(format!("{from}: {why}"));
+                n_rejected += 1;
+                if rejected.len() < LISTED_REJECTIONS {
+                    rejected.push(clip(&format!("{from}: {why}"), 200));
+                }
                 continue;
             }
         };
