@@ -4,15 +4,17 @@
 //!
 //! Every step (connect, send, receive) is bounded by what is left of the deadline; a timeout
 //! names this rank, the peer, the key and the step, and a reply that breaks [`super::wire`]
-//! is an error (any fds it carried are closed), never a panic.
+//! is an error (any fds it carried are closed), never a panic. A reply whose fd this process
+//! could not take because it is at its fd limit is this rank's error, naming the limit, not a
+//! fault of the peer.
 
 use std::io;
-use std::os::fd::{AsFd, AsRawFd, OwnedFd};
+use std::os::fd::{AsFd, AsRawFd, BorrowedFd, OwnedFd};
 use std::time::{Duration, Instant};
 
 use super::sys::{
-    MAX_FDS_PER_MESSAGE, abstract_addr, recv_with_fds, send_with_fds, seqpacket_socket,
-    set_timeouts,
+    MAX_FDS_PER_MESSAGE, abstract_addr, owned_or_last_error, recv_with_fds, send_with_fds,
+    seqpacket_socket, set_timeouts,
 };
 use super::wire::{
     MSG_SIZE, Message, PROTOCOL_VERSION, REPLY_MAGIC, STATUS_NOT_PUBLISHED, STATUS_OK, socket_name,
@@ -97,10 +99,15 @@ pub(crate) fn fetch_until(
                 });
             }
             Err(Failure::Io(step, source)) => {
-                return Err(Error::Io {
-                    what: what(step),
-                    source,
-                });
+                let mut what = what(step);
+                if source.raw_os_error() == Some(libc::EMFILE) {
+                    // Say whose limit it is: not the peer's fault, and not a protocol error.
+                    what += &format!(
+                        ": rank {my_rank} ran out of file descriptors ({}, raise `ulimit -n`)",
+                        fd_limit().map_or("limit unknown".into(), |n| format!("limit {n}"))
+                    );
+                }
+                return Err(Error::Io { what, source });
             }
         }
     }
@@ -175,9 +182,17 @@ fn try_fetch(
         return Err(Failure::Closed);
     }
     if received.flags & libc::MSG_CTRUNC != 0 {
-        return Err(bad(format!(
-            "a reply that carried more than {MAX_FDS_PER_MESSAGE} fds"
-        )));
+        // Room for MAX_FDS_PER_MESSAGE fds: a full buffer means the peer sent more; fewer
+        // means the kernel could not install one here (this process is at its fd limit).
+        if received.fds.len() >= MAX_FDS_PER_MESSAGE {
+            return Err(bad(format!(
+                "a reply that carried more than {MAX_FDS_PER_MESSAGE} fds"
+            )));
+        }
+        return Err(Failure::Io(
+            "receiving the fd",
+            why_fds_were_dropped(sock.as_fd()),
+        ));
     }
     let reply = received
         .payload(&buf)
@@ -213,6 +228,32 @@ fn try_fetch(
         }
         (status, _) => Err(bad(format!("a reply with unknown status {status}"))),
     }
+}
+
+/// Why the kernel dropped fds of a received message although there was room for them:
+/// `EMFILE` when this process cannot open another fd (probed with a `dup` of `sock`, closed at
+/// once), else a description (the limit was reached only for a moment, or a security module
+/// refused the fd).
+fn why_fds_were_dropped(sock: BorrowedFd<'_>) -> io::Error {
+    // SAFETY: F_DUPFD_CLOEXEC of a live fd; a new fd is taken into an OwnedFd (closed below).
+    let probe =
+        owned_or_last_error(unsafe { libc::fcntl(sock.as_raw_fd(), libc::F_DUPFD_CLOEXEC, 0) });
+    match probe {
+        Err(e) if e.raw_os_error() == Some(libc::EMFILE) => e,
+        _ => io::Error::other(
+            "the kernel dropped the fd the reply carried, though this process can open one \
+             now (a file-descriptor limit reached for a moment, or a security policy)",
+        ),
+    }
+}
+
+/// This process's limit on open fds (`RLIMIT_NOFILE`, soft), if known.
+fn fd_limit() -> Option<u64> {
+    // SAFETY: an all-zero rlimit is a valid out-buffer.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: `lim` is a valid out-pointer.
+    let ok = unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) } == 0;
+    (ok && lim.rlim_cur != libc::RLIM_INFINITY).then_some(lim.rlim_cur as u64)
 }
 
 fn is_timeout(e: &io::Error) -> bool {

@@ -549,3 +549,72 @@ fn fds_cross_real_process_boundaries() {
         "child statuses {statuses:?}"
     );
 }
+
+const STARVED_ENV: &str = "SYMCOMM_IPC_TEST_STARVED";
+
+/// Not a test on its own: the client of `a_rank_out_of_fds_is_told_so_not_blamed_on_its_peer`,
+/// run as a process of its own (`SYMCOMM_IPC_TEST_STARVED=<id>`), since it lowers its fd limit
+/// to leave room for exactly one more fd: the socket of the fetch, not the fd the reply carries.
+/// Prints the error. Without that variable it does nothing.
+#[test]
+#[ignore = "helper process of a_rank_out_of_fds_is_told_so_not_blamed_on_its_peer"]
+fn ipc_starved_child() {
+    let Ok(id) = std::env::var(STARVED_ENV) else {
+        return;
+    };
+    let id: u64 = id.parse().unwrap();
+    // SAFETY: dup of the open stderr; the new fd (the lowest free one) is closed at once.
+    let lowest_free = unsafe { libc::dup(2) };
+    assert!(lowest_free >= 0, "{}", io::Error::last_os_error());
+    // SAFETY: closing the fd made just above.
+    unsafe { libc::close(lowest_free) };
+    // SAFETY: an all-zero rlimit is a valid out-buffer.
+    let mut lim: libc::rlimit = unsafe { std::mem::zeroed() };
+    // SAFETY: valid out-pointer.
+    assert_eq!(unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) }, 0);
+    lim.rlim_cur = lowest_free as libc::rlim_t + 1;
+    // SAFETY: valid rlimit, lowering the soft limit only.
+    assert_eq!(unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &lim) }, 0);
+    let got = fetch_fd(id, 0, 1, 1, Duration::from_secs(5));
+    println!(
+        "SYMCOMM-IPC-STARVED limit {} {:?}",
+        lim.rlim_cur,
+        got.map(|_| ()).map_err(|e| e.to_string())
+    );
+}
+
+#[test]
+fn a_rank_out_of_fds_is_told_so_not_blamed_on_its_peer() {
+    let id = test_id(0x57a4);
+    let server = FdServer::bind(id, 1).unwrap();
+    server.publish(1, memfd_with(&[1; 16])).unwrap();
+    let out = Command::new(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "ipc::tests::ipc_starved_child",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+            "-q",
+        ])
+        .env(STARVED_ENV, id.to_string())
+        .stdin(Stdio::null())
+        .stderr(Stdio::inherit())
+        .output()
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let line = stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("SYMCOMM-IPC-STARVED limit "))
+        .unwrap_or_else(|| panic!("the child printed no result ({}): {stdout}", out.status));
+    let (limit, result) = line.split_once(' ').unwrap();
+    assert!(result.starts_with("Err("), "{line}");
+    for fact in [
+        format!("rank 0 ran out of file descriptors (limit {limit}, raise `ulimit -n`)"),
+        "fetching fd key 1 from rank 1".into(),
+        "receiving the fd".into(),
+    ] {
+        assert!(result.contains(&fact), "{fact:?} missing from: {result}");
+    }
+    assert!(!result.contains("more than"), "{result}");
+}
