@@ -50,6 +50,9 @@ impl Job {
         let mut launcher = Command::new(RUN)
             .args(["-n", &RANKS.to_string(), "--", VICTIM])
             .env("SYMCOMM_BACKEND", "emu")
+            // Each emulated rank may hold at most this much "device" memory: the suite's
+            // processes stay far below 1 GiB whatever a case allocates.
+            .env("SYMCOMM_EMU_DEVICE_MEMORY", "512M")
             .env("SYMCOMM_TEST_PAUSE_AT", format!("{phase}@{victim}"))
             .env_remove("SYMCOMM_TIMEOUT")
             .env_remove("SYMCOMM_LOG")
