@@ -141,25 +141,9 @@ pub(crate) fn read_frame(r: &mut impl Read, limit: usize) -> Result<Frame, WireE
             )));
         }
     }
-    let marker = u16::from_le_bytes([head[0], head[1]]);
-    if marker != MARKER {
-        return Err(WireError::Malformed(format!(
-            "bad frame marker {marker:#06x} (not a symcomm bootstrap peer, or a corrupted stream)"
-        )));
-    }
-    let kind = Kind::from_u8(head[2])
-        .ok_or_else(|| WireError::Malformed(format!("unknown frame kind {}", head[2])))?;
+    let (kind, len) = parse_header(&head, limit)?;
     let aux = u32::from_le_bytes(le4(&head[4..8]));
     let step = u64::from_le_bytes(le8(&head[8..16]));
-    let len = u64::from_le_bytes(le8(&head[16..24]));
-    let max = limit.min(kind.max_len());
-    if len > max as u64 {
-        return Err(WireError::Malformed(format!(
-            "{kind:?} frame announces {len} bytes, more than the limit of {max}"
-        )));
-    }
-    // `len <= max <= usize::MAX` was checked just above.
-    let len = len as usize;
     let mut payload = Vec::with_capacity(len.min(INITIAL_CAPACITY));
     let got = r
         .take(len as u64)
@@ -176,6 +160,31 @@ pub(crate) fn read_frame(r: &mut impl Read, limit: usize) -> Result<Frame, WireE
         step,
         payload,
     })
+}
+
+/// Checks a frame header (marker, kind, and length against `limit` and the kind's own
+/// ceiling); returns the kind and the payload length.
+pub(crate) fn parse_header(
+    head: &[u8; HEADER_LEN],
+    limit: usize,
+) -> Result<(Kind, usize), WireError> {
+    let marker = u16::from_le_bytes([head[0], head[1]]);
+    if marker != MARKER {
+        return Err(WireError::Malformed(format!(
+            "bad frame marker {marker:#06x} (not a symcomm bootstrap peer, or a corrupted stream)"
+        )));
+    }
+    let kind = Kind::from_u8(head[2])
+        .ok_or_else(|| WireError::Malformed(format!("unknown frame kind {}", head[2])))?;
+    let len = u64::from_le_bytes(le8(&head[16..24]));
+    let max = limit.min(kind.max_len());
+    if len > max as u64 {
+        return Err(WireError::Malformed(format!(
+            "{kind:?} frame announces {len} bytes, more than the limit of {max}"
+        )));
+    }
+    // `len <= max <= usize::MAX` was checked just above.
+    Ok((kind, len as usize))
 }
 
 /// Writes one frame (header and payload in one write when the payload is small).
