@@ -119,9 +119,11 @@ impl Bootstrap {
     /// its own `rank`; returns once all ranks are connected to each other.
     ///
     /// Rank 0 listens at `id.addr()`; the others connect to it (retrying until it is up). Every
-    /// rank gets an error if the job does not come together within `timeout`, if the world
-    /// sizes disagree, or if two processes claim one rank; a process with a different magic is
-    /// rejected (it gets an error, the others keep waiting for the real rank).
+    /// rank gets an error if the job does not come together within `timeout` or if the world
+    /// sizes disagree. A process with a different magic, or claiming a rank that has already
+    /// joined, is rejected (it gets an error, the others keep waiting for the real rank);
+    /// connections that are not ranks of this job at all (silent, slow or garbage) are dropped
+    /// without delaying anyone.
     pub fn connect_tcp(
         id: &UniqueId,
         rank: usize,

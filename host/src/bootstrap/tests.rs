@@ -452,7 +452,7 @@ fn a_root_that_never_completes_reports_the_missing_ranks_and_rejections() {
 }
 
 #[test]
-fn a_misconfigured_world_size_or_duplicate_rank_fails_everyone_fast() {
+fn a_misconfigured_world_size_fails_everyone_fast_but_a_duplicate_rank_is_only_refused() {
     let root = RootListener::bind(loopback()).unwrap();
     let id = root.unique_id();
     thread::scope(|s| {
@@ -464,19 +464,41 @@ fn a_misconfigured_world_size_or_duplicate_rank_fails_everyone_fast() {
         assert!(matches!(e, Error::Mismatch { .. }), "{e}");
         assert!(start.elapsed() < T / 2);
     });
+    // Two processes claim rank 1: the first to say hello keeps it, the second is refused at
+    // once, and the job forms. (Before, the second claim failed the whole job.)
     let root = RootListener::bind(loopback()).unwrap();
     let id = root.unique_id();
     thread::scope(|s| {
         let server = s.spawn(move || Bootstrap::serve_tcp(root, 3, T));
-        let first = s.spawn(move || Bootstrap::connect_tcp(&id, 1, 3, T));
-        thread::sleep(Duration::from_millis(100));
-        let e = Bootstrap::connect_tcp(&id, 1, 3, T).unwrap_err();
+        let claims: Vec<_> = (0..2)
+            .map(|_| s.spawn(move || Bootstrap::connect_tcp(&id, 1, 3, T)))
+            .collect();
+        // Rank 2 joins once the second claim is settled (else the job may form before it).
+        let until = Instant::now() + T;
+        while !claims.iter().any(|c| c.is_finished()) && Instant::now() < until {
+            thread::sleep(Duration::from_millis(5));
+        }
+        let rank2 = s.spawn(move || Bootstrap::connect_tcp(&id, 2, 3, T));
+        let (mut won, mut refused) = (Vec::new(), Vec::new());
+        for c in claims {
+            match c.join().unwrap() {
+                Ok(b) => won.push(b),
+                Err(e) => refused.push(e.to_string()),
+            }
+        }
+        assert_eq!((won.len(), refused.len()), (1, 1), "{refused:?}");
         assert!(
-            e.to_string().contains("two processes claim to be rank 1"),
-            "{e}"
+            refused[0].contains("rejected this rank: rank 1 has already joined"),
+            "{}",
+            refused[0]
         );
-        assert!(server.join().unwrap().is_err());
-        assert!(first.join().unwrap().is_err());
+        let b0 = server.join().unwrap().unwrap();
+        let b2 = rank2.join().unwrap().unwrap();
+        thread::scope(|s| {
+            for b in [&b0, &won[0], &b2] {
+                s.spawn(move || assert_eq!(b.all_gather(&[b.rank() as u8]).unwrap().len(), 3));
+            }
+        });
     });
 }
 

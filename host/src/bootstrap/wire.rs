@@ -29,6 +29,9 @@ pub const PROTOCOL_VERSION: u32 = 1;
 pub(crate) const HELLO_LEN: usize = 32;
 /// Longest reason text carried by a reject or abort frame.
 pub(crate) const MAX_REASON_BYTES: usize = 1024;
+/// The `aux` of a reject frame that refuses a connection for now only (the listener is busy):
+/// the rank should dial again. Any other `aux` makes the refusal final.
+pub(crate) const REJECT_RETRY: u32 = 1;
 /// Length of the frame header.
 pub(crate) const HEADER_LEN: usize = 24;
 const MARKER: u16 = 0x5343;
@@ -45,7 +48,8 @@ pub(crate) enum Kind {
     Hello = 1,
     /// Root's answer to a rendezvous hello: the magic and every rank's mesh address.
     Welcome = 2,
-    /// The other end refuses this connection; payload is the reason.
+    /// The other end refuses this connection; payload is the reason, `aux` is
+    /// [`REJECT_RETRY`] when the refusal is only for now.
     Reject = 3,
     /// One rank's contribution to a collective; `aux` = operation, `step` = its number.
     Collective = 4,

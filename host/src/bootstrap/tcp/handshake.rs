@@ -1,24 +1,25 @@
-//! What both setup steps ([`super::rendezvous`], [`super::mesh`]) share: dialing a listener
-//! with retries, reading and checking the hello of an accepted connection, sending reject and
-//! abort frames, and mapping a failed handshake read to an error naming the step.
+//! What both setup steps ([`super::rendezvous`], [`super::mesh`]) share on the dialing side:
+//! dialing a listener with retries, reading an answer against a deadline, sending reject and
+//! abort frames, and mapping a failed handshake read to an error naming the step. (The
+//! listening side, reading the hellos of accepted connections, is [`super::hellos`].)
 
+use std::io::{self, Read};
 use std::net::{SocketAddr, TcpStream};
 use std::os::fd::AsRawFd;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use super::errors::{io_error, protocol};
-use crate::bootstrap::wire::{self, HELLO_LEN, Hello, Kind, PROTOCOL_VERSION, Role, WireError};
+use super::errors::protocol;
+use crate::bootstrap::wire::{self, Kind, WireError};
 use crate::time::remaining;
 use crate::{Error, Result};
 
-/// How long one connection may take to say hello before it is dropped.
-const HANDSHAKE_LIMIT: Duration = Duration::from_secs(10);
-/// Pause between polls of a non-blocking listener, and between connection attempts.
+/// Shortest wait of a set-up read, and the pause after an unexpected poll or accept failure.
 pub(crate) const POLL: Duration = Duration::from_millis(1);
-const RETRY: Duration = Duration::from_millis(20);
+/// Pause between connection attempts.
+pub(crate) const RETRY: Duration = Duration::from_millis(20);
 /// Longest a set-up wait goes without looking for a launcher notice ([`crate::fault`]).
-const NOTICE_POLL: Duration = Duration::from_millis(20);
+pub(crate) const NOTICE_POLL: Duration = Duration::from_millis(20);
 
 /// Fails when `symcomm-run` has reported a rank of job `job` dead: the set-up cannot complete,
 /// and waiting for its deadline would only delay the error.
@@ -61,48 +62,6 @@ pub(crate) fn wait_readable(
             return Ok(()); // readable, closed, or poll failed: let the read tell
         }
     }
-}
-
-/// Reads and checks the first frame of an accepted connection. A wrong magic, version or role
-/// gets a reject frame; the error says why, for the log.
-pub(crate) fn read_hello(
-    mut s: TcpStream,
-    magic: u64,
-    role: Role,
-    deadline: Instant,
-) -> std::result::Result<(TcpStream, Hello), String> {
-    let _ = s.set_nonblocking(false);
-    let _ = s.set_nodelay(true);
-    let left = remaining(deadline).min(HANDSHAKE_LIMIT).max(POLL);
-    s.set_read_timeout(Some(left)).map_err(|e| e.to_string())?;
-    let _ = s.set_write_timeout(Some(HANDSHAKE_LIMIT));
-    let f = match wire::read_frame(&mut s, HELLO_LEN) {
-        Ok(f) => f,
-        Err(e) if e.is_timeout() => return Err("sent no hello in time".into()),
-        Err(e) => {
-            send_reason(&mut s, Kind::Reject, 0, &format!("bad hello: {e}"));
-            return Err(format!("bad hello: {e}"));
-        }
-    };
-    let h = match (f.kind, Hello::decode(&f.payload)) {
-        (Kind::Hello, Ok(h)) => h,
-        (Kind::Hello, Err(why)) => return Err(why),
-        (k, _) => return Err(format!("sent a {k:?} frame instead of a hello")),
-    };
-    let why = if h.magic != magic {
-        "wrong magic: this connection belongs to a different job (check SYMCOMM_UNIQUE_ID / MASTER_ADDR / MASTER_PORT)".to_string()
-    } else if h.version != PROTOCOL_VERSION {
-        format!(
-            "protocol version {} does not match {PROTOCOL_VERSION} (mixed symcomm builds)",
-            h.version
-        )
-    } else if h.role != role {
-        format!("a {:?} hello where a {role:?} hello was expected", h.role)
-    } else {
-        return Ok((s, h));
-    };
-    send_reason(&mut s, Kind::Reject, 0, &why);
-    Err(why)
 }
 
 /// Connects to `addr`, retrying until `deadline` while nobody listens there yet (and no rank of
@@ -151,10 +110,32 @@ pub(crate) fn abort_links(links: &mut [Option<TcpStream>], culprit: usize, reaso
     }
 }
 
-pub(crate) fn set_read_deadline(s: &TcpStream, deadline: Instant, rank: usize) -> Result<()> {
-    let left = remaining(deadline).max(POLL);
-    s.set_read_timeout(Some(left))
-        .map_err(|source| io_error(rank, "setting a read timeout", source))
+/// A socket read against an absolute deadline: each read waits only for the time left, so a
+/// peer that trickles its bytes cannot stretch a handshake past the deadline.
+pub(crate) struct Until<'a> {
+    s: &'a TcpStream,
+    deadline: Instant,
+}
+
+impl<'a> Until<'a> {
+    pub(crate) fn new(s: &'a TcpStream, deadline: Instant) -> Until<'a> {
+        Until { s, deadline }
+    }
+}
+
+impl Read for Until<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let left = remaining(self.deadline);
+        if left.is_zero() {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                "handshake deadline passed",
+            ));
+        }
+        self.s.set_read_timeout(Some(left))?;
+        let mut s = self.s;
+        s.read(buf)
+    }
 }
 
 /// Maps a failed handshake read from `peer` to an error naming the step.

@@ -1,20 +1,20 @@
 //! The mesh, step 2 of the TCP setup: after the rendezvous, rank `j` dials every rank
-//! `0 < i < j` and accepts from every rank `k > j` (at the same time, in two threads), each link
-//! starting with a mesh hello answered by an ack, both checked.
+//! `0 < i < j` and accepts from every rank `k > j`, each link starting with a mesh hello
+//! answered by an ack, both checked.
 //!
-//! Called by [`super::rendezvous`]'s `join` with the welcome's address table; the link to rank 0
-//! is the rendezvous connection itself.
+//! Driven by [`super::rendezvous`]'s `join`: it runs [`Mesh::accept`] in a thread of its own
+//! from before its hello to rank 0 on, and [`Mesh::dial`] with the welcome's address table;
+//! the link to rank 0 is the rendezvous connection itself.
 
-use std::io;
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::thread;
 use std::time::{Duration, Instant};
 
 use super::errors::{io_error, protocol, rank_list};
 use super::handshake::{
-    POLL, check_notice, dial, read_error, read_hello, send_reason, set_read_deadline, wait_readable,
+    NOTICE_POLL, Until, check_notice, dial, read_error, send_reason, wait_readable,
 };
+use super::hellos::{Arrival, Hellos};
 use crate::bootstrap::wire::{
     self, HELLO_LEN, Hello, Kind, MAX_REASON_BYTES, PROTOCOL_VERSION, Role,
 };
@@ -32,46 +32,8 @@ pub(crate) struct Mesh {
 }
 
 impl Mesh {
-    /// Builds this rank's part of the mesh: dials the ranks below it (addresses in `table`) while
-    /// a second thread accepts the ranks above it on `listener`. Returns the links made, by peer
-    /// rank (dialed first, then accepted).
-    pub(crate) fn build(
-        self,
-        listener: &TcpListener,
-        table: &[SocketAddr],
-    ) -> Result<Vec<(usize, TcpStream)>> {
-        let rank = self.rank;
-        let stop = AtomicBool::new(false);
-        let (dialed, accepted) = thread::scope(|scope| {
-            let acceptor = thread::Builder::new()
-                .name(format!("symcomm-accept{rank}"))
-                .spawn_scoped(scope, || self.accept(listener, &stop));
-            let acceptor = match acceptor {
-                Ok(a) => a,
-                Err(e) => {
-                    let e = io_error(rank, "mesh setup: starting the acceptor thread", e);
-                    return (Err(e), Ok(Vec::new()));
-                }
-            };
-            let dialed = self.dial(table);
-            if dialed.is_err() {
-                stop.store(true, Ordering::Relaxed);
-            }
-            let accepted = acceptor.join().unwrap_or_else(|_| {
-                Err(Error::Panicked {
-                    rank: Some(rank),
-                    what: "the mesh set-up's acceptor thread".into(),
-                })
-            });
-            (dialed, accepted)
-        });
-        let mut out = dialed?;
-        out.extend(accepted?);
-        Ok(out)
-    }
-
-    /// Dials every rank `0 < i < rank`.
-    fn dial(self, table: &[SocketAddr]) -> Result<Vec<(usize, TcpStream)>> {
+    /// Dials every rank `0 < i < rank` (addresses in `table`).
+    pub(crate) fn dial(self, table: &[SocketAddr]) -> Result<Vec<(usize, TcpStream)>> {
         let (rank, size, magic) = (self.rank, self.size, self.magic);
         let (deadline, timeout) = (self.deadline, self.timeout);
         let step = "mesh setup";
@@ -95,10 +57,12 @@ impl Mesh {
             };
             wire::write_frame(&mut s, Kind::Hello, 0, 0, &hello.encode()).map_err(lost)?;
             wait_readable(&s, deadline, (rank, magic), step)?;
-            set_read_deadline(&s, deadline, rank)?;
             let waiting = format!("mesh setup waiting for rank {to}'s answer");
-            let f = wire::read_frame(&mut s, HELLO_LEN.max(MAX_REASON_BYTES))
-                .map_err(|e| read_error(rank, to, step, &waiting, timeout, e))?;
+            let f = wire::read_frame(
+                &mut Until::new(&s, deadline),
+                HELLO_LEN.max(MAX_REASON_BYTES),
+            )
+            .map_err(|e| read_error(rank, to, step, &waiting, timeout, e))?;
             match f.kind {
                 Kind::Hello => {}
                 Kind::Reject => {
@@ -141,15 +105,26 @@ impl Mesh {
         Ok(out)
     }
 
-    /// Accepts a mesh link from every rank `k > rank`, until done or `stop` is raised.
-    fn accept(self, listener: &TcpListener, stop: &AtomicBool) -> Result<Vec<(usize, TcpStream)>> {
+    /// Accepts a mesh link from every rank `k > rank` on `listener`, until done or `stop` is
+    /// raised. Runs from before the rendezvous on, so that connections to the mesh port never
+    /// pile up unaccepted; the hellos of all pending connections are read at once
+    /// ([`Hellos`]), and a connection that is not a rank of this job due here (a wrong or
+    /// malformed hello, one addressed to another rank, from a rank that does not dial this one,
+    /// or from a rank already connected) is refused and dropped without failing the set-up.
+    pub(crate) fn accept(
+        self,
+        listener: &TcpListener,
+        stop: &AtomicBool,
+    ) -> Result<Vec<(usize, TcpStream)>> {
         let (rank, size, magic) = (self.rank, self.size, self.magic);
         let (deadline, timeout) = (self.deadline, self.timeout);
         let step = "mesh setup";
         let mut out: Vec<(usize, TcpStream)> = Vec::new();
         let expected = size - rank - 1;
-        listener
-            .set_nonblocking(true)
+        if expected == 0 {
+            return Ok(out);
+        }
+        let mut hellos = Hellos::new(listener, magic, Role::Mesh)
             .map_err(|source| io_error(rank, "mesh setup: configuring the listener", source))?;
         while out.len() < expected {
             if stop.load(Ordering::Relaxed) {
@@ -166,57 +141,64 @@ impl Mesh {
                     after: timeout,
                 });
             }
-            let (stream, from) = match listener.accept() {
-                Ok(x) => x,
-                Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
-                    thread::sleep(POLL);
+            for arrival in hellos.next(NOTICE_POLL) {
+                let (mut s, from, h) = match arrival {
+                    Arrival::Hello {
+                        stream,
+                        from,
+                        hello,
+                    } => (stream, from, hello),
+                    Arrival::Dropped { from, why } => {
+                        tracing::warn!("rank {rank}: dropped mesh connection from {from}: {why}");
+                        continue;
+                    }
+                };
+                let peer = h.rank as usize;
+                let why = if h.to as usize != rank {
+                    Some(format!(
+                        "a mesh hello addressed to rank {} reached rank {rank}",
+                        h.to
+                    ))
+                } else if h.size as usize != size {
+                    Some(format!(
+                        "a mesh hello for a job of {} ranks reached a job of {size}",
+                        h.size
+                    ))
+                } else if peer <= rank || peer >= size {
+                    Some(format!(
+                        "rank {peer} does not dial rank {rank} in a job of {size} ranks"
+                    ))
+                } else if out.iter().any(|(k, _)| *k == peer) {
+                    Some(format!(
+                        "rank {peer} is already connected to rank {rank}; second claim from {from} refused"
+                    ))
+                } else {
+                    None
+                };
+                if let Some(why) = why {
+                    tracing::warn!("rank {rank}: refused mesh connection from {from}: {why}");
+                    send_reason(&mut s, Kind::Reject, 0, &why);
                     continue;
                 }
-                Err(e) => {
-                    tracing::warn!("rank {rank}: mesh accept failed: {e}");
-                    thread::sleep(POLL);
-                    continue;
-                }
-            };
-            let (mut s, h) = match read_hello(stream, magic, Role::Mesh, deadline) {
-                Ok(x) => x,
-                Err(why) => {
-                    tracing::warn!("rank {rank}: rejected mesh connection from {from}: {why}");
-                    continue;
-                }
-            };
-            let peer = h.rank as usize;
-            if h.to as usize != rank
-                || h.size as usize != size
-                || peer <= rank
-                || peer >= size
-                || out.iter().any(|(k, _)| *k == peer)
-            {
-                let why = format!(
-                    "unexpected mesh hello from {from}: rank {peer} of {} addressed to rank {}",
-                    h.size, h.to
-                );
-                send_reason(&mut s, Kind::Reject, 0, &why);
-                return Err(protocol(rank, step, why));
+                let ack = Hello {
+                    magic,
+                    version: PROTOCOL_VERSION,
+                    role: Role::MeshAck,
+                    rank: rank as u32,
+                    size: size as u32,
+                    to: peer as u32,
+                    port: 0,
+                };
+                wire::write_frame(&mut s, Kind::Hello, 0, 0, &ack.encode()).map_err(|_| {
+                    Error::PeerFailed {
+                        rank: Some(rank),
+                        step: step.into(),
+                        peer,
+                        reason: "disconnected during the mesh handshake".into(),
+                    }
+                })?;
+                out.push((peer, s));
             }
-            let ack = Hello {
-                magic,
-                version: PROTOCOL_VERSION,
-                role: Role::MeshAck,
-                rank: rank as u32,
-                size: size as u32,
-                to: peer as u32,
-                port: 0,
-            };
-            wire::write_frame(&mut s, Kind::Hello, 0, 0, &ack.encode()).map_err(|_| {
-                Error::PeerFailed {
-                    rank: Some(rank),
-                    step: step.into(),
-                    peer,
-                    reason: "disconnected during the mesh handshake".into(),
-                }
-            })?;
-            out.push((peer, s));
         }
         Ok(out)
     }
