@@ -584,3 +584,351 @@ fn a_long_bad_rank_list_is_refused_in_one_bounded_line_naming_the_culprit() {
         assert!(e.contains(&format!("{} entries", list.len())), "{e}");
     }
 }
+
+// ---- Hostile connections during the set-up (issue "Faults 2", item 5) ----
+
+/// Idle connections each siege holds open.
+const IDLE: usize = 300;
+
+/// Lets this process hold `n` descriptors (the sieges below need about 1,300 at once).
+fn allow_fds(n: u64) {
+    let mut l = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `l` is a valid rlimit for the call to fill in.
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut l) } != 0 || l.rlim_cur >= n {
+        return;
+    }
+    l.rlim_cur = n.min(l.rlim_max);
+    // SAFETY: `l` is a valid rlimit, read back from the kernel with a raised soft limit.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &l) };
+}
+
+/// Hostile clients of one address: one that sends a hello one byte a second (so it never
+/// finishes one during the test) and [`IDLE`] that never send anything, all held open until the
+/// siege is dropped.
+struct Siege {
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    attached: Arc<std::sync::atomic::AtomicUsize>,
+    thread: Option<thread::JoinHandle<()>>,
+}
+
+impl Siege {
+    fn start(addr: SocketAddr) -> Siege {
+        use std::sync::atomic::Ordering::Relaxed;
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let attached = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let (stop2, attached2) = (stop.clone(), attached.clone());
+        let thread = thread::spawn(move || {
+            let connect = || TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok();
+            let mut trickler = connect();
+            if trickler.is_some() {
+                attached2.fetch_add(1, Relaxed);
+            }
+            let mut idle = Vec::new();
+            while idle.len() < IDLE && !stop2.load(Relaxed) {
+                if let Some(s) = connect() {
+                    idle.push(s);
+                    attached2.fetch_add(1, Relaxed);
+                }
+            }
+            let bytes = hello(0x5eed, 1, 4);
+            let (mut sent, mut next) = (0, Instant::now());
+            while !stop2.load(Relaxed) {
+                if let Some(s) = trickler.as_mut().filter(|_| Instant::now() >= next) {
+                    if sent == bytes.len() || s.write_all(&bytes[sent..sent + 1]).is_err() {
+                        trickler = None;
+                    }
+                    sent += 1;
+                    next += Duration::from_secs(1);
+                }
+                thread::sleep(Duration::from_millis(10));
+            }
+            drop(idle);
+        });
+        Siege {
+            stop,
+            attached,
+            thread: Some(thread),
+        }
+    }
+
+    /// Waits (a few seconds at most) until every hostile client is connected; returns how
+    /// many are.
+    fn wait_attached(&self) -> usize {
+        let until = Instant::now() + Duration::from_secs(5);
+        loop {
+            let n = self.attached.load(std::sync::atomic::Ordering::Relaxed);
+            if n == IDLE + 1 || Instant::now() >= until {
+                return n;
+            }
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+}
+
+impl Drop for Siege {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Sets up a real 4-rank TCP job on loopback and returns how long it took: rank 0 serves, rank 1
+/// joins accepting its mesh links on a listener bound here (so that its ephemeral port is known,
+/// the only thing the test needs that an attacker would have to scan for), then ranks 2 and 3
+/// join. The time runs from the start of ranks 2 and 3 (the last to join) until every rank is
+/// connected. With `hostile`, rank 0's address is besieged before any rank joins and rank 1's
+/// mesh port before ranks 2 and 3 join (both sieges held until the end). Checks that the job
+/// formed: an all-gather across the four ranks.
+fn timed_set_up(hostile: bool) -> Duration {
+    let root = RootListener::bind(loopback()).unwrap();
+    let id = root.unique_id();
+    let mesh1 = std::net::TcpListener::bind(loopback()).unwrap();
+    let mesh1_addr = mesh1.local_addr().unwrap();
+    let done = |r: Result<Bootstrap>| r.map(|b| (b, Instant::now()));
+    thread::scope(|s| {
+        let (mut sieges, mut attached) = (Vec::new(), Vec::new());
+        let r0 = s.spawn(move || done(Bootstrap::serve_tcp(root, 4, T)));
+        if hostile {
+            sieges.push(Siege::start(id.addr()));
+            attached.push(sieges[0].wait_attached());
+        }
+        let r1 = s.spawn(move || {
+            let links = tcp::join_on(&id, 1, 4, T, Some(mesh1));
+            done(links.and_then(|l| Bootstrap::over_tcp(1, 4, id.magic(), l, T)))
+        });
+        if hostile {
+            sieges.push(Siege::start(mesh1_addr));
+            attached.push(sieges[1].wait_attached());
+        }
+        let start = Instant::now();
+        let r2 = s.spawn(move || done(Bootstrap::connect_tcp(&id, 2, 4, T)));
+        let r3 = s.spawn(move || done(Bootstrap::connect_tcp(&id, 3, 4, T)));
+        let ranks: Vec<(Bootstrap, Instant)> = [r0, r1, r2, r3]
+            .into_iter()
+            .enumerate()
+            .map(|(r, h)| {
+                h.join()
+                    .unwrap()
+                    .unwrap_or_else(|e| panic!("hostile={hostile} rank {r}: {e}"))
+            })
+            .collect();
+        let took = ranks.iter().map(|(_, t)| *t).max().unwrap() - start;
+        // Every hostile client was connected while the ranks set up.
+        for n in attached {
+            assert_eq!(n, IDLE + 1, "hostile clients attached");
+        }
+        thread::scope(|s| {
+            for (b, _) in &ranks {
+                s.spawn(move || {
+                    let all = b.all_gather(&[b.rank() as u8]).unwrap();
+                    assert_eq!(all, vec![vec![0], vec![1], vec![2], vec![3]]);
+                });
+            }
+        });
+        drop(sieges);
+        took
+    })
+}
+
+#[test]
+fn idle_and_trickling_connections_do_not_slow_down_the_set_up() {
+    allow_fds(4096);
+    let mut unloaded: Vec<Duration> = (0..3).map(|_| timed_set_up(false)).collect();
+    unloaded.sort();
+    let unloaded = unloaded[1];
+    let besieged = timed_set_up(true);
+    println!("4-rank set-up: unloaded {unloaded:?} (median of 3), besieged {besieged:?}");
+    // 2x the unloaded time, plus a fixed slack: unloaded is a few ms, and CI is a loaded
+    // 2-core machine.
+    let bound = unloaded * 2 + Duration::from_millis(500);
+    assert!(
+        besieged <= bound,
+        "set-up under siege took {besieged:?}, more than {bound:?} (unloaded {unloaded:?})"
+    );
+}
+
+fn mesh_hello(magic: u64, role: wire::Role, rank: u32, size: u32, to: u32) -> Vec<u8> {
+    let h = wire::Hello {
+        magic,
+        version: PROTOCOL_VERSION,
+        role,
+        rank,
+        size,
+        to,
+        port: 0,
+    };
+    let mut b = Vec::new();
+    wire::write_frame(&mut b, Kind::Hello, 0, 0, &h.encode()).unwrap();
+    b
+}
+
+/// Opens a connection that sends `bytes` and keeps it (the answer, if any, unread).
+fn say(addr: SocketAddr, bytes: &[u8]) -> TcpStream {
+    let mut s = TcpStream::connect(addr).unwrap();
+    s.set_read_timeout(Some(T)).unwrap();
+    s.write_all(bytes).unwrap();
+    s
+}
+
+#[test]
+fn forged_hellos_are_refused_without_aborting_the_job() {
+    // Ranks 0 and 1 are real; the test plays ranks 2 and 3 by hand, and between their steps
+    // sends forged hellos to rank 0 and to rank 1's mesh port (learnt from the welcome).
+    let root = RootListener::bind(loopback()).unwrap();
+    let id = root.unique_id();
+    let (addr, magic) = (id.addr(), id.magic());
+    thread::scope(|s| {
+        let server = s.spawn(move || Bootstrap::serve_tcp(root, 4, T));
+        // To the root: ranks that cannot exist, and a mesh hello.
+        for (bytes, want) in [
+            (hello(magic, 7, 4), "rank 7"),
+            (hello(magic, 0, 4), "rank 0"),
+            (mesh_hello(magic, wire::Role::Mesh, 2, 4, 0), "Mesh hello"),
+        ] {
+            let why = rejection(&poke(addr, &bytes));
+            assert!(why.contains(want), "{why}");
+        }
+        // A duplicate claim on rank 2 is refused; the first claim keeps its place.
+        let mut fake2 = say(addr, &hello(magic, 2, 4));
+        let why = rejection(&poke(addr, &hello(magic, 2, 4)));
+        assert!(why.contains("rank 2") && why.contains("already"), "{why}");
+        let mut fake3 = say(addr, &hello(magic, 3, 4));
+        let real1 = s.spawn(move || Bootstrap::connect_tcp(&id, 1, 4, T));
+        let f = wire::read_frame(&mut fake2, 4096).unwrap();
+        assert_eq!(f.kind, Kind::Welcome, "{}", wire::reason_text(&f.payload));
+        let table = wire::decode_welcome(&f.payload, magic, 4).unwrap();
+        let f = wire::read_frame(&mut fake3, 4096).unwrap();
+        assert_eq!(f.kind, Kind::Welcome);
+        let mesh1 = table[1];
+        // To rank 1's mesh port: a silent connection held open, then junk and forgeries.
+        let _silent = TcpStream::connect(mesh1).unwrap();
+        let garbage = b"GET / HTTP/1.1\r\nHost: symcomm\r\n\r\n".to_vec();
+        for (bytes, want) in [
+            (garbage, "marker"),
+            (
+                mesh_hello(magic ^ 1, wire::Role::Mesh, 2, 4, 1),
+                "wrong magic",
+            ),
+            (hello(magic, 2, 4), "Rendezvous hello"),
+            (mesh_hello(magic, wire::Role::Mesh, 2, 4, 3), "rank 3"),
+            (mesh_hello(magic, wire::Role::Mesh, 9, 4, 1), "rank 9"),
+            (mesh_hello(magic, wire::Role::Mesh, 0, 4, 1), "rank 0"),
+            (mesh_hello(magic, wire::Role::Mesh, 2, 5, 1), "5"),
+        ] {
+            let why = rejection(&poke(mesh1, &bytes));
+            assert!(why.contains(want), "{want}: {why}");
+        }
+        // The fakes link to rank 1, rank 2 twice: the second claim is refused.
+        let ack = |s: &mut TcpStream, from: u32| {
+            let f = wire::read_frame(s, 4096).unwrap();
+            assert_eq!(f.kind, Kind::Hello, "{}", wire::reason_text(&f.payload));
+            let h = wire::Hello::decode(&f.payload).unwrap();
+            assert_eq!((h.role, h.rank, h.to), (wire::Role::MeshAck, 1, from));
+        };
+        let mut link21 = say(mesh1, &mesh_hello(magic, wire::Role::Mesh, 2, 4, 1));
+        ack(&mut link21, 2);
+        let why = rejection(&poke(mesh1, &mesh_hello(magic, wire::Role::Mesh, 2, 4, 1)));
+        assert!(why.contains("rank 2") && why.contains("already"), "{why}");
+        let mut link31 = say(mesh1, &mesh_hello(magic, wire::Role::Mesh, 3, 4, 1));
+        ack(&mut link31, 3);
+        // The fakes take part in the connect barrier of ranks 0 and 1.
+        for l in [&mut fake2, &mut fake3, &mut link21, &mut link31] {
+            wire::write_frame(l, Kind::Collective, Op::Connect as u32, 1, &[]).unwrap();
+        }
+        let b0 = server.join().unwrap().unwrap();
+        let b1 = real1.join().unwrap().unwrap();
+        assert_eq!((b0.rank(), b1.rank()), (0, 1));
+        assert!(b0.failure().is_none() && b1.failure().is_none());
+    });
+}
+
+/// The next connection to `l`, if one comes within `limit` (so that a failing test ends).
+fn accept_within(l: &std::net::TcpListener, limit: Duration) -> Option<TcpStream> {
+    l.set_nonblocking(true).unwrap();
+    let until = Instant::now() + limit;
+    while Instant::now() < until {
+        if let Ok((c, _)) = l.accept() {
+            c.set_nonblocking(false).unwrap();
+            return Some(c);
+        }
+        thread::sleep(Duration::from_millis(2));
+    }
+    None
+}
+
+/// A stand-in for rank 0 at its own address: answers the first connections as `answers` says
+/// (`Some(aux)`: a reject frame with that aux, `None`: a close without a word), then relays the
+/// next one to the real rank 0 at `real`. Returns how many connections it saw.
+fn fickle_root(l: std::net::TcpListener, answers: &[Option<u32>], real: SocketAddr) -> usize {
+    for (i, a) in answers.iter().enumerate() {
+        let Some(mut c) = accept_within(&l, T) else {
+            return i;
+        };
+        let f = wire::read_frame(&mut c, 4096).unwrap();
+        assert_eq!(f.kind, Kind::Hello);
+        if let Some(aux) = a {
+            wire::write_frame(&mut c, Kind::Reject, *aux, 0, b"not now").unwrap();
+        }
+    }
+    let Some(c) = accept_within(&l, T) else {
+        return answers.len();
+    };
+    let up = TcpStream::connect(real).unwrap();
+    let (mut c2, mut up2) = (c.try_clone().unwrap(), up.try_clone().unwrap());
+    let relay = thread::spawn(move || {
+        let _ = std::io::copy(&mut c2, &mut up2);
+        let _ = up2.shutdown(std::net::Shutdown::Write);
+    });
+    let (mut c, mut up) = (c, up);
+    let _ = std::io::copy(&mut up, &mut c);
+    let _ = c.shutdown(std::net::Shutdown::Write);
+    relay.join().unwrap();
+    answers.len() + 1
+}
+
+#[test]
+fn a_rank_refused_for_now_dials_again_but_a_real_rejection_is_final() {
+    let root = RootListener::bind(loopback()).unwrap();
+    let real = root.unique_id();
+    let stand_in = std::net::TcpListener::bind(loopback()).unwrap();
+    let id = UniqueId::new(stand_in.local_addr().unwrap(), real.magic());
+    thread::scope(|s| {
+        let server = s.spawn(move || Bootstrap::serve_tcp(root, 2, T));
+        let answers = [Some(wire::REJECT_RETRY), None];
+        let relay = s.spawn(move || fickle_root(stand_in, &answers, real.addr()));
+        let b1 = Bootstrap::connect_tcp(&id, 1, 2, T).unwrap();
+        let b0 = server.join().unwrap().unwrap();
+        s.spawn(move || b1.barrier().unwrap());
+        b0.barrier().unwrap();
+        drop(b0);
+        assert_eq!(relay.join().unwrap(), 3);
+    });
+    // A reject without the retry mark ends the rank's attempt at once.
+    let stand_in = std::net::TcpListener::bind(loopback()).unwrap();
+    let id = UniqueId::new(stand_in.local_addr().unwrap(), 1);
+    thread::scope(|s| {
+        let fake = s.spawn(move || {
+            let mut c = accept_within(&stand_in, T).unwrap();
+            wire::read_frame(&mut c, 4096).unwrap();
+            wire::write_frame(&mut c, Kind::Reject, 0, 0, b"not this job").unwrap();
+            drop(c);
+            accept_within(&stand_in, Duration::from_millis(300)).is_some()
+        });
+        let start = Instant::now();
+        let e = Bootstrap::connect_tcp(&id, 1, 2, T).unwrap_err();
+        assert!(
+            e.to_string().contains("rejected this rank: not this job"),
+            "{e}"
+        );
+        assert!(start.elapsed() < T / 2);
+        assert!(
+            !fake.join().unwrap(),
+            "the rank dialed again after a final rejection"
+        );
+    });
+}

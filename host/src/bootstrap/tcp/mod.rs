@@ -74,4 +74,6 @@ mod rendezvous;
 
 pub(crate) use links::{SendError, TcpLinks};
 pub use rendezvous::RootListener;
+#[cfg(test)]
+pub(crate) use rendezvous::join_on;
 pub(crate) use rendezvous::{join, serve};
