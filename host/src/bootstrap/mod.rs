@@ -137,9 +137,11 @@ impl Bootstrap {
         if rank == 0 {
             return Self::serve_tcp(RootListener::bind_id(id)?, size, timeout);
         }
-        tcp::join(id, rank, size, timeout)
+        let b = tcp::join(id, rank, size, timeout)
             .and_then(|links| Self::over_tcp(rank, size, id.magic(), links, timeout))
-            .map_err(|e| prefer_launcher_notice(rank, id.magic(), e))
+            .map_err(|e| prefer_launcher_notice(rank, id.magic(), e));
+        tcp::close_leftovers(); // the set-up is over: now the strays it refused may go
+        b
     }
 
     /// Collective: rank 0's side of [`Bootstrap::connect_tcp`], on a listener bound beforehand
@@ -150,9 +152,11 @@ impl Bootstrap {
         if size == 1 {
             return Ok(Self::single(timeout, job));
         }
-        tcp::serve(root, size, timeout)
+        let b = tcp::serve(root, size, timeout)
             .and_then(|links| Self::over_tcp(0, size, job, links, timeout))
-            .map_err(|e| prefer_launcher_notice(0, job, e))
+            .map_err(|e| prefer_launcher_notice(0, job, e));
+        tcp::close_leftovers(); // the set-up is over: now the strays it refused may go
+        b
     }
 
     /// `size` endpoints of one in-process group, index = rank; hand each to its own thread.

@@ -14,6 +14,7 @@ use std::collections::VecDeque;
 use std::io::{self, Read};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
+use std::sync::Mutex;
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -305,16 +306,31 @@ impl<'l> Hellos<'l> {
 }
 
 impl Drop for Hellos<'_> {
-    /// Closes the connections still pending, in a short-lived thread of its own when there are
-    /// many: closing hundreds of sockets takes milliseconds, which should not delay the set-up.
+    /// Sets the connections still pending aside, to be closed once the set-up is over
+    /// ([`close_leftovers`]): closing hundreds of sockets takes milliseconds, which a job
+    /// under a flood of connections should not spend in its set-up.
     fn drop(&mut self) {
         let pending = std::mem::take(&mut self.pending);
-        if pending.len() > CLOSE_INLINE {
-            // On failure the closure, and with it every connection, is dropped right here.
-            let _ = thread::Builder::new()
-                .name("symcomm-close".into())
-                .spawn(move || drop(pending));
+        if pending.is_empty() {
+            return;
         }
+        let mut left = LEFTOVERS.lock().unwrap_or_else(|p| p.into_inner());
+        left.extend(pending.into_iter().map(|p| p.stream));
+    }
+}
+
+/// Connections of this process's set-ups that never became links, until [`close_leftovers`].
+static LEFTOVERS: Mutex<Vec<TcpStream>> = Mutex::new(Vec::new());
+
+/// Closes the connections that set-ups of this process set aside; called once a bootstrap has
+/// connected (or failed). Many are closed in a short-lived thread of their own.
+pub(crate) fn close_leftovers() {
+    let left = std::mem::take(&mut *LEFTOVERS.lock().unwrap_or_else(|p| p.into_inner()));
+    if left.len() > CLOSE_INLINE {
+        // On failure the closure, and with it every connection, is dropped right here.
+        let _ = thread::Builder::new()
+            .name("symcomm-close".into())
+            .spawn(move || drop(left));
     }
 }
 

@@ -72,6 +72,7 @@ mod links;
 mod mesh;
 mod rendezvous;
 
+pub(crate) use hellos::close_leftovers;
 pub(crate) use links::{SendError, TcpLinks};
 pub use rendezvous::RootListener;
 #[cfg(test)]
