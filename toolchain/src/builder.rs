@@ -8,9 +8,12 @@
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 
-use crate::files::{find_upwards, mkdir, write};
-use crate::nested_cargo::{BuildReport, dep_info_sources, scrub_cargo_env, target_root};
-use crate::toolchain::{Toolchain, toolchain_for};
+use crate::files::{mkdir, write};
+use crate::nested_cargo::{
+    BuildReport, dep_info_sources, lockfile_config, outer_cargo_offline, scrub_cargo_env,
+    seeded_lock_file, target_root,
+};
+use crate::toolchain::{Toolchain, toolchain_for_kernels};
 use crate::{ARCH_ENV, DEFAULT_ARCH, DEFAULT_PTX_ISA, Error, TARGET, TOOLCHAIN_ENV, linker, ptx};
 
 /// Which cargo profile the kernels are built with.
@@ -48,6 +51,18 @@ pub struct Builder {
     profile: Profile,
     features: Vec<String>,
     rustflags: Vec<String>,
+    host_crate: HostCrate,
+}
+
+/// How the generated module names the kernels crate's host build.
+#[derive(Debug, Clone)]
+enum HostCrate {
+    /// Under the kernels crate's library name.
+    Default,
+    /// Under the name the host crate's `Cargo.toml` gives the dependency.
+    Named(String),
+    /// Not at all.
+    None,
 }
 
 impl Builder {
@@ -70,6 +85,7 @@ impl Builder {
             profile: Profile::Release,
             features: Vec::new(),
             rustflags: Vec::new(),
+            host_crate: HostCrate::Default,
         }
     }
 
@@ -100,6 +116,27 @@ impl Builder {
     /// Passes an extra flag to rustc for the kernels crate and its dependencies.
     pub fn rustflag(mut self, flag: impl Into<String>) -> Self {
         self.rustflags.push(flag.into());
+        self
+    }
+
+    /// The name under which the host crate depends on the kernels crate, when its
+    /// `Cargo.toml` renames the dependency (`k = { package = "my-kernels", path = "kernels" }`
+    /// → `"k"`). By default the generated module names the kernels crate by its library name.
+    ///
+    /// The generated module contains `extern crate <name> as _;`: that links the kernels'
+    /// host build (where `#[kernel]` registers each kernel for the CPU emulator) into every
+    /// binary that embeds the PTX, even one whose code never names the kernels crate. The host
+    /// crate must therefore list the kernels crate among its `[dependencies]`.
+    pub fn host_crate(mut self, name: impl Into<String>) -> Self {
+        self.host_crate = HostCrate::Named(name.into());
+        self
+    }
+
+    /// The generated module does not name the kernels crate: for a host crate that only
+    /// embeds the PTX and does not depend on the kernels crate. Its binaries cannot run the
+    /// kernels on the CPU emulator.
+    pub fn without_host_crate(mut self) -> Self {
+        self.host_crate = HostCrate::None;
         self
     }
 
@@ -143,11 +180,13 @@ impl Builder {
             return Err(Error::NoKernelsCrate(self.crate_dir.clone()));
         }
         let arch = self.resolved_arch();
-        let toolchain = toolchain_for(&self.crate_dir);
+        let toolchain = toolchain_for_kernels();
         let tc = Toolchain::probe(&toolchain)?;
         let target_dir = nested_target.join(&arch);
         mkdir(&target_dir)?;
         let linker = tc.linker_exe(&target_dir)?;
+        let outer_manifest_dir = std::env::var_os("CARGO_MANIFEST_DIR").map(PathBuf::from);
+        let lock = seeded_lock_file(outer_manifest_dir.as_deref(), &self.crate_dir, &target_dir)?;
 
         let (major, minor) = self.ptx_isa;
         let mut flags = vec![
@@ -178,6 +217,12 @@ impl Builder {
             .arg("--message-format=json")
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit());
+        if let Some(lock) = &lock {
+            cmd.arg("--config").arg(lockfile_config(lock));
+        }
+        if outer_cargo_offline() {
+            cmd.env("CARGO_NET_OFFLINE", "true");
+        }
         if self.profile == Profile::Release {
             cmd.arg("--release");
         }
@@ -227,9 +272,14 @@ impl Builder {
         let path = out_dir.join(format!("{name}.ptx"));
         write(&path, text.as_bytes())?;
         let module_rs = out_dir.join(format!("{name}.rs"));
+        let host_crate = match &self.host_crate {
+            HostCrate::Default => Some(name.as_str()),
+            HostCrate::Named(n) => Some(n.as_str()),
+            HostCrate::None => None,
+        };
         write(
             &module_rs,
-            generated_module(&name, &path, &entry_points, &arch).as_bytes(),
+            generated_module(&name, &path, &entry_points, &arch, host_crate).as_bytes(),
         )?;
 
         println!("cargo:rerun-if-changed={}", manifest.display());
@@ -237,8 +287,10 @@ impl Builder {
             "cargo:rerun-if-changed={}",
             self.crate_dir.join("src").display()
         );
-        if let Some(tc_file) = find_upwards(&self.crate_dir, "rust-toolchain.toml") {
-            println!("cargo:rerun-if-changed={}", tc_file.display());
+        if let Some(lock) =
+            outer_manifest_dir.and_then(|d| crate::files::find_upwards(&d, "Cargo.lock"))
+        {
+            println!("cargo:rerun-if-changed={}", lock.display());
         }
         let sources = dep_info_sources(&built.with_extension("d"), &tc.sysroot);
         for dep in &sources {
@@ -255,20 +307,39 @@ impl Builder {
     }
 }
 
-/// The generated module text: `PTX`, `ENTRY_POINTS`, `ARCH`.
-pub(crate) fn generated_module(name: &str, ptx: &Path, entries: &[String], arch: &str) -> String {
+/// The generated module text: `PTX`, `ENTRY_POINTS`, `ARCH`, and the `extern crate` line
+/// that links the kernels' host build when `host_crate` names it.
+pub(crate) fn generated_module(
+    name: &str,
+    ptx: &Path,
+    entries: &[String],
+    arch: &str,
+    host_crate: Option<&str>,
+) -> String {
     let list = entries
         .iter()
         .map(|e| format!("{e:?}"))
         .collect::<Vec<_>>()
         .join(", ");
+    let link = match host_crate {
+        Some(krate) => format!(
+            "// Links the kernels' host build (the CPU emulator runs it) into every binary that\n\
+             // embeds this PTX. \"can't find crate\" here: add the kernels crate to the host\n\
+             // crate's [dependencies], or see symcomm_build::Builder::host_crate.\n\
+             extern crate {krate} as _;\n"
+        ),
+        None => String::new(),
+    };
     format!(
         "// Generated by symcomm-build for kernels crate `{name}`; do not edit.\n\
+         {link}\
          /// PTX of kernels crate `{name}`, built for {arch}.\n\
          pub const PTX: &str = include_str!({path:?});\n\
          /// Names of the kernels (`.visible .entry`) in [`PTX`].\n\
+         #[allow(dead_code)]\n\
          pub const ENTRY_POINTS: &[&str] = &[{list}];\n\
          /// GPU architecture the PTX targets.\n\
+         #[allow(dead_code)]\n\
          pub const ARCH: &str = {arch:?};\n",
         path = ptx.display().to_string(),
     )

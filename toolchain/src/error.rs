@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::TARGET;
+use crate::{REQUIRED_COMPONENTS, TARGET, TOOLCHAIN_ENV};
 
 /// Everything that can go wrong while building or verifying kernels.
 #[derive(Debug)]
@@ -13,6 +13,13 @@ pub enum Error {
     NotInBuildScript(&'static str),
     /// The kernels crate has no `Cargo.toml` at the given path.
     NoKernelsCrate(PathBuf),
+    /// The toolchain the kernels are built with is not installed.
+    MissingToolchain {
+        /// The toolchain name, e.g. `nightly-2026-05-20`.
+        toolchain: String,
+        /// What rustup (or the system) said.
+        detail: String,
+    },
     /// The pinned toolchain lacks a component the device build needs.
     MissingComponent {
         /// The toolchain name, e.g. `nightly-2026-05-20`.
@@ -63,6 +70,15 @@ impl fmt::Display for Error {
                     p.display()
                 )
             }
+            Error::MissingToolchain { toolchain, detail } => write!(
+                f,
+                "symcomm kernels are compiled with the Rust toolchain {toolchain}, which is not \
+                 installed ({detail}); install it with\n    \
+                 rustup toolchain install {toolchain} --profile minimal --component {}\n\
+                 (only the kernels need it: the host crate builds with any toolchain; \
+                 {TOOLCHAIN_ENV} names another nightly to use instead)",
+                REQUIRED_COMPONENTS.join(",")
+            ),
             Error::MissingComponent {
                 toolchain,
                 component,

@@ -1,18 +1,129 @@
-//! Unit tests of the crate's private helpers: the toolchain file, dep-info parsing, the
-//! generated module, and the linker's argument parsing.
+//! Unit tests of the crate's private helpers: the pinned toolchain, the outer cargo's offline
+//! mode, the seeded lock file, dep-info parsing, the generated module, and the linker's
+//! argument parsing.
 
 use std::path::{Path, PathBuf};
 
 use crate::builder::generated_module;
 use crate::linker;
-use crate::nested_cargo::dep_info_sources;
-use crate::toolchain::channel_of;
+use crate::nested_cargo::{dep_info_sources, lockfile_config, offline_from, seeded_lock_file};
+use crate::toolchain::{channel_of, not_installed};
 
 #[test]
-fn channel_is_read_from_toolchain_file() {
+fn the_pinned_toolchain_is_the_workspaces() {
     let toml = "[toolchain]\nchannel = \"nightly-2026-05-20\"\ncomponents = [\"rust-src\"]\n";
     assert_eq!(channel_of(toml).as_deref(), Some("nightly-2026-05-20"));
     assert_eq!(channel_of("[toolchain]\n"), None);
+    // Bumping the workspace's nightly without the constant (or the reverse) fails here.
+    let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("../rust-toolchain.toml");
+    let text = std::fs::read_to_string(&file).unwrap();
+    assert_eq!(channel_of(&text).as_deref(), Some(crate::PINNED_TOOLCHAIN));
+    let components = text
+        .lines()
+        .find(|l| l.trim_start().starts_with("components"))
+        .unwrap();
+    for c in crate::REQUIRED_COMPONENTS {
+        assert!(components.contains(c), "{c} missing from {components}");
+    }
+}
+
+#[test]
+fn a_missing_toolchain_is_recognised_in_rustups_message() {
+    let stderr = "error: toolchain 'nightly-2020-01-01-x86_64-unknown-linux-gnu' is not installed\n\
+                  help: run `rustup toolchain install` to install it\n";
+    assert_eq!(
+        not_installed(stderr),
+        Some("error: toolchain 'nightly-2020-01-01-x86_64-unknown-linux-gnu' is not installed")
+    );
+    assert_eq!(not_installed("error: could not compile"), None);
+    let msg = crate::Error::MissingToolchain {
+        toolchain: "nightly-2026-05-20".into(),
+        detail: "not installed".into(),
+    }
+    .to_string();
+    assert!(
+        msg.contains(
+            "rustup toolchain install nightly-2026-05-20 --profile minimal --component rust-src,llvm-tools"
+        ),
+        "{msg}"
+    );
+}
+
+#[test]
+fn offline_mode_is_read_from_the_outer_cargo() {
+    let args = |a: &[&str]| a.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+    let cargo = "/root/.rustup/toolchains/stable/bin/cargo";
+    assert!(offline_from(None, &args(&[cargo, "build", "--offline"])));
+    assert!(offline_from(
+        None,
+        &args(&[cargo, "test", "--frozen", "-p", "x"])
+    ));
+    assert!(offline_from(
+        None,
+        &args(&[cargo, "build", "--config", "net.offline = true"])
+    ));
+    assert!(offline_from(
+        None,
+        &args(&[cargo, "build", "--config=net.offline=true"])
+    ));
+    assert!(offline_from(Some("true"), &args(&[cargo, "build"])));
+    assert!(!offline_from(Some("false"), &args(&[cargo, "build"])));
+    assert!(!offline_from(None, &args(&[cargo, "build", "--locked"])));
+    assert!(!offline_from(
+        None,
+        &args(&[cargo, "run", "--", "--offline"])
+    ));
+    assert!(!offline_from(
+        None,
+        &args(&[cargo, "build", "--config", "net.offline=false"])
+    ));
+    // A parent that is not cargo (a test harness calling build_into) says nothing.
+    assert!(!offline_from(None, &args(&["/usr/bin/make", "--offline"])));
+}
+
+#[test]
+fn the_lock_file_is_a_private_copy_refreshed_when_the_outer_one_changes() {
+    let dir = std::env::temp_dir().join(format!("symcomm-build-lock-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let (outer, kernels, target) = (dir.join("app"), dir.join("app/kernels"), dir.join("t"));
+    std::fs::create_dir_all(&kernels).unwrap();
+    assert_eq!(
+        seeded_lock_file(Some(&outer), &kernels, &target).unwrap(),
+        None
+    );
+    std::fs::write(outer.join("Cargo.lock"), "version = 4\n").unwrap();
+    let lock = seeded_lock_file(Some(&outer), &kernels, &target)
+        .unwrap()
+        .unwrap();
+    assert!(lock.starts_with(&target));
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "version = 4\n");
+    // The nested cargo may rewrite its copy; the copy stays until the outer one changes.
+    std::fs::write(&lock, "rewritten").unwrap();
+    assert_eq!(
+        seeded_lock_file(Some(&outer), &kernels, &target).unwrap(),
+        Some(lock.clone())
+    );
+    assert_eq!(std::fs::read_to_string(&lock).unwrap(), "rewritten");
+    std::fs::write(outer.join("Cargo.lock"), "version = 4\n# changed\n").unwrap();
+    seeded_lock_file(Some(&outer), &kernels, &target).unwrap();
+    assert_eq!(
+        std::fs::read_to_string(&lock).unwrap(),
+        "version = 4\n# changed\n"
+    );
+    // Another kernels crate gets a copy of its own; the user's file is never written.
+    let other = seeded_lock_file(Some(&outer), &dir.join("other"), &target)
+        .unwrap()
+        .unwrap();
+    assert_ne!(other, lock);
+    assert_eq!(
+        std::fs::read_to_string(outer.join("Cargo.lock")).unwrap(),
+        "version = 4\n# changed\n"
+    );
+    assert_eq!(
+        lockfile_config(Path::new("/t/a \"b\"/Cargo.lock")),
+        "resolver.lockfile-path=\"/t/a \\\"b\\\"/Cargo.lock\""
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]
@@ -37,16 +148,17 @@ fn dep_info_drops_sysroot_and_unescapes_spaces() {
 }
 
 #[test]
-fn generated_module_lists_entries() {
-    let m = generated_module(
-        "k",
-        Path::new("/o/k.ptx"),
-        &["a".into(), "b".into()],
-        "sm_90",
-    );
+fn generated_module_lists_entries_and_links_the_host_build() {
+    let entries = ["a".to_string(), "b".to_string()];
+    let m = generated_module("k", Path::new("/o/k.ptx"), &entries, "sm_90", Some("k"));
     assert!(m.contains("pub const ENTRY_POINTS: &[&str] = &[\"a\", \"b\"];"));
     assert!(m.contains("include_str!(\"/o/k.ptx\")"));
     assert!(m.contains("pub const ARCH: &str = \"sm_90\";"));
+    assert!(m.contains("\nextern crate k as _;\n"), "{m}");
+    let renamed = generated_module("k", Path::new("/o/k.ptx"), &entries, "sm_90", Some("kern"));
+    assert!(renamed.contains("\nextern crate kern as _;\n"), "{renamed}");
+    let none = generated_module("k", Path::new("/o/k.ptx"), &entries, "sm_90", None);
+    assert!(!none.contains("extern crate"), "{none}");
 }
 
 #[test]

@@ -1,14 +1,14 @@
-//! The pinned toolchain the kernels are built with: which one (`$SYMCOMM_TOOLCHAIN` or the
-//! nearest `rust-toolchain.toml`), its sysroot and LLVM tools (checking the components the
-//! device build needs), and the PTX linker compiled with it on first use.
+//! The pinned toolchain the kernels are built with: which one (`$SYMCOMM_TOOLCHAIN` or
+//! [`PINNED_TOOLCHAIN`]), its sysroot and LLVM tools (checking that it is installed, with the
+//! components the device build needs), and the PTX linker compiled with it on first use.
 //!
 //! Used by [`crate::builder`]; the linker's source is [`crate::linker`].
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-use crate::files::{find_upwards, mkdir, write};
-use crate::{Error, TOOLCHAIN_ENV};
+use crate::files::{fnv1a, mkdir, write};
+use crate::{Error, PINNED_TOOLCHAIN, TOOLCHAIN_ENV};
 
 /// The pinned toolchain's sysroot facts.
 pub(crate) struct Toolchain {
@@ -20,21 +20,36 @@ pub(crate) struct Toolchain {
 impl Toolchain {
     pub(crate) fn probe(name: &str) -> Result<Toolchain, Error> {
         let rustc = |args: &[&str]| -> Result<String, Error> {
+            // RUSTUP_AUTO_INSTALL=0: a missing toolchain is reported (below) with the command
+            // that installs it, instead of rustup downloading it in the middle of a build,
+            // perhaps an offline one.
             let out = Command::new("rustc")
                 .env("RUSTUP_TOOLCHAIN", name)
+                .env("RUSTUP_AUTO_INSTALL", "0")
                 .env_remove("RUSTC")
                 .args(args)
                 .output()
-                .map_err(|e| Error::Io {
-                    what: format!("run rustc of toolchain {name}"),
-                    source: e,
+                .map_err(|e| match e.kind() {
+                    std::io::ErrorKind::NotFound => Error::MissingToolchain {
+                        toolchain: name.to_owned(),
+                        detail: "no `rustc` on PATH; install rustup from https://rustup.rs".into(),
+                    },
+                    _ => Error::Io {
+                        what: format!("run rustc of toolchain {name}"),
+                        source: e,
+                    },
                 })?;
             if !out.status.success() {
+                let stderr = String::from_utf8_lossy(&out.stderr);
+                if let Some(line) = not_installed(&stderr) {
+                    return Err(Error::MissingToolchain {
+                        toolchain: name.to_owned(),
+                        detail: line.to_owned(),
+                    });
+                }
                 return Err(Error::Io {
                     what: format!("run rustc of toolchain {name}"),
-                    source: std::io::Error::other(
-                        String::from_utf8_lossy(&out.stderr).trim().to_owned(),
-                    ),
+                    source: std::io::Error::other(stderr.trim().to_owned()),
                 });
             }
             Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
@@ -124,30 +139,30 @@ impl Toolchain {
     }
 }
 
-/// The toolchain for kernels: `$SYMCOMM_TOOLCHAIN`, else the `channel` of the nearest
-/// `rust-toolchain.toml` above the kernels crate, else `nightly`.
-pub(crate) fn toolchain_for(crate_dir: &Path) -> String {
-    if let Ok(tc) = std::env::var(TOOLCHAIN_ENV)
-        && !tc.is_empty()
-    {
-        return tc;
+/// The toolchain for kernels: `$SYMCOMM_TOOLCHAIN` when set, else [`PINNED_TOOLCHAIN`].
+///
+/// The user's own `rust-toolchain.toml` plays no part: it chooses the toolchain of the outer
+/// build (which may be stable), while the kernels need this exact nightly.
+pub(crate) fn toolchain_for_kernels() -> String {
+    match std::env::var(TOOLCHAIN_ENV) {
+        Ok(tc) if !tc.trim().is_empty() => tc.trim().to_owned(),
+        _ => PINNED_TOOLCHAIN.to_owned(),
     }
-    find_upwards(crate_dir, "rust-toolchain.toml")
-        .and_then(|f| std::fs::read_to_string(f).ok())
-        .and_then(|text| channel_of(&text))
-        .unwrap_or_else(|| "nightly".to_owned())
+}
+
+/// The line of rustup's message saying that the requested toolchain is not installed.
+pub(crate) fn not_installed(stderr: &str) -> Option<&str> {
+    stderr
+        .lines()
+        .map(str::trim)
+        .find(|l| l.contains("is not installed"))
 }
 
 /// The `channel = "..."` value of a `rust-toolchain.toml`.
+#[cfg(test)]
 pub(crate) fn channel_of(toml: &str) -> Option<String> {
     toml.lines().find_map(|l| {
         let (key, value) = l.split_once('=')?;
         (key.trim() == "channel").then(|| value.trim().trim_matches('"').to_owned())
-    })
-}
-
-fn fnv1a(bytes: &[u8]) -> u64 {
-    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
 }
