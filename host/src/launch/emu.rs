@@ -16,7 +16,9 @@ pub(super) fn resolve(name: &str, declared: &[usize]) -> Result<&'static KernelE
     match found.as_slice() {
         [] => Err(Error::InvalidArgument(format!(
             "kernel {name:?} is in the PTX but not registered on the host: link its \
-             kernels crate into this binary to run it on the CPU emulator"
+             kernels crate into this binary to run it on the CPU emulator (include the \
+             module symcomm-build generates, which links it, and list the kernels crate in \
+             [dependencies]; see the book's Troubleshooting, Building kernels)"
         ))),
         [one] => Ok(*one),
         several => {
