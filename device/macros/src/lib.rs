@@ -81,14 +81,18 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let cfgs: Vec<_> = attrs.iter().filter(|a| a.path().is_ident("cfg")).collect();
     let name = ident.to_string();
     let index = 0..types.len();
+    // A kernel's parameters are its launch arguments, flat as the driver passes them: a long
+    // list is normal (NCCL's kernels take a dozen), so clippy's argument count is not applied.
     Ok(quote! {
         #[cfg(target_arch = "nvptx64")]
         #(#attrs)*
         #[unsafe(no_mangle)]
+        #[allow(clippy::too_many_arguments)]
         #vis #unsafety extern "ptx-kernel" fn #ident(#inputs) #body
 
         #[cfg(not(target_arch = "nvptx64"))]
         #(#attrs)*
+        #[allow(clippy::too_many_arguments)]
         #vis #unsafety fn #ident(#inputs) #body
 
         // On the host: register the kernel for launches by name on the CPU emulator.
