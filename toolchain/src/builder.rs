@@ -47,6 +47,7 @@ pub struct Ptx {
 pub struct Builder {
     crate_dir: PathBuf,
     arch: Option<String>,
+    toolchain: Option<String>,
     ptx_isa: (u32, u32),
     profile: Profile,
     features: Vec<String>,
@@ -81,6 +82,7 @@ impl Builder {
         Builder {
             crate_dir,
             arch: None,
+            toolchain: None,
             ptx_isa: DEFAULT_PTX_ISA,
             profile: Profile::Release,
             features: Vec::new(),
@@ -92,6 +94,14 @@ impl Builder {
     /// The GPU architecture, e.g. `sm_90` (default; `$SYMCOMM_ARCH` overrides), `sm_80`, `sm_100`.
     pub fn arch(mut self, arch: impl Into<String>) -> Self {
         self.arch = Some(arch.into());
+        self
+    }
+
+    /// The rustup toolchain the kernels are compiled with (default [`PINNED_TOOLCHAIN`](crate::PINNED_TOOLCHAIN);
+    /// `$SYMCOMM_TOOLCHAIN` overrides both). It must be a nightly with the `rust-src` and
+    /// `llvm-tools` components that the device crate builds with.
+    pub fn toolchain(mut self, toolchain: impl Into<String>) -> Self {
+        self.toolchain = Some(toolchain.into());
         self
     }
 
@@ -180,7 +190,7 @@ impl Builder {
             return Err(Error::NoKernelsCrate(self.crate_dir.clone()));
         }
         let arch = self.resolved_arch();
-        let toolchain = toolchain_for_kernels();
+        let toolchain = toolchain_for_kernels(self.toolchain.as_deref());
         let tc = Toolchain::probe(&toolchain)?;
         let target_dir = nested_target.join(&arch);
         mkdir(&target_dir)?;

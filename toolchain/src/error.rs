@@ -4,7 +4,7 @@
 use std::fmt;
 use std::path::PathBuf;
 
-use crate::{REQUIRED_COMPONENTS, TARGET, TOOLCHAIN_ENV};
+use crate::{PINNED_TOOLCHAIN, REQUIRED_COMPONENTS, TARGET, TOOLCHAIN_ENV};
 
 /// Everything that can go wrong while building or verifying kernels.
 #[derive(Debug)]
@@ -19,6 +19,10 @@ pub enum Error {
         toolchain: String,
         /// What rustup (or the system) said.
         detail: String,
+        /// Whether `$SYMCOMM_TOOLCHAIN` chose it (else it is [`PINNED_TOOLCHAIN`]).
+        ///
+        /// [`PINNED_TOOLCHAIN`]: crate::PINNED_TOOLCHAIN
+        from_env: bool,
     },
     /// The pinned toolchain lacks a component the device build needs.
     MissingComponent {
@@ -70,15 +74,32 @@ impl fmt::Display for Error {
                     p.display()
                 )
             }
-            Error::MissingToolchain { toolchain, detail } => write!(
-                f,
-                "symcomm kernels are compiled with the Rust toolchain {toolchain}, which is not \
-                 installed ({detail}); install it with\n    \
-                 rustup toolchain install {toolchain} --profile minimal --component {}\n\
-                 (only the kernels need it: the host crate builds with any toolchain; \
-                 {TOOLCHAIN_ENV} names another nightly to use instead)",
-                REQUIRED_COMPONENTS.join(",")
-            ),
+            Error::MissingToolchain {
+                toolchain,
+                detail,
+                from_env,
+            } => {
+                write!(
+                    f,
+                    "symcomm kernels are compiled with the Rust toolchain {toolchain}, which is \
+                     not installed ({detail}); install it with\n    \
+                     rustup toolchain install {toolchain} --profile minimal --component {}\n",
+                    REQUIRED_COMPONENTS.join(",")
+                )?;
+                if *from_env {
+                    write!(
+                        f,
+                        "({TOOLCHAIN_ENV}={toolchain} chose it; unset {TOOLCHAIN_ENV} to use \
+                         the pinned {PINNED_TOOLCHAIN})"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "(only the kernels need it: the host crate builds with any toolchain; \
+                         {TOOLCHAIN_ENV} names another nightly to use instead)"
+                    )
+                }
+            }
             Error::MissingComponent {
                 toolchain,
                 component,

@@ -39,12 +39,27 @@ fn a_missing_toolchain_is_recognised_in_rustups_message() {
     let msg = crate::Error::MissingToolchain {
         toolchain: "nightly-2026-05-20".into(),
         detail: "not installed".into(),
+        from_env: false,
     }
     .to_string();
     assert!(
         msg.contains(
             "rustup toolchain install nightly-2026-05-20 --profile minimal --component rust-src,llvm-tools"
         ),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("the host crate builds with any toolchain"),
+        "{msg}"
+    );
+    let msg = crate::Error::MissingToolchain {
+        toolchain: "nightly-2020-01-01".into(),
+        detail: "not installed".into(),
+        from_env: true,
+    }
+    .to_string();
+    assert!(
+        msg.contains("SYMCOMM_TOOLCHAIN=nightly-2020-01-01 chose it; unset SYMCOMM_TOOLCHAIN"),
         "{msg}"
     );
 }

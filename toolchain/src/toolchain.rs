@@ -33,6 +33,7 @@ impl Toolchain {
                     std::io::ErrorKind::NotFound => Error::MissingToolchain {
                         toolchain: name.to_owned(),
                         detail: "no `rustc` on PATH; install rustup from https://rustup.rs".into(),
+                        from_env: name != PINNED_TOOLCHAIN,
                     },
                     _ => Error::Io {
                         what: format!("run rustc of toolchain {name}"),
@@ -45,6 +46,7 @@ impl Toolchain {
                     return Err(Error::MissingToolchain {
                         toolchain: name.to_owned(),
                         detail: line.to_owned(),
+                        from_env: name != PINNED_TOOLCHAIN,
                     });
                 }
                 return Err(Error::Io {
@@ -139,14 +141,15 @@ impl Toolchain {
     }
 }
 
-/// The toolchain for kernels: `$SYMCOMM_TOOLCHAIN` when set, else [`PINNED_TOOLCHAIN`].
+/// The toolchain for kernels: `$SYMCOMM_TOOLCHAIN` when set, else `chosen` (the builder's),
+/// else [`PINNED_TOOLCHAIN`].
 ///
 /// The user's own `rust-toolchain.toml` plays no part: it chooses the toolchain of the outer
 /// build (which may be stable), while the kernels need this exact nightly.
-pub(crate) fn toolchain_for_kernels() -> String {
+pub(crate) fn toolchain_for_kernels(chosen: Option<&str>) -> String {
     match std::env::var(TOOLCHAIN_ENV) {
         Ok(tc) if !tc.trim().is_empty() => tc.trim().to_owned(),
-        _ => PINNED_TOOLCHAIN.to_owned(),
+        _ => chosen.unwrap_or(PINNED_TOOLCHAIN).to_owned(),
     }
 }
 

@@ -110,3 +110,24 @@ fn a_missing_kernels_crate_is_a_clear_error() {
         .unwrap_err();
     assert!(err.to_string().starts_with("no kernels crate at"), "{err}");
 }
+
+#[test]
+fn a_toolchain_that_is_not_installed_is_named_with_the_command_installing_it() {
+    let k = ScratchCrate::new("symcomm_build_probe_no_toolchain");
+    k.write_kernels(KERNEL_A);
+    if std::env::var_os(symcomm_build::TOOLCHAIN_ENV).is_some() {
+        return; // the variable overrides the builder's choice; nothing to test then
+    }
+    let err = Builder::new(&k.dir)
+        .toolchain("nightly-2001-01-01")
+        .build_into(&repo_root().join("target/ptx"), &k.dir.join("out"))
+        .unwrap_err();
+    assert!(matches!(err, Error::MissingToolchain { .. }), "{err}");
+    let msg = err.to_string();
+    assert!(
+        msg.contains(
+            "rustup toolchain install nightly-2001-01-01 --profile minimal --component rust-src,llvm-tools"
+        ),
+        "{msg}"
+    );
+}
