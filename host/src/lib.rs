@@ -16,6 +16,7 @@ pub mod bootstrap;
 pub mod comm;
 pub mod cuda;
 pub mod devcomm;
+pub mod device;
 pub mod error;
 pub mod fault;
 pub mod ipc;
@@ -30,7 +31,9 @@ pub mod window;
 
 pub use bootstrap::Bootstrap;
 pub use comm::{CommOptions, Communicator, Team};
+pub use cuda::{AsStream, DeviceMemory, Event, Graph, Stream};
 pub use devcomm::{DevComm, Requirements};
+pub use device::Device;
 pub use error::{Error, Result};
 pub use logging::init_logging;
 pub use window::{SymmetricMemory, SymmetricUsage, Window};

@@ -93,6 +93,28 @@ impl SymmetricMemory {
     }
 }
 
+// SAFETY: the allocation's `len()` bytes are mapped at `device_ptr()` while it lives.
+unsafe impl crate::cuda::DeviceMemory for SymmetricMemory {
+    fn device_ptr(&self) -> u64 {
+        SymmetricMemory::device_ptr(self)
+    }
+    fn byte_len(&self) -> usize {
+        self.len()
+    }
+}
+
+// SAFETY: this rank's copy of the window (`size()` bytes at `user_ptr()`) is the registered
+// memory, which the window keeps mapped while it lives. Note: a window's `device_ptr()` is its
+// descriptor, not its data; as `DeviceMemory` a window is its data.
+unsafe impl crate::cuda::DeviceMemory for Window {
+    fn device_ptr(&self) -> u64 {
+        self.user_ptr()
+    }
+    fn byte_len(&self) -> usize {
+        self.size()
+    }
+}
+
 /// A registered window, seen from this rank. Deregistered on drop.
 #[derive(Debug)]
 pub struct Window {

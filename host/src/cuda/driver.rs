@@ -387,6 +387,40 @@ pub(crate) unsafe fn memcpy_dtoh(dst: *mut c_void, src: u64, bytes: usize) -> Re
     })
 }
 
+/// `cuMemcpyHtoDAsync` on `stream`.
+///
+/// # Safety
+/// `dst` is device memory valid for `bytes` bytes of writes and `src` valid for `bytes` bytes
+/// of reads until the stream has run the copy; `stream` is live.
+pub(crate) unsafe fn memcpy_htod_async(
+    dst: u64,
+    src: *const c_void,
+    bytes: usize,
+    stream: sys::CUstream,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check("cuMemcpyHtoDAsync", unsafe {
+        sys::cuMemcpyHtoDAsync_v2(dst, src, bytes, stream)
+    })
+}
+
+/// `cuMemcpyDtoHAsync` on `stream`.
+///
+/// # Safety
+/// `src` is device memory valid for `bytes` bytes of reads and `dst` valid for `bytes` bytes
+/// of writes until the stream has run the copy; `stream` is live.
+pub(crate) unsafe fn memcpy_dtoh_async(
+    dst: *mut c_void,
+    src: u64,
+    bytes: usize,
+    stream: sys::CUstream,
+) -> Result<()> {
+    // SAFETY: the caller's contract.
+    check("cuMemcpyDtoHAsync", unsafe {
+        sys::cuMemcpyDtoHAsync_v2(dst, src, bytes, stream)
+    })
+}
+
 /// `cuMemsetD8Async` on `stream`.
 ///
 /// # Safety

@@ -11,9 +11,11 @@
 
 pub mod device;
 pub(crate) mod driver;
+pub mod interop;
 pub(crate) mod memfd;
 pub mod memory;
 pub mod multicast;
+pub mod region;
 pub mod stream;
 pub mod vmm;
 
@@ -24,7 +26,9 @@ use cudarc::driver::CudaContext;
 use crate::{Error, Result};
 
 pub use driver::init_driver;
-pub use stream::Stream;
+pub use interop::CudarcView;
+pub use region::DeviceMemory;
+pub use stream::{AsStream, Event, Graph, Stream};
 pub use vmm::{Allocation, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer, find_allocation};
 
 /// The number of CUDA devices visible to this process.

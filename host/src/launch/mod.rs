@@ -50,7 +50,7 @@ use symcomm_device::emu::registry::KernelEntry;
 pub use args::{KernelArg, KernelArgs};
 
 use crate::backend::{Backend, backend};
-use crate::cuda::driver;
+use crate::cuda::{AsStream, driver};
 use crate::{Error, Result};
 
 /// A loaded PTX module, unloaded on drop. Load it with the device's context current.
@@ -214,8 +214,9 @@ impl Function<'_> {
         }
     }
 
-    /// Launches the kernel on `stream` (null = the legacy default stream). Under the emulated
-    /// backend: runs it to completion on the host (`stream` is ignored; see the module docs).
+    /// Launches the kernel on `stream` (a [`Stream`](crate::Stream), a cudarc `CudaStream`, or
+    /// a raw handle; null = the legacy default stream). Under the emulated backend: runs it to
+    /// completion on the host (`stream` is ignored; see the module docs).
     ///
     /// # Safety
     /// - `args` holds one pointer per kernel parameter, in order, each pointing to a value of
@@ -225,9 +226,10 @@ impl Function<'_> {
     pub unsafe fn launch(
         &self,
         cfg: LaunchConfig,
-        stream: sys::CUstream,
+        stream: impl AsStream,
         args: &mut [*mut c_void],
     ) -> Result<()> {
+        let stream = stream.raw_stream();
         let (gx, gy, gz) = cfg.grid;
         let (bx, by, bz) = cfg.block;
         if [gx, gy, gz, bx, by, bz].contains(&0) {
@@ -253,8 +255,8 @@ impl Function<'_> {
         }
     }
 
-    /// Launches the kernel with typed arguments on `stream` (null = legacy default stream),
-    /// after checking them against the parameter list the PTX declares.
+    /// Launches the kernel with typed arguments on `stream` (as [`Function::launch`]), after
+    /// checking them against the parameter list the PTX declares.
     ///
     /// # Safety
     /// - The argument types match the kernel's Rust signature (the size check cannot tell a
@@ -265,7 +267,7 @@ impl Function<'_> {
     pub unsafe fn launch_with<A: KernelArgs>(
         &self,
         cfg: LaunchConfig,
-        stream: sys::CUstream,
+        stream: impl AsStream,
         args: A,
     ) -> Result<()> {
         let mut values = args;

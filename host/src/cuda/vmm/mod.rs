@@ -367,6 +367,17 @@ impl Mapping {
     }
 }
 
+// SAFETY: `len` bytes at `device_ptr()` are mapped (the mapping may be larger) for as long as
+// the buffer lives.
+unsafe impl crate::cuda::DeviceMemory for VmmBuffer {
+    fn device_ptr(&self) -> u64 {
+        self.mapping.ptr()
+    }
+    fn byte_len(&self) -> usize {
+        self.len
+    }
+}
+
 /// Device memory obtained through the VMM API and mapped for its own device only: the
 /// simplest VMM allocation (physical memory + its own VA range + one mapping).
 #[derive(Debug)]
