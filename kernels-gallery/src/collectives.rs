@@ -9,6 +9,7 @@
 //! has been synchronised.
 
 use cudarc::driver::sys::CUstream;
+use symcomm::AsStream;
 use symcomm::cuda::memory::HostMapped;
 use symcomm::launch::{KernelArgs, LaunchConfig, Module};
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, Window};
@@ -270,8 +271,9 @@ impl Collectives {
         count: usize,
         t: DataType,
         op: RedOp,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<Algo> {
+        let stream = stream.raw_stream();
         self.all_reduce_with(self.tuning.algo, src, dst, count, t, op, stream)
     }
 
@@ -290,8 +292,9 @@ impl Collectives {
         count: usize,
         t: DataType,
         op: RedOp,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<Algo> {
+        let stream = stream.raw_stream();
         self.check_call(&[
             ("collective", "all_reduce".into()),
             ("count", count.to_string()),
@@ -358,8 +361,9 @@ impl Collectives {
         count: usize,
         t: DataType,
         op: RedOp,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<()> {
+        let stream = stream.raw_stream();
         self.check_call(&[
             ("collective", "reduce_scatter".into()),
             ("count", count.to_string()),
@@ -394,8 +398,9 @@ impl Collectives {
         dst: Buf<'_>,
         count: usize,
         t: DataType,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<()> {
+        let stream = stream.raw_stream();
         self.check_call(&[
             ("collective", "all_gather".into()),
             ("count", count.to_string()),
@@ -418,8 +423,9 @@ impl Collectives {
         dst: Buf<'_>,
         count: usize,
         t: DataType,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<()> {
+        let stream = stream.raw_stream();
         self.check_call(&[
             ("collective", "all_to_all".into()),
             ("count", count.to_string()),
@@ -448,8 +454,9 @@ impl Collectives {
         count: usize,
         t: DataType,
         root: usize,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<()> {
+        let stream = stream.raw_stream();
         self.check_call(&[
             ("collective", "broadcast".into()),
             ("count", count.to_string()),

@@ -12,6 +12,7 @@
 //! call, which picks the protocol and the split of the rows and launches the kernel.
 
 use cudarc::driver::sys::CUstream;
+use symcomm::AsStream;
 use symcomm::launch::KernelArg;
 use symcomm::{Error, Result};
 use symcomm_device::reduce::Bf16;
@@ -78,8 +79,9 @@ impl Collectives {
         tokens: usize,
         hidden: usize,
         eps: f32,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<Algo> {
+        let stream = stream.raw_stream();
         self.all_reduce_rmsnorm_with(None, x, bufs, tokens, hidden, eps, stream)
     }
 
@@ -95,8 +97,9 @@ impl Collectives {
         tokens: usize,
         hidden: usize,
         eps: f32,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<Algo> {
+        let stream = stream.raw_stream();
         self.check_fused(
             "all_reduce_rmsnorm",
             forced,
@@ -152,8 +155,9 @@ impl Collectives {
         tokens: usize,
         hidden: usize,
         eps: f32,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<Algo> {
+        let stream = stream.raw_stream();
         const WHAT: &str = "all_reduce_rmsnorm_into";
         let outs = Some((&out, &residual_out));
         self.check_fused(WHAT, forced, &x, outs, (tokens, hidden, eps))?;
@@ -189,8 +193,9 @@ impl Collectives {
         tokens: usize,
         hidden: usize,
         eps: f32,
-        stream: CUstream,
+        stream: impl AsStream,
     ) -> Result<()> {
+        let stream = stream.raw_stream();
         let args = NormArg(norm_args(self, bufs, tokens, hidden, eps)?);
         check_device_range("rows", s, tokens * hidden * 2)?; // bounded by `norm_args`
         let grid = Grid::new(Kind::Other, ((tokens as u32).min(1024), plan::THREADS));
