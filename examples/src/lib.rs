@@ -5,8 +5,6 @@
 
 #![warn(missing_docs)]
 
-pub mod emulated;
-
 // ANCHOR: embed
 /// The example kernels as PTX, with their entry points.
 pub mod kernels {

@@ -4,20 +4,17 @@
 //! Usage: `vector_add [--device N] [--n ELEMENTS]` (device defaults to `$LOCAL_RANK`, else 0).
 //!
 //! Without a CUDA driver (or with `SYMCOMM_BACKEND=emu`) it says so in one line and runs the
-//! same kernel on the CPU emulator, over emulated device memory, checking every element
-//! (`--n` then defaults to 2^20).
+//! same code on the CPU emulator, over emulated device memory, checking every element.
 
 use std::process::ExitCode;
 
-use symcomm::cuda::{self, VmmBuffer};
-use symcomm::launch::{LaunchConfig, Module, synchronize};
-use symcomm::{Error, Result};
-use symcomm_examples::{emulated, kernels};
+use symcomm::launch::{LaunchConfig, Module};
+use symcomm::{Device, Error, Result};
+use symcomm_examples::kernels;
 
 struct Args {
     device: usize,
     n: usize,
-    n_given: bool,
 }
 
 fn parse_args() -> std::result::Result<Args, String> {
@@ -27,7 +24,6 @@ fn parse_args() -> std::result::Result<Args, String> {
             .and_then(|v| v.parse().ok())
             .unwrap_or(0),
         n: 1 << 24,
-        n_given: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
@@ -37,10 +33,7 @@ fn parse_args() -> std::result::Result<Args, String> {
         };
         match flag.as_str() {
             "--device" => args.device = value("--device")?,
-            "--n" => {
-                args.n = value("--n")?;
-                args.n_given = true;
-            }
+            "--n" => args.n = value("--n")?,
             "-h" | "--help" => {
                 return Err("usage: vector_add [--device N] [--n ELEMENTS]".into());
             }
@@ -69,20 +62,16 @@ impl Rng {
 // ANCHOR: run
 /// Runs the example; `Ok(wrong)` is the number of elements that came back wrong.
 fn run(args: &Args) -> Result<usize> {
-    let _ctx = cuda::open_device(args.device)?;
-    let dev = args.device as i32;
+    let dev = Device::open(args.device)?; // the GPU's context (or the emulator's device)
+    let stream = dev.stream()?;
     let bytes = args.n * std::mem::size_of::<f32>();
-    let (a, b, c) = (
-        VmmBuffer::new(dev, bytes)?,
-        VmmBuffer::new(dev, bytes)?,
-        VmmBuffer::new(dev, bytes)?,
-    );
+    let (a, b, c) = (dev.alloc(bytes)?, dev.alloc(bytes)?, dev.alloc(bytes)?);
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (args.device as u64 + 1));
     let ha: Vec<f32> = (0..args.n).map(|_| rng.next_f32()).collect();
     let hb: Vec<f32> = (0..args.n).map(|_| rng.next_f32()).collect();
-    a.copy_from_host(&ha)?;
-    b.copy_from_host(&hb)?;
-    c.fill_bytes(0xff)?; // poison: every float is NaN until written
+    stream.copy_to_device(&a, 0, &ha)?;
+    stream.copy_to_device(&b, 0, &hb)?;
+    stream.fill_bytes(&c, 0xff)?; // poison: every float is NaN until written
 
     let module = Module::load(kernels::PTX)?;
     let f = module.function("vector_add")?;
@@ -94,12 +83,12 @@ fn run(args: &Args) -> Result<usize> {
         args.n as u64,
     );
     // SAFETY: the parameters match `vector_add(*const f32, *const f32, *mut f32, u64)`;
-    // the three buffers hold n f32 each on this device and stay alive until synchronize().
-    unsafe { f.launch_with(launch, std::ptr::null_mut(), params)? };
-    synchronize()?;
+    // the three buffers hold n f32 each on this device and outlive the copy below, which
+    // waits for the kernel (same stream).
+    unsafe { f.launch_with(launch, &stream, params)? };
 
     let mut hc = vec![0f32; args.n];
-    c.copy_to_host(&mut hc)?;
+    stream.copy_to_host(&c, 0, &mut hc)?;
     Ok(hc
         .iter()
         .zip(ha.iter().zip(&hb))
@@ -108,61 +97,23 @@ fn run(args: &Args) -> Result<usize> {
 }
 // ANCHOR_END: run
 
-/// [`run`] on the CPU emulator: the same buffers and check, the kernel's host build launched
-/// over a small grid of emulated threads.
-fn run_emulated(args: &Args) -> Result<usize> {
-    let dev = args.device as i32;
-    let bytes = args.n * std::mem::size_of::<f32>();
-    let (a, b, c) = (
-        VmmBuffer::new(dev, bytes)?,
-        VmmBuffer::new(dev, bytes)?,
-        VmmBuffer::new(dev, bytes)?,
-    );
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ (args.device as u64 + 1));
-    let ha: Vec<f32> = (0..args.n).map(|_| rng.next_f32()).collect();
-    let hb: Vec<f32> = (0..args.n).map(|_| rng.next_f32()).collect();
-    a.copy_from_host(&ha)?;
-    b.copy_from_host(&hb)?;
-    c.fill_bytes(0xff)?;
-    let (pa, pb, pc) = (
-        a.device_ptr() as *const f32,
-        b.device_ptr() as *const f32,
-        c.device_ptr() as *mut f32,
-    );
-    let n = args.n as u64;
-    // SAFETY: the three buffers hold n f32 each and outlive the launch; every emulated thread
-    // writes distinct elements of `c` (grid-stride).
-    unsafe {
-        emulated::launch(emulated::EMU_BLOCKS, emulated::EMU_THREADS, || {
-            symcomm_example_kernels::vector_add(pa, pb, pc, n)
-        })?
-    };
-    let mut hc = vec![0f32; args.n];
-    c.copy_to_host(&mut hc)?;
-    Ok(hc
-        .iter()
-        .zip(ha.iter().zip(&hb))
-        .filter(|&(&got, (&x, &y))| got.to_bits() != (x + y).to_bits())
-        .count())
-}
-
 fn main() -> ExitCode {
-    let mut args = match parse_args() {
+    let args = match parse_args() {
         Ok(a) => a,
         Err(msg) => {
             eprintln!("vector_add: {msg}");
             return ExitCode::from(2);
         }
     };
-    let result = match emulated::notice("vector_add") {
-        Ok(Some(line)) => {
-            println!("{line}");
-            if !args.n_given {
-                args.n = 1 << 20;
+    symcomm::init_logging(); // SYMCOMM_LOG
+    let result = match symcomm::backend::emulator_notice("vector_add") {
+        Ok(line) => {
+            // The same code runs on the emulator: it only says so first.
+            if let Some(line) = line {
+                println!("{line}");
             }
-            run_emulated(&args)
+            run(&args)
         }
-        Ok(None) => run(&args),
         Err(e) => Err(e),
     };
     match result {
