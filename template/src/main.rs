@@ -12,10 +12,9 @@
 
 use std::process::ExitCode;
 
-use symcomm::cuda::{self, Stream, VmmBuffer};
 use symcomm::launch::{LaunchConfig, Module};
 use symcomm::ranks::{all_passed, run_ranks, take_threads_flag};
-use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory};
+use symcomm::{Communicator, DevComm, Device, Error, Requirements, Result, SymmetricMemory};
 
 // ANCHOR: embed
 /// The kernels crate as PTX (`PTX`, `ENTRY_POINTS`), written by `build.rs`. Including it also
@@ -72,40 +71,30 @@ fn input(seed: u64, n: usize) -> Vec<f32> {
         .collect()
 }
 
-/// The launch shape: one block per barrier. The CPU emulator runs every GPU thread as an OS
-/// thread, so it gets a small grid.
-fn shape() -> Result<(u32, u32)> {
-    Ok(if symcomm::backend::is_emulated()? {
-        (2, 64)
-    } else {
-        (32, 512)
-    })
-}
+/// The launch: `BLOCKS` blocks (each with a barrier of its own) of `THREADS` threads. The
+/// kernel strides over any shape; raise `BLOCKS` for long vectors on GPUs. (The CPU emulator
+/// runs every GPU thread as an OS thread: 4 ranks as threads are 4096 threads here.)
+const BLOCKS: u32 = 8;
+const THREADS: u32 = 128;
 
 // ANCHOR: rank
 /// One rank: set up, run `iters` calls, check every element of every call.
 fn rank(comm: Communicator, n: usize, iters: usize) -> Result<String> {
     // ANCHOR: setup
-    let _ctx = if symcomm::backend::is_emulated()? {
-        None
-    } else {
-        Some(cuda::open_device(comm.device())?) // the GPU's context, current on this thread
-    };
-    let (blocks, threads) = shape()?;
-    let dev = comm.device() as i32;
+    let dev = Device::for_rank(&comm)?; // the rank's GPU (or emulated device)
+    let stream = dev.stream()?; // ranks sharing a GPU then run at once
     let x = SymmetricMemory::alloc(&comm, n * 4)?; // this rank's input, readable by its peers
-    let bias = VmmBuffer::new(dev, n * 4)?;
-    let y = VmmBuffer::new(dev, n * 4)?;
-    let status = VmmBuffer::new(dev, blocks as usize * 4)?;
+    let bias = dev.alloc(n * 4)?;
+    let y = dev.alloc(n * 4)?;
+    let status = dev.alloc(BLOCKS as usize * 4)?;
     let bias_host = input(u64::MAX, n);
-    bias.copy_from_host(&bias_host)?;
+    stream.copy_to_device(&bias, 0, &bias_host)?;
     // Loading a module waits for the kernels running in the context: with ranks sharing a
     // GPU, load it before the collective calls, as a peer's kernel may wait for ours.
     let module = Module::load(kernels::PTX)?;
     let kernel = module.function("all_reduce_scale_bias")?;
-    let stream = Stream::new()?; // ranks sharing a GPU then run at once
     let win = comm.register_window(&x)?; // collective
-    let devcomm = DevComm::create(&comm, Requirements::new().lsa_barriers(blocks))?; // collective
+    let devcomm = DevComm::create(&comm, Requirements::new().lsa_barriers(BLOCKS))?; // collective
     // ANCHOR_END: setup
 
     let scale = 0.5f32;
@@ -113,9 +102,9 @@ fn rank(comm: Communicator, n: usize, iters: usize) -> Result<String> {
     for iter in 0..iters as u64 {
         // ANCHOR: call
         let mine = input(comm.rank() as u64 * 1000 + iter, n);
-        x.buffer().copy_from_host(&mine)?;
-        y.fill_bytes(0xff)?; // poison: NaN until the kernel writes it
-        status.fill_bytes(0xff)?;
+        stream.copy_to_device(&x, 0, &mine)?; // complete when it returns
+        stream.fill_bytes(&y, 0xff)?; // poison: NaN until the kernel writes it
+        stream.fill_bytes(&status, 0xff)?;
         let args = (
             devcomm.raw(),
             win.device_ptr(), // the window's descriptor (a `*const Window` in the kernel)
@@ -126,25 +115,25 @@ fn rank(comm: Communicator, n: usize, iters: usize) -> Result<String> {
             TIMEOUT_NS,
             status.device_ptr(),
         );
-        let cfg = LaunchConfig::linear(blocks, threads);
+        let cfg = LaunchConfig::linear(BLOCKS, THREADS);
         // SAFETY: the arguments match `all_reduce_scale_bias`; every copy of the window holds
         // n f32, bias and y hold n f32, status one word per block; the communicator has one
         // barrier per block; every rank launches the same shape; all of it outlives the
         // stream synchronisation below.
-        unsafe { kernel.launch_with(cfg, stream.raw(), args)? };
+        unsafe { kernel.launch_with(cfg, &stream, args)? };
         stream.synchronize()?; // this rank's kernel only
         // ANCHOR_END: call
 
         // ANCHOR: check
-        let mut codes = vec![0u32; blocks as usize];
-        status.copy_to_host(&mut codes)?;
+        let mut codes = vec![0u32; BLOCKS as usize];
+        stream.copy_to_host(&status, 0, &mut codes)?;
         if let Some(code) = codes.iter().find(|&&c| c != 0) {
             return Err(Error::InvalidArgument(format!(
                 "call {iter}: a barrier failed with code {code} (1 timed out, 2 aborted)"
             )));
         }
         let mut got = vec![0f32; n];
-        y.copy_to_host(&mut got)?;
+        stream.copy_to_host(&y, 0, &mut got)?;
         let inputs: Vec<Vec<f32>> = (0..comm.lsa_size())
             .map(|p| input((first + p) as u64 * 1000 + iter, n))
             .collect();
@@ -173,6 +162,7 @@ fn rank(comm: Communicator, n: usize, iters: usize) -> Result<String> {
 // ANCHOR_END: rank
 
 fn main() -> ExitCode {
+    symcomm::init_logging(); // SYMCOMM_LOG=info shows the topology
     let args = match parse_args() {
         Ok(a) => a,
         Err(msg) => {
@@ -189,8 +179,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
-    let emulated = symcomm::backend::is_emulated().unwrap_or(false);
-    let n = args.n.unwrap_or(if emulated { 1 << 14 } else { 1 << 24 });
+    let n = args.n.unwrap_or(1 << 20);
     let ok = all_passed(
         run_ranks(args.threads, |comm| rank(comm, n, args.iters)),
         |_, line| {
