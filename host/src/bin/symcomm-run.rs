@@ -2,5 +2,6 @@
 //! See [`symcomm::launcher`] for what it does and why.
 
 fn main() {
+    symcomm::init_logging(); // SYMCOMM_LOG
     std::process::exit(symcomm::launcher::cli(std::env::args_os().skip(1)));
 }

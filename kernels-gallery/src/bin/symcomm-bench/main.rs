@@ -62,6 +62,7 @@ fn main() -> ExitCode {
     // NVLink SHARP stays off on the shared node: set before NCCL (or anything) starts.
     // SAFETY: no other thread exists yet.
     unsafe { std::env::set_var("NCCL_NVLS_ENABLE", "0") };
+    symcomm::init_logging(); // SYMCOMM_LOG
     let args: Vec<String> = std::env::args().skip(1).collect();
     let notice = match symcomm::backend::emulator_notice("symcomm-bench") {
         Ok(n) => n,

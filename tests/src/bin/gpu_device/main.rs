@@ -91,6 +91,7 @@ fn parse_args() -> std::result::Result<Args, String> {
 }
 
 fn main() -> ExitCode {
+    symcomm::init_logging(); // SYMCOMM_LOG
     let args = match parse_args() {
         Ok(a) => a,
         Err(msg) => {
