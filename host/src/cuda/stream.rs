@@ -428,6 +428,18 @@ impl std::fmt::Debug for Graph<'_> {
 }
 
 impl Graph<'_> {
+    /// Moves the graph's resources to the device now, so that the first [`Graph::launch`]
+    /// pays no set-up (a no-op under emulation).
+    ///
+    /// # Errors
+    /// [`Error::Cuda`] when the driver refuses.
+    pub fn upload(&self) -> Result<()> {
+        match &self.inner {
+            GraphInner::Emulated(_) => Ok(()),
+            GraphInner::Gpu(g) => g.upload().map_err(cu("cuGraphUpload")),
+        }
+    }
+
     /// Queues one replay of the captured work on the stream it was captured from (under
     /// emulation: runs it).
     ///

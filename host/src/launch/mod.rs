@@ -28,14 +28,16 @@
 //! registered on the host (`symcomm_device::emu::registry`; the kernels crate must be linked
 //! into the binary), and a launch checks its arguments against the registered parameter sizes
 //! and runs the kernel with `symcomm_device::emu::Launch` over the whole grid. Emulated
-//! launches are **synchronous**: they complete before returning, streams are ignored, and
-//! stream capture into CUDA graphs is not emulated (there is no stream to capture).
+//! launches are **synchronous**: they complete before returning, and streams only order
+//! (a [`Stream`](crate::Stream)'s graphs replay by running their captured work again). Code
+//! that sizes its own grids asks [`limits`] for the shapes the backend runs well.
 //! [`synchronize`] does nothing. A kernel that panics, traps, deadlocks or outlives the
 //! emulator's watchdog fails its launch with [`Error::Emulation`].
 
 mod args;
 mod emu;
 mod gpu;
+mod limits;
 mod ptx;
 #[cfg(test)]
 mod tests;
@@ -48,6 +50,10 @@ use cudarc::driver::sys;
 use symcomm_device::emu::registry::KernelEntry;
 
 pub use args::{KernelArg, KernelArgs};
+pub use limits::{
+    DEFAULT_EMU_BLOCKS, DEFAULT_EMU_THREADS, EMU_BLOCKS_ENV, EMU_THREADS_ENV,
+    GPU_MAX_BLOCK_THREADS, LaunchLimits, limits,
+};
 
 use crate::backend::{Backend, backend};
 use crate::cuda::{AsStream, driver};
