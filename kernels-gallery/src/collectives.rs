@@ -107,7 +107,7 @@ pub struct Collectives {
     n: usize,
     ll_cap: u64,
     fused_off: u64,
-    /// Threads per block on this backend (see [`crate::emulation::threads`]).
+    /// Threads per block on this backend (see [`crate::sizing::threads`]).
     threads: u32,
     /// In checked mode (`SYMCOMM_CHECK=1`), a handle of the communicator's bootstrap through
     /// which every call agrees on its arguments ([`Collectives::check_call`]).
@@ -195,9 +195,9 @@ impl Collectives {
     }
 
     /// [`Collectives::new`] with [`Tuning::from_env_for`] the communicator's rank count (under
-    /// emulation: [`crate::emulation::tuning_from_env`]).
+    /// emulation: [`crate::sizing::tuning_from_env`]).
     pub fn from_env(comm: &Communicator) -> Result<Collectives> {
-        Collectives::new(comm, crate::emulation::tuning_from_env(comm.lsa_size())?)
+        Collectives::new(comm, crate::sizing::tuning_from_env(comm.lsa_size())?)
     }
 
     /// The tuning in use.
@@ -206,7 +206,7 @@ impl Collectives {
     }
 
     /// The most threads per block of a launch: [`plan::THREADS`] on GPUs, what
-    /// [`crate::emulation::threads`] says under emulation. Launches take fewer where the
+    /// [`crate::sizing::threads`] says under emulation. Launches take fewer where the
     /// work spreads over more blocks ([`Tuning::shape`]).
     pub fn block_threads(&self) -> u32 {
         self.threads
@@ -652,7 +652,7 @@ impl Local {
         let fused_off = plan::ll_region_bytes(n as u32, ll_cap).next_multiple_of(4096);
         let module = Module::load_for_block(kernels::PTX, plan::THREADS.max(plan::LL_THREADS))?;
         let status = HostMapped::new(0u32)?;
-        let threads = crate::emulation::threads()?;
+        let threads = crate::sizing::threads()?;
         let scratch_mem = SymmetricMemory::alloc(comm, (fused_off + FUSED_SCRATCH_BYTES) as usize)?;
         // Zeroed before registering: registration ends with a team barrier, so no peer can
         // write an LL line before every header and line is zero (= never valid). `fill_bytes`

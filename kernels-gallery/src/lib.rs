@@ -30,7 +30,7 @@
 //! [`Collectives`] must be re-created.
 //!
 //! On the CPU emulator (`SYMCOMM_BACKEND=emu`) the same host code runs the kernels on the
-//! host, synchronously, with small blocks (see [`emulation`]).
+//! host, synchronously, with small blocks (see [`sizing`]).
 //!
 //! The kernels live in `kernels-gallery/kernels` (crate `symcomm-gallery-kernels`); the
 //! `emulated` test there runs every kernel on the CPU with one thread per rank.
@@ -49,8 +49,8 @@ mod agreement;
 pub mod buffer;
 pub mod check;
 pub mod collectives;
-pub mod emulation;
 pub mod rmsnorm;
+pub mod sizing;
 pub mod tuning;
 pub mod types;
 

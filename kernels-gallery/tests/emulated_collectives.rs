@@ -6,7 +6,7 @@
 //! checked against a host reference.
 //!
 //! Sizes are small and odd (packs not a multiple of the rank count), grids are 2 blocks of
-//! 64 threads (`symcomm_gallery::emulation`), so that 8 ranks stay within a few hundred OS
+//! 64 threads (`symcomm_gallery::sizing`), so that 8 ranks stay within a few hundred OS
 //! threads per launch.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};

@@ -33,9 +33,9 @@
 //! `NCCL_NVLS_ENABLE=0`. Exits non-zero if any element was wrong.
 //!
 //! On the CPU emulator (`SYMCOMM_BACKEND=emu`, or no CUDA driver) the same code runs the
-//! kernels on the host: NCCL is off, CUDA graphs are not emulated (each replay is `--iters`
-//! direct, synchronous launches timed on the host clock), blocks are small
-//! (`symcomm_gallery::emulation`), the fused RMSNorm rows are 512 and 1024 wide, and the
+//! kernels on the host: NCCL is off (it needs GPUs), a graph replay runs its `--iters` ops
+//! again, synchronously, timed on the host clock, blocks are small
+//! (`symcomm_gallery::sizing`), so the fused RMSNorm rows are 512 and 1024 wide, and the
 //! defaults shrink to `--max 64K --iters 1 --replays 3 --warmup 1`.
 
 mod coll;

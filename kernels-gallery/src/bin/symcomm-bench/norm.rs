@@ -20,12 +20,13 @@ const ROWS_MAX: usize = MAX_TOKENS * MAX_HIDDEN * 2;
 const WIN_OUT: usize = 0;
 const WIN_H: usize = ROWS_MAX;
 
-/// The fused rows: hidden 4096 and 8192 by 1, 16 and 128 tokens (under emulation 512 and
-/// 1024 by 1 and 16; none wider than the blocks take); `seed` counts on from row to row.
+/// The fused rows: hidden 4096 and 8192 by 1, 16 and 128 tokens where the blocks take rows
+/// that wide; with smaller blocks (the CPU emulator's) 512 and 1024 by 1 and 16; `seed` counts
+/// on from row to row.
 pub fn rows(r: &Rank<'_>, seed: &mut u32, report: &mut Report) -> Result<()> {
     let bench = NormBench::new(r)?;
     report.note(&report::fused_header());
-    let (hiddens, tokens_list): (&[usize], &[usize]) = if r.emulated() {
+    let (hiddens, tokens_list): (&[usize], &[usize]) = if r.gallery.max_hidden() < 4096 {
         (&[512, 1024], &[1, 16])
     } else {
         (&[4096, 8192], &[1, 16, 128])

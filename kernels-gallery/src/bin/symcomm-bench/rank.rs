@@ -3,24 +3,20 @@
 //! measurement does with it: fill a buffer with the pattern, read one back, time an op, sum or
 //! average a value over the ranks.
 
-use std::sync::Arc;
-
-use cudarc::driver::{CudaContext, CudaStream, sys};
-use symcomm::cuda;
-use symcomm::launch::LaunchConfig;
-use symcomm::{Communicator, Error, Result, SymmetricMemory, Window};
+use cudarc::driver::sys;
+use symcomm::launch::{LaunchConfig, limits};
+use symcomm::{Communicator, Device, DeviceMemory, Result, Stream, SymmetricMemory, Window};
 use symcomm_gallery::check::fill_code;
 use symcomm_gallery::{Algo, Collectives, DataType};
 
-use crate::error::cu;
 use crate::nccl::Nccl;
 use crate::opts::Opts;
-use crate::timing::{Clock, Gpu};
+use crate::timing::Clock;
 
 /// Everything one rank of the benchmark holds.
 pub struct Rank<'a> {
     pub opts: &'a Opts,
-    // Drop order: NCCL, the windows before their memory, the gallery, the stream, the context,
+    // Drop order: NCCL, the windows before their memory, the gallery, the stream, the device,
     // the communicator.
     /// `None` with `--no-nccl` and on the CPU emulator.
     pub nccl: Option<Nccl>,
@@ -29,10 +25,8 @@ pub struct Rank<'a> {
     pub b_mem: SymmetricMemory,
     pub a_mem: SymmetricMemory,
     pub gallery: Collectives,
-    /// `None` on the CPU emulator (launches are synchronous there).
-    stream: Option<Arc<CudaStream>>,
-    /// `None` on the CPU emulator.
-    ctx: Option<Arc<CudaContext>>,
+    stream: Stream,
+    _dev: Device,
     pub comm: Communicator,
 }
 
@@ -41,14 +35,9 @@ impl<'a> Rank<'a> {
     /// push scratch back on where `--algos` asks for the push two-shot), windows a and b, and
     /// NCCL unless it is off.
     pub fn new(comm: Communicator, opts: &'a Opts) -> Result<Rank<'a>> {
-        let (ctx, stream) = if symcomm::backend::is_emulated()? {
-            (None, None)
-        } else {
-            let ctx = cuda::open_device(comm.device())?;
-            let stream = ctx.new_stream().map_err(cu("cuStreamCreate"))?;
-            (Some(ctx), Some(stream))
-        };
-        let mut tuning = symcomm_gallery::emulation::tuning_from_env(comm.lsa_size())?;
+        let dev = Device::for_rank(&comm)?;
+        let stream = dev.stream()?;
+        let mut tuning = symcomm_gallery::sizing::tuning_from_env(comm.lsa_size())?;
         if opts.algos.contains(&Some(Algo::TwoShotPush)) && tuning.push_scratch == 0 {
             tuning.push_scratch = 32 << 20;
         }
@@ -73,7 +62,7 @@ impl<'a> Rank<'a> {
             a_mem,
             gallery,
             stream,
-            ctx,
+            _dev: dev,
             comm,
         })
     }
@@ -88,24 +77,19 @@ impl<'a> Rank<'a> {
         self.comm.rank()
     }
 
-    /// True on the CPU emulator.
+    /// True on the CPU emulator (for the report's header).
     pub fn emulated(&self) -> bool {
-        self.stream.is_none()
+        self.stream.is_emulated()
     }
 
-    /// The stream of the launches (null on the emulator, which ignores it).
+    /// The stream of the launches.
     pub fn stream(&self) -> sys::CUstream {
-        self.stream
-            .as_ref()
-            .map_or(std::ptr::null_mut(), |s| s.cu_stream())
+        self.stream.raw()
     }
 
-    /// Waits for the stream (nothing to wait for on the emulator).
+    /// Waits for the stream.
     pub fn sync(&self) -> Result<()> {
-        match &self.stream {
-            Some(s) => s.synchronize().map_err(cu("cuStreamSynchronize")),
-            None => Ok(()),
-        }
+        self.stream.synchronize()
     }
 
     /// Collective: a bootstrap barrier.
@@ -114,8 +98,8 @@ impl<'a> Rank<'a> {
     }
 
     /// Launches `bench_fill` on the stream: `count` elements of `t` at device address `dst`
-    /// from the pattern of rank `rank` under `seed`, in `blocks` blocks of 512 threads (two
-    /// small blocks under emulation).
+    /// from the pattern of rank `rank` under `seed`, in `blocks` blocks of 512 threads (fewer
+    /// and smaller where the device's launch limits say so).
     ///
     /// # Safety
     /// - `dst` holds `count` elements of `t` on this rank's device.
@@ -127,41 +111,25 @@ impl<'a> Rank<'a> {
         (rank, seed): (u32, u32),
         blocks: u32,
     ) -> Result<()> {
-        let cfg = match self.stream {
-            Some(_) => LaunchConfig::linear(blocks, 512),
-            None => LaunchConfig::linear(2, self.gallery.block_threads()),
-        };
+        let l = limits()?;
+        let cfg = LaunchConfig::linear(
+            blocks.min(l.max_grid_blocks.unwrap_or(u32::MAX)),
+            512.min(self.gallery.block_threads()),
+        );
         let f = self.gallery.module().function("bench_fill")?;
         let args = (dst as *mut u8, count as u64, fill_code(t), rank, seed, 0u64);
         // SAFETY: `dst` holds `count` elements of `t` (the caller's contract).
         unsafe { f.launch_with(cfg, self.stream(), args) }
     }
 
-    /// Copies `dst.len()` bytes from device address `src` (synchronous).
+    /// Copies `dst.len()` bytes from device address `src`, after the stream's work.
     ///
     /// # Safety
-    /// - `src` starts at least `dst.len()` bytes of this rank's device memory (under
-    ///   emulation: of the emulated device memory, mapped in this process), which no launch
-    ///   writes meanwhile.
+    /// - `src` starts at least `dst.len()` bytes of this rank's device memory, which stays
+    ///   allocated during the call.
     pub unsafe fn copy_to_host(&self, dst: &mut [u8], src: u64) -> Result<()> {
-        if self.emulated() {
-            // SAFETY: under emulation device addresses are host addresses; the range is
-            // mapped (the caller's contract) and emulated launches are synchronous.
-            unsafe {
-                std::ptr::copy_nonoverlapping(src as *const u8, dst.as_mut_ptr(), dst.len());
-            }
-            return Ok(());
-        }
-        // SAFETY: the caller passes a device range of at least `dst.len()` bytes.
-        let r = unsafe { sys::cuMemcpyDtoH_v2(dst.as_mut_ptr().cast(), src, dst.len()) };
-        if r == sys::CUresult::CUDA_SUCCESS {
-            Ok(())
-        } else {
-            Err(Error::Cuda {
-                call: "cuMemcpyDtoH",
-                code: r,
-            })
-        }
+        let range = Range(src, dst.len());
+        self.stream.copy_to_host(&range, 0, dst)
     }
 
     /// Collective: the median time of one `op` in µs ([`Clock::median_us`]), averaged over the
@@ -169,8 +137,7 @@ impl<'a> Rank<'a> {
     pub fn time(&self, op: impl Fn() -> Result<()>) -> Result<f64> {
         let clock = Clock {
             comm: &self.comm,
-            gpu: (self.stream.as_ref().zip(self.ctx.as_ref()))
-                .map(|(stream, ctx)| Gpu { stream, ctx }),
+            stream: &self.stream,
             opts: self.opts,
         };
         self.mean(clock.median_us(op)?)
@@ -198,5 +165,19 @@ impl<'a> Rank<'a> {
             .iter()
             .map(|b| b.get(..8).and_then(|s| s.try_into().ok()))
             .collect())
+    }
+}
+
+/// A range of device memory named by address and length ([`Rank::copy_to_host`]).
+struct Range(u64, usize);
+
+// SAFETY: `Rank::copy_to_host`'s caller guarantees the range is device memory of this rank
+// that stays allocated while the `Range` is used.
+unsafe impl DeviceMemory for Range {
+    fn device_ptr(&self) -> u64 {
+        self.0
+    }
+    fn byte_len(&self) -> usize {
+        self.1
     }
 }
