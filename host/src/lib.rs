@@ -19,13 +19,13 @@ pub mod devcomm;
 pub mod device;
 pub mod error;
 pub mod fault;
-pub mod ipc;
+pub(crate) mod ipc;
 pub mod launch;
 pub mod launcher;
 mod logging;
 pub mod ranks;
-pub mod space;
-pub mod symmem;
+pub(crate) mod space;
+pub(crate) mod symmem;
 mod time;
 pub mod window;
 
@@ -37,3 +37,11 @@ pub use device::Device;
 pub use error::{Error, Result};
 pub use logging::init_logging;
 pub use window::{SymmetricMemory, SymmetricUsage, Window};
+
+/// Not API: what symcomm's own test programs reach below the public surface (the fd server
+/// that passes memory handles between processes, and its socket names). It may change in any
+/// release.
+#[doc(hidden)]
+pub mod internals {
+    pub use crate::ipc::{FdServer, socket_name};
+}

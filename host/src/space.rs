@@ -59,6 +59,7 @@ impl Space {
     }
 
     /// The exclusive upper bound of the range.
+    #[cfg(test)]
     pub fn limit(&self) -> u64 {
         self.limit
     }
@@ -133,6 +134,7 @@ impl Space {
 
     /// Free blocks as `[start, end)` pairs in increasing order, each non-empty and maximal
     /// (so two free blocks are never adjacent).
+    #[cfg(test)]
     pub fn free_blocks(&self) -> impl Iterator<Item = (u64, u64)> + '_ {
         self.gaps()
     }

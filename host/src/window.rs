@@ -4,7 +4,7 @@
 //! Each rank reserves one flat virtual range of `lsa_size × stride` bytes (stride = the team's
 //! largest device memory rounded up to 4 GiB, or `SYMCOMM_WIN_STRIDE`). Registering a window
 //! allocates the same slot offset on every rank from a deterministic first-fit
-//! [`Space`] and maps LSA peer `p`'s physical allocation at
+//! `Space` and maps LSA peer `p`'s physical allocation at
 //! `flat_base + p × stride + slot_offset` on every rank. A 72-byte device descriptor
 //! ([`symcomm_device::window::Window`], NCCL's `ncclWindow_vidmem` layout) lets kernels turn
 //! `(offset, peer)` into a pointer.
@@ -18,7 +18,7 @@
 //! returns the same [`Error::PeerFailed`] naming the first rank that failed and the step; the
 //! communicator stays usable. The fd exchange asks the bootstrap before every retry whether
 //! the peer is still alive, so a rank that dies there fails the others at once. File descriptors of the physical
-//! allocations travel over abstract Unix sockets ([`crate::ipc`]); nothing needs ptrace
+//! allocations travel over abstract Unix sockets (symcomm's fd server, `ipc`); nothing needs ptrace
 //! rights. Deregistration is local (drop the [`Window`] or call [`Window::deregister`]) and
 //! must happen in the same order on every rank, because it frees slot space that later
 //! registrations reuse.

@@ -83,7 +83,7 @@ fn a_rank_that_fails_after_the_agreement_gives_every_rank_the_same_error_at_once
     // returned at once and the others waited the whole timeout for its fd.
     let results = on_ranks(3, |comm| {
         let squatter = if comm.rank() == 1 {
-            Some(symcomm::ipc::FdServer::bind(comm.job_id(), 1)?)
+            Some(symcomm::internals::FdServer::bind(comm.job_id(), 1)?)
         } else {
             None
         };

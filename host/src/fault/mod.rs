@@ -1,7 +1,7 @@
 //! Faults: what lets every rank learn of a failure promptly, and the hooks that test it.
 //!
 //! - **Launcher notices** (`fault/notice.rs`): `symcomm-run` gives every rank the read end of a
-//!   pipe (in [`LAUNCHER_FD_ENV`]) and writes one line there when another rank of the job exits
+//!   pipe (in `SYMCOMM_LAUNCHER_FD`) and writes one line there when another rank of the job exits
 //!   with an error or is killed. Every wait of the bootstrap's set-up (rendezvous, mesh) reads
 //!   it, so it fails at once, naming that rank, where no connection can tell: a rank killed
 //!   before it connected anywhere, or one the others wait for in the mesh. Once the bootstrap
@@ -18,6 +18,6 @@
 mod notice;
 mod pause;
 
-pub use notice::LAUNCHER_FD_ENV;
+pub(crate) use notice::LAUNCHER_FD_ENV;
 pub(crate) use notice::{launcher_notice, launcher_notices};
 pub use pause::{PAUSE_ENV, PHASES, pause_point};

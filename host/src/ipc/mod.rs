@@ -42,8 +42,9 @@ mod server;
 mod sys;
 mod wire;
 
-pub use client::fetch_fd;
-pub use server::{FdServer, SERVE_IO_TIMEOUT};
+#[cfg(test)]
+pub(crate) use client::fetch_fd;
+pub use server::FdServer;
 pub use wire::socket_name;
 
 #[cfg(test)]

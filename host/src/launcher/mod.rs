@@ -11,7 +11,7 @@
 //!   with `--gpus` `SYMCOMM_DEVICE` ([`rank_env`]); each rank runs in its own process group (so a terminal's Ctrl-C reaches
 //!   it once, through the launcher), gets SIGTERM if the launcher itself dies, and has stdin
 //!   closed;
-//! - prefixes every line a rank prints with `[rank k] ` ([`prefix_lines`]), stdout to stdout and
+//! - prefixes every line a rank prints with `[rank k] `, stdout to stdout and
 //!   stderr to stderr, whole lines at a time;
 //! - forwards SIGINT and SIGTERM to every rank's process group (a second signal sends SIGKILL);
 //! - gives each rank the read end of a pipe (its number in `SYMCOMM_LAUNCHER_FD`) and, when a
@@ -26,9 +26,9 @@
 //!   and SIGKILL 1 s later (at once on SIGINT or SIGTERM), so they cannot keep the launcher
 //!   waiting;
 //! - exits with the first failing rank's exit code, `128 + signal` if it was killed by a
-//!   signal ([`exit_code`]), 0 if every rank succeeded.
+//!   signal, 0 if every rank succeeded.
 //!
-//! The pieces are plain functions so they are unit-tested; [`run`] ties them together.
+//! The pieces are plain functions so they are unit-tested; [`cli`] ties them together.
 //!
 //! Layout: the command line in `launcher/args.rs`, starting the ranks (port, environment,
 //! command) in `launcher/spawn.rs`, output prefixing in `launcher/output.rs`, the signal handler
@@ -41,10 +41,9 @@ mod signals;
 mod spawn;
 mod supervise;
 
-pub use args::{DEFAULT_GRACE, LaunchArgs, Parsed, USAGE};
-pub use output::{MAX_LINE_BYTES, prefix_lines};
+pub(crate) use args::{LaunchArgs, Parsed, USAGE};
 pub use spawn::rank_env;
-pub use supervise::{describe, exit_code, run};
+pub(crate) use supervise::run;
 
 /// The whole `symcomm-run` command: parses `args` (without the program name), runs the job and
 /// returns the process's exit code (2 for bad arguments, 127 when the job cannot start).

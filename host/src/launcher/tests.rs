@@ -8,6 +8,9 @@ use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
+use super::args::DEFAULT_GRACE;
+use super::output::{MAX_LINE_BYTES, prefix_lines};
+use super::supervise::{describe, exit_code};
 use super::*;
 use crate::Error;
 use crate::bootstrap::UniqueId;

@@ -143,11 +143,6 @@ impl FlatLayout {
         self.lsa_size
     }
 
-    /// This rank's slot.
-    pub fn lsa_rank(&self) -> usize {
-        self.lsa_rank
-    }
-
     /// Bytes of VA to reserve: `lsa_size × stride`.
     pub fn total_size(&self) -> u64 {
         // Checked in `new`.
@@ -182,7 +177,7 @@ impl FlatLayout {
     }
 
     /// Address of byte `offset` of this rank's own slot.
-    #[doc(alias = "ncclGetLocalPointer")]
+    #[cfg(test)]
     pub fn local_addr(&self, flat_base: u64, offset: u64) -> Result<u64> {
         self.peer_addr(flat_base, self.lsa_rank, offset)
     }

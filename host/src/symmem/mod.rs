@@ -35,9 +35,3 @@ pub mod layout;
 mod multicast;
 pub mod record;
 pub(crate) mod state;
-
-pub use layout::{
-    AgreedRegistration, FlatLayout, STRIDE_ENV, STRIDE_UNIT, WINDOW_ALIGN, parse_size, team_stride,
-    team_stride_from_env, validate_registration, window_offset_in_alloc,
-};
-pub use record::{HandleKind, RegistrationRecord};

@@ -163,6 +163,7 @@ impl RegistrationRecord {
 
     /// Parses the concatenated records of an all-gather (rank order); an error if the length
     /// is not a multiple of [`RegistrationRecord::WIRE_SIZE`] or any record is bad.
+    #[cfg(test)]
     pub fn decode_all(bytes: &[u8]) -> Result<Vec<RegistrationRecord>> {
         if !bytes.len().is_multiple_of(Self::WIRE_SIZE) {
             return Err(Error::InvalidArgument(format!(

@@ -92,7 +92,7 @@ fn main() -> ExitCode {
     let job = std::env::var("SYMCOMM_UNIQUE_ID")
         .ok()
         .and_then(|id| symcomm::bootstrap::UniqueId::parse(&id).ok())
-        .map(|id| symcomm::ipc::socket_name(id.magic(), rank))
+        .map(|id| symcomm::internals::socket_name(id.magic(), rank))
         .unwrap_or_default();
     eprintln!(
         "fault_victim: rank {rank} pid {} socket @{job}",

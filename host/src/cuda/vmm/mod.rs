@@ -11,7 +11,7 @@
 //! whatever order the user drops things in.
 //!
 //! Sharing across processes: [`PhysicalMem::export_fd`] turns memory created with
-//! [`Shareable::PosixFd`] into a file descriptor (sent to peers with [`crate::ipc`]), and
+//! [`Shareable::PosixFd`] into a file descriptor (sent to peers over symcomm's fd server, `ipc`), and
 //! [`PhysicalMem::import_fd`] turns a peer's descriptor back into a [`PhysicalMem`] that can be
 //! mapped like local memory. [`find_allocation`] goes the other way, from a user's device
 //! pointer to the VMM allocation behind it (what window registration needs); memory from

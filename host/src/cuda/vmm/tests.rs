@@ -128,7 +128,7 @@ fn gpu_exported_memory_imports_maps_and_is_found_from_pointers() {
     assert_eq!((found.base, found.size), (map.ptr(), mem.size()));
     assert_eq!(found.mem.device(), 0);
     assert_eq!(found.mem.shareable(), Shareable::PosixFd);
-    let off = crate::symmem::window_offset_in_alloc(
+    let off = crate::symmem::layout::window_offset_in_alloc(
         map.ptr() + 8192,
         4096,
         found.base,
