@@ -29,6 +29,11 @@ pub(crate) mod symmem;
 mod time;
 pub mod window;
 
+/// The cudarc crate symcomm is built on (its driver API: `cudarc::driver::CudaContext`,
+/// `CudaStream`), re-exported so that a program's cudarc objects are of the same version as
+/// symcomm's ([`Device::from_cudarc`], [`Stream::from_cudarc`], [`cuda::CudarcView`]).
+pub use cudarc;
+
 pub use bootstrap::Bootstrap;
 pub use comm::{CommOptions, Communicator, Team};
 pub use cuda::{AsStream, DeviceMemory, Event, Graph, Stream};
