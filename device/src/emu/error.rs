@@ -14,6 +14,11 @@ pub enum EmuError {
     InvalidLaunch(String),
     /// The emulator could not create its threads or shared memory.
     Spawn(String),
+    /// The launch's resident blocks need more OS threads or memory maps than the process may
+    /// still create (`vm.max_map_count`, `kernel.threads-max`, `RLIMIT_NPROC`, counting what
+    /// is in use and what concurrent emulated launches reserved): refused before any of its
+    /// threads started. The message names the limit, the numbers and what to shrink.
+    HostLimit(String),
     /// A kernel thread panicked.
     Panic {
         /// `%ctaid` of the thread.
@@ -68,6 +73,7 @@ impl fmt::Display for EmuError {
         match self {
             EmuError::InvalidLaunch(s) => write!(f, "invalid emulated launch: {s}"),
             EmuError::Spawn(s) => write!(f, "emulator could not start the launch: {s}"),
+            EmuError::HostLimit(s) => write!(f, "beyond the host's limits: {s}"),
             EmuError::Panic {
                 block,
                 thread,

@@ -15,6 +15,7 @@ use std::vec::Vec;
 use super::cluster;
 use super::ctx::{self, Cancelled, ThreadCtx, Trapped};
 use super::error::EmuError;
+use super::limits;
 use super::slot::Slot;
 use super::state::{ClusterGroup, LaunchShared};
 use crate::geometry::{Dim3, WARP_SIZE};
@@ -236,6 +237,17 @@ pub(crate) fn run(l: &Launch, kernel: &(dyn Fn() + Sync)) -> Result<(), EmuError
     // this stays within the grid).
     let size = l.cluster;
     let resident = (resident / size * size).max(size);
+    // Before any allocation or thread: std aborts the process when a thread cannot map its
+    // signal stack, so a grid beyond the process's limits must not start at all.
+    let demand = limits::Demand {
+        blocks: n_blocks,
+        block_threads: n_threads,
+        resident,
+    };
+    let reservation = limits::LEDGER
+        .reserve(&demand, limits::read_usage)
+        .map_err(EmuError::HostLimit)?;
+    let reservation = &reservation;
     let mut slots = Vec::with_capacity(resident as usize);
     for s in 0..resident {
         let slot = Slot::new(n_threads, l.dynamic_shared_bytes, delinearize(s, l.grid))
@@ -265,6 +277,7 @@ pub(crate) fn run(l: &Launch, kernel: &(dyn Fn() + Sync)) -> Result<(), EmuError
             for t in 0..n_threads {
                 let builder = thread::Builder::new().stack_size(l.stack_size);
                 let job = move || {
+                    reservation.started();
                     let _done = DoneGuard(shared);
                     worker(shared, l, s, t, resident, n_blocks, kernel);
                 };

@@ -118,6 +118,7 @@ pub(crate) mod ctx;
 mod error;
 mod flat;
 mod launch;
+mod limits;
 pub mod multicast;
 pub mod registry;
 mod slot;

@@ -1,6 +1,7 @@
 //! The emulator's own checks, with small kernels written here: those of a whole launch
 //! (errors, the watchdog, configurations, the kernel registry) in this file, those inside
-//! one block in `block`, those of thread block clusters in `cluster`.
+//! one block in `block`, those of thread block clusters in `cluster`, grids beyond the
+//! host's thread and memory-map limits in `limits`.
 
 use std::string::ToString;
 use std::sync::atomic::{AtomicU32, Ordering as A};
@@ -23,6 +24,7 @@ fn linear_block() -> usize {
 
 mod block;
 mod cluster;
+mod limits;
 
 #[test]
 fn trap_and_panic_name_the_block_and_thread() {
