@@ -192,7 +192,8 @@ pub fn emulator_notice(prog: &str) -> Result<Option<String>> {
 /// Runs `kernel` (a call of a kernel's host build, with its arguments) over `blocks × threads`
 /// emulated GPU threads (`symcomm_device::emu`) and waits for it. A panic, trap, misused
 /// barrier, deadlock or watchdog expiry in the kernel is an error naming the block and thread.
-/// Every GPU thread is an OS thread: keep grids small (e.g. 2 × 64).
+/// Every GPU thread is an OS thread: keep grids small (e.g. 2 × 64); a grid beyond the
+/// process's thread or memory-map limits is refused with [`Error::Emulation`].
 ///
 /// # Safety
 /// `kernel` runs on every emulated thread at once: what it captures (usually raw pointers into

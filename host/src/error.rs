@@ -166,7 +166,8 @@ pub enum Error {
     },
     /// A kernel launched on the CPU emulator failed: it panicked or trapped (the detail names
     /// the block and thread), misused a barrier or warp collective, deadlocked, outlived the
-    /// emulator's watchdog, or the launch shape was invalid.
+    /// emulator's watchdog, or the launch shape was invalid or beyond the host's thread or
+    /// memory-map limits (refused before it started; the detail says what to shrink).
     #[error("emulated kernel `{kernel}` failed: {detail}")]
     Emulation {
         /// The kernel's name.

@@ -18,6 +18,13 @@
 //!   so up to `resident` blocks run concurrently, like blocks resident on SMs. Blocks that
 //!   wait for each other through memory must be resident together (as on a GPU, where that
 //!   is outside the CUDA programming model anyway); blocks of lower index always start first.
+//! - A launch whose resident blocks need more OS threads or memory maps than the process may
+//!   still create (about 4 maps per thread against `vm.max_map_count`; threads against
+//!   `kernel.threads-max` and `RLIMIT_NPROC`; counting what is in use, what concurrent
+//!   launches reserved, and headroom) is refused with [`EmuError::HostLimit`] before any of its
+//!   threads starts, instead of std aborting the process when a thread cannot map its signal
+//!   stack; the error names the limit, the numbers, and the knobs to turn (threads per block,
+//!   [`Launch::resident_blocks`], fewer concurrent launches).
 //! - Inside a block: thread/block indices and extents, `sync_threads` and its `_count`/`_or`
 //!   forms, named barriers (`bar.sync`/`bar.arrive id, n`), warp shuffles (idx, up, down, xor;
 //!   32 and 64 bit), votes, ballot, `sync_warp`, lane masks and `activemask` behave as on the
