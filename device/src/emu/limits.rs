@@ -85,10 +85,13 @@ pub(crate) fn maps_needed(d: &Demand) -> u64 {
 pub(crate) fn check(d: &Demand, u: &Usage) -> Result<(), String> {
     let threads = d.threads();
     let what = format!(
-        "emulated launch of {} blocks × {} threads",
-        d.blocks, d.block_threads
+        "emulated launch of {} block{} × {} threads",
+        d.blocks,
+        if d.blocks == 1 { "" } else { "s" },
+        d.block_threads
     );
-    let shrink = "use fewer threads per block (the gallery's SYMCOMM_EMU_THREADS), fewer \
+    let shrink = "use fewer threads per block (code sized by symcomm::launch::limits, the \
+                  gallery's included, takes SYMCOMM_EMU_THREADS), fewer \
                   resident blocks (Launch::resident_blocks; at least one cluster stays \
                   resident) or fewer concurrent emulated launches (ranks)";
     if let (Some(max), Some(used)) = (u.max_map_count, u.maps) {

@@ -351,7 +351,7 @@ fn child_maps_used_up() {
     assert_names(
         msg,
         &[
-            "1 blocks × 1024 threads",
+            "1 block × 1024 threads",
             "~4098 memory maps",
             &format!("vm.max_map_count = {max}"),
             "SYMCOMM_EMU_THREADS",
