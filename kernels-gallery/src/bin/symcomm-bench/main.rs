@@ -71,7 +71,15 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    let opts = match parse_args(args, notice.is_some()) {
+    // A device that runs only small grids (the CPU emulator) gets small default sizes.
+    let small = match symcomm::launch::limits() {
+        Ok(l) => l.max_grid_blocks.is_some(),
+        Err(e) => {
+            eprintln!("symcomm-bench: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let opts = match parse_args(args, small) {
         Ok(o) => o,
         Err(e) => {
             if e != "help" {

@@ -36,22 +36,23 @@ pub struct Opts {
     pub fused_windows: bool,
 }
 
-/// Parses the arguments after the program name; `emulated`: the defaults of the CPU emulator
-/// (small sizes, few launches, no NCCL). `Err("help")` for `-h` / `--help`.
-pub fn parse_args(mut args: Vec<String>, emulated: bool) -> Result<Opts, String> {
+/// Parses the arguments after the program name; `small`: the defaults of a device that runs
+/// only small grids (`symcomm::launch::limits`: the CPU emulator), small sizes and few
+/// launches. `Err("help")` for `-h` / `--help`.
+pub fn parse_args(mut args: Vec<String>, small: bool) -> Result<Opts, String> {
     let mut o = Opts {
         threads: None,
         colls: vec![Coll::AllReduce],
         types: vec![DataType::F32, DataType::Bf16],
         ops: vec![RedOp::Sum],
         min: 4 << 10,
-        max: if emulated { 64 << 10 } else { 1 << 30 },
-        iters: if emulated { 1 } else { 20 },
-        replays: if emulated { 3 } else { 20 },
-        warmup: if emulated { 1 } else { 5 },
+        max: if small { 64 << 10 } else { 1 << 30 },
+        iters: if small { 1 } else { 20 },
+        replays: if small { 3 } else { 20 },
+        warmup: if small { 1 } else { 5 },
         inplace: false,
         eager: false,
-        nccl: !emulated,
+        nccl: true,
         algos: vec![None],
         fused_windows: false,
     };
@@ -93,9 +94,6 @@ pub fn parse_args(mut args: Vec<String>, emulated: bool) -> Result<Opts, String>
             "-h" | "--help" => return Err("help".into()),
             other => return Err(format!("unknown argument {other:?}")),
         }
-    }
-    if emulated {
-        o.nccl = false;
     }
     if o.threads == Some(0) || o.iters == 0 || o.replays == 0 || o.min == 0 || o.min > o.max {
         return Err("--threads, --iters, --replays must be positive and --min ≤ --max".into());

@@ -18,7 +18,7 @@ pub struct Rank<'a> {
     pub opts: &'a Opts,
     // Drop order: NCCL, the windows before their memory, the gallery, the stream, the device,
     // the communicator.
-    /// `None` with `--no-nccl` and on the CPU emulator.
+    /// `None` with `--no-nccl` and on a device without a CUDA context (the CPU emulator).
     pub nccl: Option<Nccl>,
     pub b: Window,
     pub a: Window,
@@ -48,7 +48,8 @@ impl<'a> Rank<'a> {
         let b_mem = SymmetricMemory::alloc(&comm, max)?;
         let a = comm.register_window(&a_mem)?;
         let b = comm.register_window(&b_mem)?;
-        let nccl = if opts.nccl {
+        // NCCL runs on CUDA devices: on one with a CUDA context (not the CPU emulator's).
+        let nccl = if opts.nccl && dev.cudarc_context().is_some() {
             Some(Nccl::init(&comm)?)
         } else {
             None

@@ -70,12 +70,12 @@ pub fn header(
         Some(v) => format!("NCCL {}.{}.{}", v / 10000, (v / 100) % 100, v % 100),
         None => "NCCL off".to_string(),
     };
-    let timing = if emulated {
-        format!(
-            "CPU emulator, direct synchronous launches ({} per round, median of {} rounds)",
-            opts.iters, opts.replays
-        )
-    } else if opts.eager {
+    let (device, graphs) = if emulated {
+        ("CPU emulator, ", "graphs replayed on the host clock")
+    } else {
+        ("", "CUDA graphs")
+    };
+    let timing = if opts.eager {
         format!(
             "eager launches, no graphs ({} ops per round, median of {} rounds, \
              SYMCOMM_PDL={pdl})",
@@ -83,12 +83,12 @@ pub fn header(
         )
     } else {
         format!(
-            "CUDA graphs ({} ops per graph, median of {} replays, SYMCOMM_PDL={pdl})",
+            "{graphs} ({} ops per graph, median of {} replays, SYMCOMM_PDL={pdl})",
             opts.iters, opts.replays
         )
     };
     format!(
-        "# symcomm-bench: {n} ranks ({mode}), {timing}, \
+        "# symcomm-bench: {n} ranks ({mode}), {device}{timing}, \
          {nccl}, NCCL_NVLS_ENABLE={}, {}\n\
          # time in us, algbw and busbw in GB/s; ratio = symcomm/NCCL (time: lower is better, busbw: higher)\n\
          #{:>14} {:>11} {:>11} {:>5} {:>5} | {:>8} {:>10} {:>7} {:>7} {:>6} | {:>10} {:>7} {:>7} {:>6} | {:>6} {:>6}",
