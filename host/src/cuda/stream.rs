@@ -16,8 +16,11 @@
 //!
 //! # Ordering
 //! Work queued on one stream runs in queue order; work on different streams is unordered
-//! unless an [`Event`] orders it ([`Stream::wait`]). The copies here return once they are
-//! complete, so the host may reuse or read its slice at once.
+//! unless an [`Event`] orders it ([`Stream::wait`]). The copies and fills here return once
+//! they are complete, so the host may reuse its slice, or drop the memory, at once; kernels
+//! and collectives are asynchronous (their memory must outlive the stream's work, the launch
+//! contract). A [`Graph`] borrows everything its captured closure borrows, so memory it fills
+//! outlives its replays.
 
 use std::ptr;
 use std::sync::Arc;
@@ -216,20 +219,29 @@ impl Stream {
         Ok(())
     }
 
-    /// Queues setting every byte of `dst` to `value` (e.g. 0xff to poison an output before a
-    /// kernel writes it). It is ordered with the stream's other work and can be captured in a
-    /// [`Graph`]; under emulation it runs at once.
+    /// Sets every byte of `dst` to `value` (e.g. 0xff to poison an output before a kernel
+    /// writes it), after everything queued on this stream before it, and returns once it is
+    /// complete, so that `dst` may be dropped at once. While the stream is being captured
+    /// ([`Stream::capture`]) the fill is recorded into the graph instead (the graph's borrow
+    /// of `dst` keeps it alive). Under emulation it runs at once.
     ///
     /// # Errors
-    /// [`Error::Cuda`] when the driver refuses.
+    /// [`Error::Cuda`] from the fill or from earlier work on the stream.
     pub fn fill_bytes<M: DeviceMemory + ?Sized>(&self, dst: &M, value: u8) -> Result<()> {
         let (ptr, bytes) = (dst.device_ptr(), dst.byte_len());
         match &self.inner {
             // SAFETY: `bytes` mapped bytes at `ptr` (DeviceMemory contract).
             Inner::Emulated => unsafe { memfd::memset_d8(ptr, value, bytes) },
-            // SAFETY: as above; the memory outlives the stream's work by the DeviceMemory
-            // owner's rule that freeing device memory waits for (or follows) the work using it.
-            _ => unsafe { driver::memset_d8_async(ptr, value, bytes, self.raw()) }?,
+            _ => {
+                // SAFETY: as above, and `dst` stays borrowed until the fill has completed
+                // (the synchronisation below) or, under capture, for as long as the graph
+                // that records it (`capture`'s closure borrows it for the graph's lifetime).
+                unsafe { driver::memset_d8_async(ptr, value, bytes, self.raw()) }?;
+                // SAFETY: a live stream of this value's.
+                if !unsafe { driver::stream_is_capturing(self.raw()) }? {
+                    self.synchronize()?;
+                }
+            }
         }
         Ok(())
     }
@@ -272,9 +284,10 @@ impl Stream {
 
     /// Captures the work that `work` queues on this stream into a graph, which
     /// [`Graph::launch`] replays on this stream. On the GPU `work` runs once, now, under stream
-    /// capture (its kernels, collectives and fills are recorded, not run; blocking copies and
+    /// capture (its kernels, collectives and fills are recorded, not run; copies and
     /// synchronisation are not allowed during capture); under emulation it does not run now,
-    /// and every launch of the graph runs it again.
+    /// and every launch of the graph runs it again. What `work` borrows stays borrowed for as
+    /// long as the graph lives.
     ///
     /// # Errors
     /// [`Error::Unsupported`] for a stream made by [`Stream::new`]; the error of `work`;
