@@ -79,6 +79,11 @@ pub(crate) fn maps_needed(d: &Demand) -> u64 {
     d.threads() * MAPS_PER_THREAD + u64::from(d.resident) * MAPS_PER_SLOT
 }
 
+/// "1 resident block", "4 resident blocks".
+fn resident_blocks(n: u32) -> String {
+    format!("{n} resident block{}", if n == 1 { "" } else { "s" })
+}
+
 /// Refuses `d` if its threads, with those already in the process and those `u.pending`, would
 /// exceed the process's memory-map or thread limits (less headroom); the message names the
 /// limit, the numbers and what to shrink.
@@ -101,12 +106,13 @@ pub(crate) fn check(d: &Demand, u: &Usage) -> Result<(), String> {
         let free = max.saturating_sub(used + reserved + headroom);
         if need > free {
             return Err(format!(
-                "{what} needs ~{need} memory maps for its {} resident blocks ({threads} \
+                "{what} needs ~{need} memory maps for its {} ({threads} \
                  threads, {MAPS_PER_THREAD} maps each), but only {free} of \
                  vm.max_map_count = {max} are free ({used} in use, ~{reserved} reserved by \
                  {} threads of concurrent emulated launches, {headroom} kept as headroom): \
                  {shrink}",
-                d.resident, u.pending
+                resident_blocks(d.resident),
+                u.pending
             ));
         }
     }
@@ -114,10 +120,11 @@ pub(crate) fn check(d: &Demand, u: &Usage) -> Result<(), String> {
         let free = max.saturating_sub(used + u.pending + THREAD_HEADROOM);
         if threads > free {
             return Err(format!(
-                "{what} needs {threads} threads for its {} resident blocks, but only {free} \
+                "{what} needs {threads} threads for its {}, but only {free} \
                  of {name} = {max} are free ({used} threads in this process, {} reserved by \
                  concurrent emulated launches, {THREAD_HEADROOM} kept as headroom): {shrink}",
-                d.resident, u.pending
+                resident_blocks(d.resident),
+                u.pending
             ));
         }
     }
