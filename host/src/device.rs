@@ -46,7 +46,14 @@ impl Device {
     pub fn open(ordinal: usize) -> Result<Device> {
         let ctx = match backend()? {
             Backend::Emulated => None,
-            Backend::Gpu => Some(cuda::open_device(ordinal)?),
+            Backend::Gpu => {
+                let ctx = cuda::open_device(ordinal)?;
+                // SAFETY: this handle is new, so no cudarc slice of it exists yet; symcomm makes
+                // none, and the docs of `cudarc_context` tell users who make some that they are
+                // not ordered across streams by events.
+                unsafe { ctx.disable_event_tracking() };
+                Some(ctx)
+            }
         };
         Ok(Device { ordinal, ctx })
     }
@@ -93,6 +100,12 @@ impl Device {
 
     /// The cudarc context (the device's primary context, or the one adopted); `None` under
     /// emulation.
+    ///
+    /// On a context that [`Device::open`] opened, cudarc's event tracking is off: making a
+    /// stream then never synchronises the whole context (which, with ranks sharing a GPU,
+    /// would wait for the other ranks' kernels, which may wait for this rank), and cudarc
+    /// slices allocated on it are not ordered across streams automatically. An adopted context
+    /// ([`Device::from_cudarc`]) keeps its own setting.
     pub fn cudarc_context(&self) -> Option<&Arc<CudaContext>> {
         self.ctx.as_ref()
     }
@@ -112,8 +125,8 @@ impl Device {
         }
     }
 
-    /// A new stream of this device that does not synchronise with the legacy default stream;
-    /// it converts to a cudarc stream ([`Stream::as_cudarc`]).
+    /// A new stream of this device that does not synchronise with the legacy default stream
+    /// (cudarc's, [`Stream::as_cudarc`]; destroyed when the last handle to it goes).
     ///
     /// # Errors
     /// [`Error::Cuda`] when the driver refuses.

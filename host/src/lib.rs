@@ -36,7 +36,7 @@ pub use cudarc;
 
 pub use bootstrap::Bootstrap;
 pub use comm::{CommOptions, Communicator, Team};
-pub use cuda::{AsStream, DeviceMemory, Event, Graph, Stream};
+pub use cuda::{AsStream, DeviceCopy, DeviceMemory, Event, Graph, Stream};
 pub use devcomm::{DevComm, Requirements};
 pub use device::Device;
 pub use error::{Error, Result};

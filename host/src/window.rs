@@ -103,12 +103,15 @@ unsafe impl crate::cuda::DeviceMemory for SymmetricMemory {
     }
 }
 
-// SAFETY: this rank's copy of the window (`size()` bytes at `user_ptr()`) is the registered
-// memory, which the window keeps mapped while it lives. Note: a window's `device_ptr()` is its
-// descriptor, not its data; as `DeviceMemory` a window is its data.
+// SAFETY: this rank's copy of the window in the flat range (`size()` bytes at the descriptor's
+// local address), which the window itself maps and keeps mapped while it lives, whatever
+// happens to the allocation it was registered from (its own mapping, `user_ptr()`, goes when
+// that is dropped). Note: a window's `device_ptr()` is its descriptor, not its data; as
+// `DeviceMemory` a window is its data.
 unsafe impl crate::cuda::DeviceMemory for Window {
     fn device_ptr(&self) -> u64 {
-        self.user_ptr()
+        // SAFETY: `host` is this window's descriptor, a plain host value that nothing modifies.
+        unsafe { self.host.local_ptr(0) as u64 }
     }
     fn byte_len(&self) -> usize {
         self.size()

@@ -461,19 +461,6 @@ pub(crate) unsafe fn stream_synchronize(stream: sys::CUstream) -> Result<()> {
     })
 }
 
-/// `cuStreamIsCapturing`: whether work queued on `stream` is being captured into a graph.
-///
-/// # Safety
-/// `stream` is live (or null, the legacy default stream).
-pub(crate) unsafe fn stream_is_capturing(stream: sys::CUstream) -> Result<bool> {
-    let mut status = sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE;
-    // SAFETY: the caller's contract; `status` is a valid out-pointer.
-    check("cuStreamIsCapturing", unsafe {
-        sys::cuStreamIsCapturing(stream, &mut status)
-    })?;
-    Ok(status != sys::CUstreamCaptureStatus::CU_STREAM_CAPTURE_STATUS_NONE)
-}
-
 /// `cuStreamDestroy`. Work still queued completes first (the driver defers the release).
 ///
 /// # Safety

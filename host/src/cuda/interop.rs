@@ -19,10 +19,10 @@ use crate::{Error, Result};
 /// memory, which stays symcomm's.
 ///
 /// # Ordering
-/// cudarc orders its own allocations with events; symcomm memory has none, so the view
-/// orders nothing itself: work that cudarc queues through it runs on the stream cudarc is
-/// given, after what is queued there before. Order it with other streams (symcomm's kernels,
-/// a collective) by queuing both on one stream, or with events.
+/// Work that cudarc queues through the view runs on the stream cudarc is given, after what is
+/// queued there before, and cudarc waits for that stream before the view's borrow ends (its
+/// `SyncOnDrop`), so the memory cannot be freed under it. Order it with symcomm's work on
+/// other streams by queuing both on one stream, or with events.
 #[derive(Debug)]
 pub struct CudarcView<'a, T> {
     ptr: u64,
@@ -66,16 +66,19 @@ impl<T> DeviceSlice<T> for CudarcView<'_, T> {
 }
 
 impl<T> DevicePtr<T> for CudarcView<'_, T> {
-    fn device_ptr<'b>(&'b self, _stream: &'b CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'b>) {
-        (self.ptr, SyncOnDrop::Sync(None))
+    fn device_ptr<'b>(&'b self, stream: &'b CudaStream) -> (sys::CUdeviceptr, SyncOnDrop<'b>) {
+        // Synchronised when cudarc drops it, after queuing the work: the memory is borrowed,
+        // not owned, and must not be freed while that work runs.
+        (self.ptr, SyncOnDrop::sync_stream(stream))
     }
 }
 
 impl<T> DevicePtrMut<T> for CudarcView<'_, T> {
     fn device_ptr_mut<'b>(
         &'b mut self,
-        _stream: &'b CudaStream,
+        stream: &'b CudaStream,
     ) -> (sys::CUdeviceptr, SyncOnDrop<'b>) {
-        (self.ptr, SyncOnDrop::Sync(None))
+        // As for `device_ptr`.
+        (self.ptr, SyncOnDrop::sync_stream(stream))
     }
 }

@@ -18,6 +18,28 @@ pub unsafe trait DeviceMemory {
     fn byte_len(&self) -> usize;
 }
 
+/// Plain data that copies move between host slices and device memory: every bit pattern of its
+/// size is a valid value (a copy back from the device may bring any bytes, a poison fill for
+/// one), and it has no padding.
+///
+/// # Safety
+/// Implementors are `Copy`, have no padding bytes, and every bit pattern of
+/// `size_of::<Self>()` bytes is a valid value of the type (so not `bool`, `char`, references or
+/// enums).
+pub unsafe trait DeviceCopy: Copy {}
+
+macro_rules! device_copy {
+    ($($t:ty),*) => { $(
+        // SAFETY: a primitive integer or float: no padding, every bit pattern valid.
+        unsafe impl DeviceCopy for $t {}
+    )* };
+}
+device_copy!(
+    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64
+);
+// SAFETY: an array of such elements has no padding between them and no invalid patterns.
+unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
+
 /// The byte range `[offset × size_of T, + count × size_of T)` of `mem`, or an error naming the
 /// sizes when it does not fit.
 pub(crate) fn checked_range<T, M: DeviceMemory + ?Sized>(

@@ -22,6 +22,7 @@
 //! contract). A [`Graph`] borrows everything its captured closure borrows, so memory it fills
 //! outlives its replays.
 
+use std::cell::Cell;
 use std::ptr;
 use std::sync::Arc;
 use std::time::Instant;
@@ -29,7 +30,7 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream};
 
-use super::region::{DeviceMemory, checked_range};
+use super::region::{DeviceCopy, DeviceMemory, checked_range};
 use crate::backend::{Backend, backend};
 use crate::cuda::{driver, memfd};
 use crate::{Error, Result};
@@ -44,14 +45,15 @@ pub struct Stream {
 enum Inner {
     /// The emulated backend: everything runs at once.
     Emulated,
-    /// A stream this value created; `cudarc` is a non-owning view of it when the context is
-    /// known (streams made by [`crate::Device::stream`]).
-    Owned {
-        cudarc: Option<Arc<CudaStream>>,
-        raw: OwnedStream,
-    },
-    /// A cudarc stream of the user's.
+    /// A stream of the current context made by [`Stream::new`] (no cudarc view).
+    Raw(OwnedStream),
+    /// A cudarc stream: made by [`crate::Device::stream`] (cudarc owns it) or the user's.
     Cudarc(Arc<CudaStream>),
+}
+
+thread_local! {
+    /// The stream this thread is capturing through [`Stream::capture`] (null: none).
+    static CAPTURING: Cell<sys::CUstream> = const { Cell::new(ptr::null_mut()) };
 }
 
 impl Stream {
@@ -64,37 +66,21 @@ impl Stream {
     pub fn new() -> Result<Stream> {
         let inner = match backend()? {
             Backend::Emulated => Inner::Emulated,
-            Backend::Gpu => Inner::Owned {
-                cudarc: None,
-                raw: OwnedStream {
-                    raw: driver::stream_create_non_blocking()?,
-                },
-            },
+            Backend::Gpu => Inner::Raw(OwnedStream {
+                raw: driver::stream_create_non_blocking()?,
+            }),
         };
         Ok(Stream { inner })
     }
 
-    /// A new non-blocking stream of `ctx`, with its cudarc view (`None` under emulation).
+    /// A new non-blocking stream of `ctx` (cudarc's, which it destroys), or an emulated one.
     pub(crate) fn new_in(ctx: Option<&Arc<CudaContext>>) -> Result<Stream> {
         let Some(ctx) = ctx else {
             return Stream::new();
         };
-        ctx.bind_to_thread().map_err(|e| Error::Cuda {
-            call: "cuCtxSetCurrent",
-            code: e.0,
-        })?;
-        let raw = OwnedStream {
-            raw: driver::stream_create_non_blocking()?,
-        };
-        // SAFETY: `raw` belongs to `ctx` (created with it current) and outlives every use of
-        // the view: the view is only lent out by reference (`as_cudarc`) or held by a `Graph`
-        // that borrows this stream, and `Inner::Owned` drops the view before the stream.
-        let view = unsafe { ctx.wrap_borrowed_stream(raw.raw) };
+        let stream = ctx.new_stream().map_err(cu("cuStreamCreate"))?;
         Ok(Stream {
-            inner: Inner::Owned {
-                cudarc: Some(view),
-                raw,
-            },
+            inner: Inner::Cudarc(stream),
         })
     }
 
@@ -116,17 +102,15 @@ impl Stream {
         }
     }
 
-    /// The cudarc stream this stream is, for cudarc's copies and launches: `None` under
-    /// emulation and for streams made by [`Stream::new`] (which knows no context).
-    pub fn as_cudarc(&self) -> Option<&CudaStream> {
-        self.cudarc_arc().map(|s| &**s)
-    }
-
-    fn cudarc_arc(&self) -> Option<&Arc<CudaStream>> {
+    /// The cudarc stream this stream is, for cudarc's copies and launches (which take
+    /// `&Arc<CudaStream>`; a clone keeps the stream alive): `None` under emulation and for
+    /// streams made by [`Stream::new`]. cudarc's automatic ordering of its own allocations
+    /// across streams depends on the context's event tracking, which contexts opened by
+    /// [`crate::Device::open`] have off: order such work with events or synchronisation.
+    pub fn as_cudarc(&self) -> Option<&Arc<CudaStream>> {
         match &self.inner {
-            Inner::Owned { cudarc, .. } => cudarc.as_ref(),
             Inner::Cudarc(s) => Some(s),
-            Inner::Emulated => None,
+            Inner::Raw(_) | Inner::Emulated => None,
         }
     }
 
@@ -134,7 +118,7 @@ impl Stream {
     /// under emulation.
     pub fn raw(&self) -> sys::CUstream {
         match &self.inner {
-            Inner::Owned { raw, .. } => raw.raw,
+            Inner::Raw(raw) => raw.raw,
             Inner::Cudarc(s) => s.cu_stream(),
             Inner::Emulated => ptr::null_mut(),
         }
@@ -164,7 +148,7 @@ impl Stream {
     /// # Errors
     /// [`Error::InvalidArgument`] when the elements do not fit in `dst` (nothing is copied);
     /// [`Error::Cuda`] from the copy or from earlier work on the stream.
-    pub fn copy_to_device<T: Copy, M: DeviceMemory + ?Sized>(
+    pub fn copy_to_device<T: DeviceCopy, M: DeviceMemory + ?Sized>(
         &self,
         dst: &M,
         offset: usize,
@@ -194,7 +178,7 @@ impl Stream {
     ///
     /// # Errors
     /// As [`Stream::copy_to_device`].
-    pub fn copy_to_host<T: Copy, M: DeviceMemory + ?Sized>(
+    pub fn copy_to_host<T: DeviceCopy, M: DeviceMemory + ?Sized>(
         &self,
         src: &M,
         offset: usize,
@@ -221,29 +205,29 @@ impl Stream {
 
     /// Sets every byte of `dst` to `value` (e.g. 0xff to poison an output before a kernel
     /// writes it), after everything queued on this stream before it, and returns once it is
-    /// complete, so that `dst` may be dropped at once. While the stream is being captured
-    /// ([`Stream::capture`]) the fill is recorded into the graph instead (the graph's borrow
-    /// of `dst` keeps it alive). Under emulation it runs at once.
+    /// complete, so that `dst` may be dropped at once. Inside this thread's
+    /// [`Stream::capture`] of this stream the fill is recorded into the graph instead (the
+    /// graph borrows `dst` for its lifetime). Under emulation it runs at once.
     ///
     /// # Errors
-    /// [`Error::Cuda`] from the fill or from earlier work on the stream.
+    /// [`Error::Cuda`] from the fill or from earlier work on the stream, and when another
+    /// capture of the stream is in progress (synchronising invalidates that capture, so its
+    /// graph never holds the fill).
     pub fn fill_bytes<M: DeviceMemory + ?Sized>(&self, dst: &M, value: u8) -> Result<()> {
         let (ptr, bytes) = (dst.device_ptr(), dst.byte_len());
-        match &self.inner {
+        if self.is_emulated() {
             // SAFETY: `bytes` mapped bytes at `ptr` (DeviceMemory contract).
-            Inner::Emulated => unsafe { memfd::memset_d8(ptr, value, bytes) },
-            _ => {
-                // SAFETY: as above, and `dst` stays borrowed until the fill has completed
-                // (the synchronisation below) or, under capture, for as long as the graph
-                // that records it (`capture`'s closure borrows it for the graph's lifetime).
-                unsafe { driver::memset_d8_async(ptr, value, bytes, self.raw()) }?;
-                // SAFETY: a live stream of this value's.
-                if !unsafe { driver::stream_is_capturing(self.raw()) }? {
-                    self.synchronize()?;
-                }
-            }
+            unsafe { memfd::memset_d8(ptr, value, bytes) };
+            return Ok(());
         }
-        Ok(())
+        // SAFETY: as above, and `dst` stays borrowed until the fill has completed (the
+        // synchronisation below) or, in our own capture, for as long as the graph recording it
+        // lives (`capture` keeps its closure, which borrows `dst`, until then).
+        unsafe { driver::memset_d8_async(ptr, value, bytes, self.raw()) }?;
+        if CAPTURING.with(Cell::get) == self.raw() {
+            return Ok(());
+        }
+        self.synchronize()
     }
 
     /// Records an event at this point of the stream (for timing, or for [`Stream::wait`]).
@@ -271,7 +255,8 @@ impl Stream {
     /// Makes work queued on this stream from now on wait until `event` has completed.
     ///
     /// # Errors
-    /// [`Error::Cuda`] when the driver refuses.
+    /// [`Error::Unsupported`] for a stream made by [`Stream::new`]; [`Error::Cuda`] when the
+    /// driver refuses.
     pub fn wait(&self, event: &Event) -> Result<()> {
         match (&self.inner, &event.inner) {
             (Inner::Emulated, _) | (_, EventInner::Emulated(_)) => Ok(()),
@@ -286,8 +271,8 @@ impl Stream {
     /// [`Graph::launch`] replays on this stream. On the GPU `work` runs once, now, under stream
     /// capture (its kernels, collectives and fills are recorded, not run; copies and
     /// synchronisation are not allowed during capture); under emulation it does not run now,
-    /// and every launch of the graph runs it again. What `work` borrows stays borrowed for as
-    /// long as the graph lives.
+    /// and every launch of the graph runs it again. The graph keeps `work` (and what it owns or
+    /// borrows) until it is dropped, and dropping it waits for its replays.
     ///
     /// # Errors
     /// [`Error::Unsupported`] for a stream made by [`Stream::new`]; the error of `work`;
@@ -299,27 +284,35 @@ impl Stream {
         if self.is_emulated() {
             return Ok(Graph {
                 stream: self,
-                inner: GraphInner::Emulated(Box::new(work)),
+                gpu: None,
+                work: Box::new(work),
             });
         }
         let s = self.require_cudarc("capture a graph")?.clone();
         s.begin_capture(sys::CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL)
             .map_err(cu("cuStreamBeginCapture"))?;
+        // Ends the capture on every path, a panic in `work` included, and marks this thread's
+        // capture of this stream for `fill_bytes` meanwhile.
+        let mut guard = CaptureGuard {
+            stream: s,
+            previous: CAPTURING.with(|c| c.replace(self.raw())),
+            ended: false,
+        };
         let captured = work(self);
-        // End the capture whatever `work` returned, so the stream is usable again.
-        let ended = s.end_capture(sys::CUgraphInstantiate_flags(0));
+        let ended = guard.end();
         captured?;
         let graph = ended
             .map_err(cu("cuStreamEndCapture"))?
             .ok_or_else(|| Error::InvalidArgument("the captured work queued nothing".into()))?;
         Ok(Graph {
             stream: self,
-            inner: GraphInner::Gpu(graph),
+            gpu: Some(graph),
+            work: Box::new(work),
         })
     }
 
     fn require_cudarc(&self, what: &str) -> Result<&Arc<CudaStream>> {
-        self.cudarc_arc().ok_or_else(|| Error::Unsupported {
+        self.as_cudarc().ok_or_else(|| Error::Unsupported {
             what: format!("{what} on a stream made by Stream::new"),
             hint: "make the stream with Device::stream".into(),
         })
@@ -416,25 +409,49 @@ impl Event {
     }
 }
 
+/// Ends a stream capture when dropped, unless [`CaptureGuard::end`] did.
+struct CaptureGuard {
+    stream: Arc<CudaStream>,
+    previous: sys::CUstream,
+    ended: bool,
+}
+
+impl CaptureGuard {
+    fn end(&mut self) -> std::result::Result<Option<CudaGraph>, cudarc::driver::DriverError> {
+        self.ended = true;
+        CAPTURING.with(|c| c.set(self.previous));
+        self.stream.end_capture(sys::CUgraphInstantiate_flags(0))
+    }
+}
+
+impl Drop for CaptureGuard {
+    fn drop(&mut self) {
+        if !self.ended {
+            // A panic in the captured work: end the capture so the stream is usable again.
+            let _ = self.end();
+        }
+    }
+}
+
 /// Work captured from a stream ([`Stream::capture`]), replayed on it by [`Graph::launch`].
+/// It keeps the captured closure (and so what the closure owns or borrows) alive, and its drop
+/// waits for the stream, so no replay outlives them.
 pub struct Graph<'s> {
     stream: &'s Stream,
-    inner: GraphInner<'s>,
+    /// The instantiated CUDA graph; `None` under emulation, where `work` is run again.
+    gpu: Option<CudaGraph>,
+    work: Replay<'s>,
 }
 
-/// Work that a graph replays under emulation.
+/// Work that a graph holds (and, under emulation, replays).
 type Replay<'s> = Box<dyn Fn(&Stream) -> Result<()> + 's>;
-
-enum GraphInner<'s> {
-    Emulated(Replay<'s>),
-    Gpu(CudaGraph),
-}
 
 impl std::fmt::Debug for Graph<'_> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = match self.inner {
-            GraphInner::Emulated(_) => "emulated",
-            GraphInner::Gpu(_) => "gpu",
+        let kind = if self.gpu.is_some() {
+            "gpu"
+        } else {
+            "emulated"
         };
         f.debug_struct("Graph").field("kind", &kind).finish()
     }
@@ -447,9 +464,9 @@ impl Graph<'_> {
     /// # Errors
     /// [`Error::Cuda`] when the driver refuses.
     pub fn upload(&self) -> Result<()> {
-        match &self.inner {
-            GraphInner::Emulated(_) => Ok(()),
-            GraphInner::Gpu(g) => g.upload().map_err(cu("cuGraphUpload")),
+        match &self.gpu {
+            Some(g) => g.upload().map_err(cu("cuGraphUpload")),
+            None => Ok(()),
         }
     }
 
@@ -459,9 +476,19 @@ impl Graph<'_> {
     /// # Errors
     /// [`Error::Cuda`] from the launch; under emulation, the error of the work.
     pub fn launch(&self) -> Result<()> {
-        match &self.inner {
-            GraphInner::Emulated(work) => work(self.stream),
-            GraphInner::Gpu(g) => g.launch().map_err(cu("cuGraphLaunch")),
+        match &self.gpu {
+            Some(g) => g.launch().map_err(cu("cuGraphLaunch")),
+            None => (self.work)(self.stream),
+        }
+    }
+}
+
+impl Drop for Graph<'_> {
+    fn drop(&mut self) {
+        if self.gpu.is_some() {
+            // Replays still queued use what `work` holds: wait for them before it goes. An
+            // error here (a failed kernel) has been or will be reported by the stream.
+            let _ = self.stream.synchronize();
         }
     }
 }

@@ -91,13 +91,17 @@ fn emu_windows_and_symmetric_memory_are_device_memory() {
         let stream = dev.stream()?;
         let mem = SymmetricMemory::alloc(&comm, 1 << 16)?;
         let win = comm.register_window(&mem)?;
-        assert_eq!(DeviceMemory::device_ptr(&win), win.user_ptr());
         assert_ne!(DeviceMemory::device_ptr(&win), win.device_ptr()); // data, not descriptor
         let data = words(comm.rank() as u32 + 1, 1 << 14);
         stream.copy_to_device(&win, 0, &data)?;
         let mut got = vec![0u32; 1 << 14];
         stream.copy_to_host(&mem, 0, &mut got)?;
-        assert_eq!(got, data);
+        assert_eq!(got, data); // the window's copy is the allocation's memory
+        // The window stays usable as memory after the allocation's own mapping is gone.
+        drop(mem);
+        let mut again = vec![0u32; 1 << 14];
+        stream.copy_to_host(&win, 0, &mut again)?;
+        assert_eq!(again, data);
         comm.bootstrap().barrier()?;
         Ok(())
     });
@@ -141,6 +145,25 @@ fn gpu_device_streams_copy_fill_time_and_capture() {
     graph.launch().unwrap();
     stream.copy_to_host(&buf, 0, &mut got).unwrap();
     assert!(got.iter().all(|&b| b == 0xc3), "the graph did not fill");
+    drop(graph);
+    // A capture whose work fails, or panics, is ended: the stream works afterwards.
+    let err = stream
+        .capture(|s| {
+            s.fill_bytes(&buf, 1)?;
+            Err(Error::InvalidArgument("the work failed".into()))
+        })
+        .unwrap_err();
+    assert!(err.to_string().contains("the work failed"), "{err}");
+    let panicked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        let _ = stream.capture(|_| panic!("work panicked"));
+    }));
+    assert!(panicked.is_err());
+    stream.fill_bytes(&buf, 0x3c).unwrap();
+    stream.copy_to_host(&buf, 0, &mut got).unwrap();
+    assert!(
+        got.iter().all(|&b| b == 0x3c),
+        "the stream is unusable after a failed capture"
+    );
 }
 
 #[test]
