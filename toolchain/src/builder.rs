@@ -131,7 +131,7 @@ impl Builder {
 
     /// The name under which the host crate depends on the kernels crate, when its
     /// `Cargo.toml` renames the dependency (`k = { package = "my-kernels", path = "kernels" }`
-    /// → `"k"`). By default the generated module names the kernels crate by its library name.
+    /// → `"k"`; a `-` in it stands for `_`, as cargo has it). By default the generated module names the kernels crate by its library name.
     ///
     /// The generated module contains `extern crate <name> as _;`: that links the kernels'
     /// host build (where `#[kernel]` registers each kernel for the CPU emulator) into every
@@ -190,8 +190,8 @@ impl Builder {
             return Err(Error::NoKernelsCrate(self.crate_dir.clone()));
         }
         let arch = self.resolved_arch();
-        let toolchain = toolchain_for_kernels(self.toolchain.as_deref());
-        let tc = Toolchain::probe(&toolchain)?;
+        let (toolchain, chosen) = toolchain_for_kernels(self.toolchain.as_deref());
+        let tc = Toolchain::probe(&toolchain, chosen)?;
         let target_dir = nested_target.join(&arch);
         mkdir(&target_dir)?;
         let linker = tc.linker_exe(&target_dir)?;
@@ -282,14 +282,15 @@ impl Builder {
         let path = out_dir.join(format!("{name}.ptx"));
         write(&path, text.as_bytes())?;
         let module_rs = out_dir.join(format!("{name}.rs"));
+        // Cargo names a dependency's crate with `-` as `_` (`my-k` is `my_k` in Rust).
         let host_crate = match &self.host_crate {
-            HostCrate::Default => Some(name.as_str()),
-            HostCrate::Named(n) => Some(n.as_str()),
+            HostCrate::Default => Some(name.replace('-', "_")),
+            HostCrate::Named(n) => Some(n.replace('-', "_")),
             HostCrate::None => None,
         };
         write(
             &module_rs,
-            generated_module(&name, &path, &entry_points, &arch, host_crate).as_bytes(),
+            generated_module(&name, &path, &entry_points, &arch, host_crate.as_deref()).as_bytes(),
         )?;
 
         println!("cargo:rerun-if-changed={}", manifest.display());

@@ -92,12 +92,14 @@ impl fmt::Display for Error {
                         "({TOOLCHAIN_ENV}={toolchain} chose it; unset {TOOLCHAIN_ENV} to use \
                          the pinned {PINNED_TOOLCHAIN})"
                     )
-                } else {
+                } else if toolchain == PINNED_TOOLCHAIN {
                     write!(
                         f,
                         "(only the kernels need it: the host crate builds with any toolchain; \
                          {TOOLCHAIN_ENV} names another nightly to use instead)"
                     )
+                } else {
+                    write!(f, "(the build script chose it with Builder::toolchain)")
                 }
             }
             Error::MissingComponent {

@@ -62,6 +62,14 @@ fn a_missing_toolchain_is_recognised_in_rustups_message() {
         msg.contains("SYMCOMM_TOOLCHAIN=nightly-2020-01-01 chose it; unset SYMCOMM_TOOLCHAIN"),
         "{msg}"
     );
+    let msg = crate::Error::MissingToolchain {
+        toolchain: "nightly-2020-01-01".into(),
+        detail: "not installed".into(),
+        from_env: false,
+    }
+    .to_string();
+    assert!(msg.contains("chose it with Builder::toolchain"), "{msg}");
+    assert!(!msg.contains("unset"), "{msg}");
 }
 
 #[test]

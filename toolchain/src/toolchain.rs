@@ -18,7 +18,7 @@ pub(crate) struct Toolchain {
 }
 
 impl Toolchain {
-    pub(crate) fn probe(name: &str) -> Result<Toolchain, Error> {
+    pub(crate) fn probe(name: &str, chosen: Chosen) -> Result<Toolchain, Error> {
         let rustc = |args: &[&str]| -> Result<String, Error> {
             // RUSTUP_AUTO_INSTALL=0: a missing toolchain is reported (below) with the command
             // that installs it, instead of rustup downloading it in the middle of a build,
@@ -33,7 +33,7 @@ impl Toolchain {
                     std::io::ErrorKind::NotFound => Error::MissingToolchain {
                         toolchain: name.to_owned(),
                         detail: "no `rustc` on PATH; install rustup from https://rustup.rs".into(),
-                        from_env: name != PINNED_TOOLCHAIN,
+                        from_env: chosen == Chosen::Env,
                     },
                     _ => Error::Io {
                         what: format!("run rustc of toolchain {name}"),
@@ -46,7 +46,7 @@ impl Toolchain {
                     return Err(Error::MissingToolchain {
                         toolchain: name.to_owned(),
                         detail: line.to_owned(),
-                        from_env: name != PINNED_TOOLCHAIN,
+                        from_env: chosen == Chosen::Env,
                     });
                 }
                 return Err(Error::Io {
@@ -146,11 +146,25 @@ impl Toolchain {
 ///
 /// The user's own `rust-toolchain.toml` plays no part: it chooses the toolchain of the outer
 /// build (which may be stable), while the kernels need this exact nightly.
-pub(crate) fn toolchain_for_kernels(chosen: Option<&str>) -> String {
+pub(crate) fn toolchain_for_kernels(chosen: Option<&str>) -> (String, Chosen) {
     match std::env::var(TOOLCHAIN_ENV) {
-        Ok(tc) if !tc.trim().is_empty() => tc.trim().to_owned(),
-        _ => chosen.unwrap_or(PINNED_TOOLCHAIN).to_owned(),
+        Ok(tc) if !tc.trim().is_empty() => (tc.trim().to_owned(), Chosen::Env),
+        _ => match chosen {
+            Some(tc) => (tc.to_owned(), Chosen::Builder),
+            None => (PINNED_TOOLCHAIN.to_owned(), Chosen::Pinned),
+        },
     }
+}
+
+/// Who chose the kernels' toolchain (for the missing-toolchain message).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Chosen {
+    /// `$SYMCOMM_TOOLCHAIN`.
+    Env,
+    /// `Builder::toolchain`.
+    Builder,
+    /// Nobody: [`PINNED_TOOLCHAIN`].
+    Pinned,
 }
 
 /// The line of rustup's message saying that the requested toolchain is not installed.
