@@ -209,9 +209,10 @@ pub(crate) fn offline_from(net_offline_env: Option<&str>, args: &[String]) -> bo
     false
 }
 
-/// The lock file the nested cargo resolves with: a private copy of the outer build's
-/// `Cargo.lock` (the first one above the crate that runs the build script, else above the
-/// kernels crate), refreshed whenever the outer one changes. `None` when there is none.
+/// The lock file the nested cargo resolves with: a private copy of the first `Cargo.lock` above
+/// the kernels crate (its own workspace's, which for a kernels crate inside the host crate's
+/// folder is the outer build's), else above the crate that runs the build script, refreshed
+/// whenever that file changes. `None` when there is none.
 ///
 /// The kernels crate then gets the versions the outer build already resolved (and, offline,
 /// already has), even when it is not a member of the outer workspace and has no lock file of
@@ -222,9 +223,8 @@ pub(crate) fn seeded_lock_file(
     crate_dir: &Path,
     dir: &Path,
 ) -> Result<Option<PathBuf>, Error> {
-    let Some(outer) = outer_manifest_dir
-        .and_then(|d| find_upwards(d, "Cargo.lock"))
-        .or_else(|| find_upwards(crate_dir, "Cargo.lock"))
+    let Some(outer) = find_upwards(crate_dir, "Cargo.lock")
+        .or_else(|| outer_manifest_dir.and_then(|d| find_upwards(d, "Cargo.lock")))
     else {
         return Ok(None);
     };

@@ -142,6 +142,14 @@ fn the_lock_file_is_a_private_copy_refreshed_when_the_outer_one_changes() {
         std::fs::read_to_string(outer.join("Cargo.lock")).unwrap(),
         "version = 4\n# changed\n"
     );
+    // A kernels crate with a lock file of its own resolves from that one.
+    let own = dir.join("own");
+    std::fs::create_dir_all(&own).unwrap();
+    std::fs::write(own.join("Cargo.lock"), "# own\n").unwrap();
+    let copy = seeded_lock_file(Some(&outer), &own, &target)
+        .unwrap()
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(copy).unwrap(), "# own\n");
     assert_eq!(
         lockfile_config(Path::new("/t/a \"b\"/Cargo.lock")),
         "resolver.lockfile-path=\"/t/a \\\"b\\\"/Cargo.lock\""
