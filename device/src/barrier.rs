@@ -62,7 +62,9 @@ pub enum BarrierMode {
 ///
 /// **Forgetting `finish` breaks the next launch**: the epoch of this launch's rounds is not
 /// written back, so the next session starts from a stale epoch, and its waits succeed early
-/// (no synchronisation) or, once peers are ahead, hang until their timeout.
+/// (no synchronisation) or, once peers are ahead, hang until their timeout. On the host (the
+/// CPU emulator) a session that ends without `finish` panics, failing the launch with the
+/// reason.
 #[doc(alias = "ncclLsaBarrierSession")]
 #[must_use = "a barrier session must be finished with `finish(&coop)`"]
 #[derive(Debug)]
@@ -407,8 +409,31 @@ impl<C: Coop> LsaBarrier<C> {
             };
         }
         coop.sync();
+        // Finished: not the unfinished session that dropping reports on the host. (On the GPU
+        // the session has no drop: it simply goes out of scope.)
+        #[cfg(not(target_arch = "nvptx64"))]
+        core::mem::forget(self);
     }
     // ANCHOR_END: finish
+}
+
+/// On the host (the CPU emulator, host tests), a session that ends without
+/// [`finish`](LsaBarrier::finish) is reported: the thread panics, which fails the emulated
+/// launch with an error naming the block and thread, instead of the next launch on the index
+/// silently starting from a stale epoch. On the GPU the session has no drop (the PTX is the
+/// same as without this check); the emulator is where a forgotten `finish` shows.
+#[cfg(not(target_arch = "nvptx64"))]
+impl<C: Coop> Drop for LsaBarrier<C> {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            panic!(
+                "LSA barrier session {} ended without finish(): its epoch was not saved, so \
+                 the next launch on barrier {} would start from a stale one (call \
+                 `finish(&coop)` on every path, after a failed wait too)",
+                self.index, self.index
+            );
+        }
+    }
 }
 
 /// Where the group's threads start and how far they stride over the team's other ranks: this
@@ -485,6 +510,48 @@ mod tests {
         );
     }
     // ANCHOR_END: two_ranks
+
+    /// A session that ends without `finish` is reported on the host: on a plain host thread it
+    /// panics with the reason; in an emulated launch the launch fails, naming it. A finished
+    /// session is not reported.
+    #[test]
+    fn a_session_left_unfinished_is_reported_on_the_host() {
+        let buf: Vec<AtomicU32> = (0..80).map(|_| AtomicU32::new(0)).collect();
+        let comm = rank0_of_two(&buf, 16);
+        let cta = Cta::new();
+        // SAFETY: barrier 3 of a communicator whose resource window is `buf` (zeroed, alive for
+        // the whole test, used by no other session); the abort flag is 0.
+        let finished = unsafe { LsaBarrier::new(&cta, &comm, 3) };
+        finished.finish(&cta);
+        let dropped = std::panic::catch_unwind(|| {
+            // SAFETY: as above.
+            let bar = unsafe { LsaBarrier::new(&Cta::new(), &comm, 3) };
+            drop(bar);
+        });
+        let msg = dropped.unwrap_err();
+        let msg = msg
+            .downcast_ref::<std::string::String>()
+            .map(|s| s.as_str())
+            .unwrap_or_default();
+        assert!(
+            msg.contains("LSA barrier session 3 ended without finish()"),
+            "{msg}"
+        );
+        // In an emulated launch: the launch fails with the reason instead of returning Ok.
+        let err = crate::emu::Launch::new(1u32, 32u32)
+            .run(|| {
+                let cta = Cta::new();
+                // SAFETY: as above; every thread of the block opens barrier 5 together.
+                let bar = unsafe { LsaBarrier::new(&cta, &comm, 5) };
+                let _ = bar.epoch();
+            })
+            .unwrap_err();
+        let err = std::format!("{err}");
+        assert!(
+            err.contains("LSA barrier session 5 ended without finish()"),
+            "{err}"
+        );
+    }
 
     /// LSA rank 0 of a two-rank team whose resource window (its `n_barriers` barriers) is
     /// `buf`.
