@@ -409,30 +409,24 @@ impl<C: Coop> LsaBarrier<C> {
             };
         }
         coop.sync();
-        // Finished: not the unfinished session that dropping reports on the host. (On the GPU
-        // the session has no drop: it simply goes out of scope.)
-        #[cfg(not(target_arch = "nvptx64"))]
+        // Finished: not the unfinished session that dropping reports where checks are on.
+        // (Without them, on the GPU, the session has no drop: it simply goes out of scope.)
+        #[cfg(any(not(target_arch = "nvptx64"), feature = "bounds-checks"))]
         core::mem::forget(self);
     }
     // ANCHOR_END: finish
 }
 
-/// On the host (the CPU emulator, host tests), a session that ends without
-/// [`finish`](LsaBarrier::finish) is reported: the thread panics, which fails the emulated
-/// launch with an error naming the block and thread, instead of the next launch on the index
-/// silently starting from a stale epoch. On the GPU the session has no drop (the PTX is the
-/// same as without this check); the emulator is where a forgotten `finish` shows.
-#[cfg(not(target_arch = "nvptx64"))]
+/// A session cannot end silently without [`finish`](LsaBarrier::finish): where
+/// [`crate::check`] is enabled (the host, so every emulated launch; GPU builds with
+/// `bounds-checks`) dropping an unfinished session stops the thread with a message naming the
+/// barrier index, so the launch fails instead of the next launch on the index silently starting
+/// from a stale epoch. GPU builds without the feature have no drop (the PTX is the same as
+/// without this check). GIN barrier sessions follow the same rule.
+#[cfg(any(not(target_arch = "nvptx64"), feature = "bounds-checks"))]
 impl<C: Coop> Drop for LsaBarrier<C> {
     fn drop(&mut self) {
-        if !std::thread::panicking() {
-            panic!(
-                "LSA barrier session {} ended without finish(): its epoch was not saved, so \
-                 the next launch on barrier {} would start from a stale one (call \
-                 `finish(&coop)` on every path, after a failed wait too)",
-                self.index, self.index
-            );
-        }
+        crate::check::unfinished_session(self.index);
     }
 }
 

@@ -156,6 +156,26 @@ const _: () = {
     assert!(offset_of!(DevComm, abort_flag) == 72);
 };
 
+// `DevComm` is a kernel argument, so `bytemuck::Pod` (as every by-value argument of a
+// `#[kernel]`), and so are the handles inside it.
+// SAFETY: for this impl and the seven below: `repr(C)` structs of integers whose offsets and
+// sizes are asserted above to leave no padding; every bit pattern is a value.
+unsafe impl bytemuck::Zeroable for DevComm {}
+// SAFETY: see above.
+unsafe impl bytemuck::Pod for DevComm {}
+// SAFETY: see above.
+unsafe impl bytemuck::Zeroable for ResourceWindow {}
+// SAFETY: see above.
+unsafe impl bytemuck::Pod for ResourceWindow {}
+// SAFETY: see above.
+unsafe impl bytemuck::Zeroable for MultimemHandle {}
+// SAFETY: see above.
+unsafe impl bytemuck::Pod for MultimemHandle {}
+// SAFETY: see above.
+unsafe impl bytemuck::Zeroable for LsaBarrierHandle {}
+// SAFETY: see above.
+unsafe impl bytemuck::Pod for LsaBarrierHandle {}
+
 impl DevComm {
     /// A communicator header for `rank` of `n_ranks` with LSA rank `lsa_rank` of `lsa_size`:
     /// magic, version and reciprocals set, no resource window, no multicast, no barriers, no

@@ -16,13 +16,18 @@
 //! - [`util`]: wrap-safe compares, division by a precomputed reciprocal, flat-VA address
 //!   steps ([`add4g`](util::add4g));
 //! - [`wait`]: bounded spin-waiting (deadline on `%globaltimer`, abort flag);
-//! - [`team`], [`comm`], [`window`], [`ptr`]: who the peers are and where their memory is;
+//! - [`check`]: the runtime checks (peer and element indices, unfinished sessions): always
+//!   on the host, on the GPU with the `bounds-checks` feature;
+//! - [`team`], [`comm`], [`window`], [`ptr`], [`view`]: who the peers are and where their
+//!   memory is, as raw and typed pointers and typed views;
 //! - [`coop`]: groups of threads that act together;
 //! - [`cluster`]: thread block clusters (cluster barrier, transaction barriers, stores into a
 //!   peer block's shared memory);
 //! - [`reduce`]: element types and packed reductions;
 //! - [`multimem`], [`ll`]: the data path (NVLink SHARP, LL lines);
 //! - [`barrier`]: the LSA barrier (unicast and multimem);
+//! - `launch` (host only): kernels as the host sees them (the types `#[kernel]` emits for
+//!   typed launches);
 //! - `emu` (host only): the CPU emulator that runs kernels over a grid of OS threads, and the
 //!   emulated NVLink switch that `multimem` uses on the host.
 //!
@@ -53,12 +58,15 @@ extern crate std;
 
 pub mod arch;
 pub mod barrier;
+pub mod check;
 pub mod cluster;
 pub mod comm;
 pub mod coop;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod emu;
 mod geometry;
+#[cfg(not(target_arch = "nvptx64"))]
+pub mod launch;
 pub mod ll;
 pub mod mem;
 pub mod multimem;
@@ -66,10 +74,15 @@ pub mod ptr;
 pub mod reduce;
 pub mod team;
 pub mod util;
+pub mod view;
 pub mod wait;
 pub mod window;
 
 pub use symcomm_macros::kernel;
+
+/// The plain-data traits of kernel arguments (`Pod`, `Zeroable`): implement or derive them for
+/// a `#[repr(C)]` struct to pass it to a kernel by value.
+pub use bytemuck;
 
 // `#[kernel]` names this crate as `::symcomm_device`, also inside it.
 extern crate self as symcomm_device;
@@ -79,6 +92,8 @@ extern crate self as symcomm_device;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod __private {
     pub use crate::emu::registry::{KERNELS, KernelEntry};
+    pub use crate::launch::{Kernel, assert_pod};
+    pub use core::any::TypeId;
     pub use core::ffi::c_void;
     pub use core::mem::size_of;
     pub use core::ptr::read_unaligned;
@@ -95,8 +110,9 @@ pub mod prelude {
     pub use crate::mem::{LoadOrder, Ordering, Scope, StoreOrder};
     pub use crate::ptr::SymPtr;
     pub use crate::team::Team;
+    pub use crate::view::{PeerSlice, SymSlice};
     pub use crate::wait::WaitError;
-    pub use crate::window::Window;
+    pub use crate::window::{Window, WindowHandle};
 }
 
 /// On the GPU a panic traps the kernel (the launch then fails with an error on the host).

@@ -1,41 +1,58 @@
 //! `SymPtr<T>`: a typed position inside a window, valid on every rank.
 //!
-//! A `SymPtr` is `{window, offset}` (the device address of the window descriptor and a byte
-//! offset into the window); it names "element i of this buffer" independently of which rank's
-//! copy is meant, so it can be passed to kernels and stored in symmetric data structures. The
-//! accessors turn it into a raw pointer to one rank's copy: [`SymPtr::local`],
-//! [`SymPtr::lsa`], [`SymPtr::peer`], [`SymPtr::multimem`].
+//! A `SymPtr` is `{window, offset}` (the [`WindowHandle`] of the window and a byte offset into
+//! it); it names "element i of this buffer" independently of which rank's copy is meant, so it
+//! can be passed to kernels and stored in symmetric data structures. The accessors turn it into
+//! a raw pointer to one rank's copy: [`SymPtr::local`], [`SymPtr::lsa`], [`SymPtr::peer`],
+//! [`SymPtr::multimem`]; [`WindowHandle::sym`] makes one. For a run of elements on every rank,
+//! see the views of [`crate::view`].
 //!
 //! Arithmetic is in elements of `T` (`p + n` advances by `n * size_of::<T>()` bytes), as for
-//! raw pointers. With the cargo feature `bounds-checks` the accessors trap on a misaligned
-//! offset or an offset past the per-rank slot, and on the peer indices they can check:
-//! [`SymPtr::peer`] on a member outside `0..team.n_ranks`, [`SymPtr::lsa`] and
-//! [`SymPtr::peer_world`] on a (resulting) LSA rank below 0. An LSA rank at or past the LSA
-//! team's size is **not** caught: the window descriptor does not carry that size (use
-//! [`Window::try_peer_ptr`] with the communicator, or [`SymPtr::peer`] with the LSA team, to
-//! check it).
+//! raw pointers. Where [`crate::check`] is enabled (the host; GPU builds with `bounds-checks`)
+//! the accessors stop the kernel with a message on a misaligned offset or an offset past the
+//! per-rank slot, and on a peer outside its team: [`SymPtr::lsa`] and [`SymPtr::peer_world`]
+//! on an LSA rank outside `0..lsa_size`, [`SymPtr::peer`] on a member outside
+//! `0..team.n_ranks`.
 
 use core::marker::PhantomData;
 use core::ops::{Add, AddAssign, Sub, SubAssign};
 
+use crate::check;
 use crate::comm::{DevComm, MultimemHandle};
 use crate::team::Team;
-use crate::window::Window;
+use crate::window::WindowHandle;
 
 /// A typed symmetric pointer: byte `offset` of `window` (see the module docs).
 ///
-/// Layout: `{ window: *const Window, offset: usize }`, 16 bytes, like NCCL's `ncclSymPtr<T>`.
+/// Layout: `{ window: WindowHandle, offset: usize }`, 16 bytes, like NCCL's `ncclSymPtr<T>`.
+/// Plain data (`bytemuck::Pod`), so it is a kernel argument.
 #[doc(alias = "ncclSymPtr")]
 #[repr(C)]
 pub struct SymPtr<T> {
-    /// Device address of the window descriptor (null: `offset` is itself a local address).
-    pub window: *const Window,
+    /// The window (null: `offset` is itself a local address).
+    pub window: WindowHandle,
     /// Byte offset into the window.
     pub offset: usize,
-    _t: PhantomData<*mut T>,
+    // An address pair, shareable between threads like the integers it holds.
+    _t: PhantomData<fn() -> *mut T>,
 }
 
 const _: () = assert!(core::mem::size_of::<SymPtr<u64>>() == 16);
+
+// SAFETY: two 8-byte integers (`repr(C)`, no padding) and a zero-sized marker: every bit
+// pattern is a value.
+unsafe impl<T> bytemuck::Zeroable for SymPtr<T> {}
+// SAFETY: as above; `Copy` and, with `T: 'static`, `'static`.
+unsafe impl<T: 'static> bytemuck::Pod for SymPtr<T> {}
+
+impl WindowHandle {
+    /// A symmetric pointer to element `index` of type `T` of this window (byte offset
+    /// `index × size_of::<T>()`; nothing is read).
+    #[inline(always)]
+    pub const fn sym<T>(self, index: usize) -> SymPtr<T> {
+        SymPtr::new(self, index * core::mem::size_of::<T>())
+    }
+}
 
 impl<T> Clone for SymPtr<T> {
     fn clone(&self) -> Self {
@@ -56,16 +73,16 @@ impl<T> core::fmt::Debug for SymPtr<T> {
 
 impl<T> PartialEq for SymPtr<T> {
     fn eq(&self, other: &Self) -> bool {
-        core::ptr::eq(self.window, other.window) && self.offset == other.offset
+        self.window == other.window && self.offset == other.offset
     }
 }
 
 impl<T> Eq for SymPtr<T> {}
 
 impl<T> SymPtr<T> {
-    /// Byte `offset` of the window whose descriptor is at device address `window`.
+    /// Byte `offset` of `window`.
     #[inline(always)]
-    pub const fn new(window: *const Window, offset: usize) -> Self {
+    pub const fn new(window: WindowHandle, offset: usize) -> Self {
         SymPtr {
             window,
             offset,
@@ -77,7 +94,7 @@ impl<T> SymPtr<T> {
     /// itself (NCCL's null-window convention); the other accessors must not be used.
     #[inline(always)]
     pub fn from_local(ptr: *mut T) -> Self {
-        SymPtr::new(core::ptr::null(), ptr as usize)
+        SymPtr::new(WindowHandle::NULL, ptr as usize)
     }
 
     /// The same position seen as `U` (the byte offset is kept).
@@ -115,16 +132,16 @@ impl<T> SymPtr<T> {
 
     #[inline(always)]
     fn check(&self) {
-        #[cfg(feature = "bounds-checks")]
-        {
-            if !self.offset.is_multiple_of(core::mem::align_of::<T>()) {
-                crate::arch::trap();
-            }
+        if check::ENABLED {
             // SAFETY: only called by accessors whose callers guarantee a valid descriptor.
-            let s4g = unsafe { crate::mem::load_const(&raw const (*self.window).stride4g) };
-            let end = self.offset as u64 + core::mem::size_of::<T>() as u64;
-            if end > (u64::from(s4g) << 32) {
-                crate::arch::trap();
+            let s4g =
+                unsafe { crate::mem::load_const(&raw const (*self.window.as_ptr()).stride4g) };
+            let size = core::mem::size_of::<T>();
+            let slot = u64::from(s4g) << 32;
+            if !self.offset.is_multiple_of(core::mem::align_of::<T>())
+                || self.offset as u64 + size as u64 > slot
+            {
+                check::bad_offset(self.offset, size, slot);
             }
         }
     }
@@ -132,89 +149,135 @@ impl<T> SymPtr<T> {
     /// The caller's own copy (or the local address itself when `window` is null).
     ///
     /// # Safety
-    /// - `window` is null or the device address of a descriptor in global memory that is not
-    ///   modified while the kernel runs.
+    /// - `window` is null or the handle of a descriptor in global memory that is not modified
+    ///   while the kernel runs.
     ///
     /// # Ordering
     /// None (address arithmetic).
     #[doc(alias = "localPtr")]
     #[inline(always)]
     pub unsafe fn local(self) -> *mut T {
-        if self.window.is_null() {
-            return self.offset as *mut T;
+        let window = self.window.as_ptr();
+        if window.is_null() {
+            return core::ptr::with_exposed_provenance_mut(self.offset);
         }
         self.check();
         // SAFETY: forwarded.
-        unsafe { (*self.window).local_ptr(self.offset).cast() }
+        unsafe { (*window).local_ptr(self.offset).cast() }
     }
 
     /// LSA peer `lsa_peer`'s copy.
     ///
     /// # Safety
     /// - `window` is a non-null descriptor as in [`local`](Self::local);
-    /// - `lsa_peer` is in `0..lsa_size` for the result to be dereferenceable (with
-    ///   `bounds-checks`, a negative index traps; an index `>= lsa_size` is not caught, the
-    ///   descriptor does not know the LSA size).
+    /// - `lsa_peer` is in `0..lsa_size` for the result to be dereferenceable (checked where
+    ///   [`check::ENABLED`]).
     ///
     /// # Ordering
     /// None (address arithmetic).
     #[doc(alias = "lsaPtr")]
     #[inline(always)]
     pub unsafe fn lsa(self, lsa_peer: i32) -> *mut T {
-        #[cfg(feature = "bounds-checks")]
-        if lsa_peer < 0 {
-            crate::arch::trap();
-        }
         self.check();
         // SAFETY: forwarded.
-        unsafe { (*self.window).lsa_ptr(self.offset, lsa_peer).cast() }
+        unsafe { self.window.get().lsa_ptr(self.offset, lsa_peer).cast() }
     }
 
     /// Member `peer` of `team`'s copy (the member must be in the caller's LSA team).
     ///
     /// # Safety
     /// - `window` is a non-null descriptor as in [`local`](Self::local);
-    /// - `peer` is a member of `team` (`0..team.n_ranks`; trapped with `bounds-checks`) whose
-    ///   world rank is in the caller's LSA team.
+    /// - `peer` is a member of `team` (`0..team.n_ranks`; checked where [`check::ENABLED`])
+    ///   whose world rank is in the caller's LSA team.
     ///
     /// # Ordering
     /// None (address arithmetic).
     #[doc(alias = "peerPtr")]
     #[inline(always)]
     pub unsafe fn peer(self, team: &Team, peer: i32) -> *mut T {
-        #[cfg(feature = "bounds-checks")]
-        if !team.has_rank(peer) {
-            crate::arch::trap();
+        if check::ENABLED && !team.has_rank(peer) {
+            check::member_outside_team(peer, team.n_ranks);
         }
         self.check();
         // SAFETY: forwarded.
-        unsafe { (*self.window).team_peer_ptr(self.offset, team, peer).cast() }
+        unsafe {
+            self.window
+                .get()
+                .team_peer_ptr(self.offset, team, peer)
+                .cast()
+        }
     }
 
     /// World rank `world_peer`'s copy (must be in the caller's LSA team).
     ///
     /// # Safety
     /// - `window` is a non-null descriptor as in [`local`](Self::local);
-    /// - `world_peer` is in the caller's LSA team. With `bounds-checks`, a world rank whose
-    ///   LSA rank (`lsa_rank + world_peer - world_rank`) is negative traps; one past the end
-    ///   of the LSA team is not caught (the descriptor does not know the LSA size; see
-    ///   [`Window::try_peer_ptr`]).
+    /// - `world_peer` is in the caller's LSA team (its LSA rank, `lsa_rank + world_peer -
+    ///   world_rank`, is checked where [`check::ENABLED`]; see also
+    ///   [`Window::try_peer_ptr`](crate::window::Window::try_peer_ptr)).
     ///
     /// # Ordering
     /// None (address arithmetic).
     #[inline(always)]
     pub unsafe fn peer_world(self, world_peer: i32) -> *mut T {
-        #[cfg(feature = "bounds-checks")]
-        {
-            // SAFETY: `window` is a valid descriptor (the caller's contract).
-            let (lsa, world) = unsafe { ((*self.window).lsa_rank(), (*self.window).world_rank()) };
-            if (world_peer as i64) - (world as i64) + (lsa as i64) < 0 {
-                crate::arch::trap();
-            }
-        }
         self.check();
         // SAFETY: forwarded.
-        unsafe { (*self.window).peer_ptr(self.offset, world_peer).cast() }
+        unsafe { self.window.get().peer_ptr(self.offset, world_peer).cast() }
+    }
+
+    /// Reads this element of the caller's own copy (a plain load).
+    ///
+    /// # Safety
+    /// As [`local`](Self::local); the element is initialised and not written concurrently
+    /// without an order between the two (a barrier or a fence).
+    ///
+    /// # Ordering
+    /// None (a weak load).
+    #[inline(always)]
+    pub unsafe fn read(self) -> T {
+        // SAFETY: forwarded.
+        unsafe { self.local().read() }
+    }
+
+    /// Writes this element of the caller's own copy (a plain store).
+    ///
+    /// # Safety
+    /// As [`read`](Self::read), for a write.
+    ///
+    /// # Ordering
+    /// None (a weak store).
+    #[inline(always)]
+    pub unsafe fn write(self, value: T) {
+        // SAFETY: forwarded.
+        unsafe { self.local().write(value) }
+    }
+
+    /// Reads this element of LSA peer `lsa_peer`'s copy (a plain load; the peer is checked
+    /// where [`check::ENABLED`]).
+    ///
+    /// # Safety
+    /// As [`lsa`](Self::lsa) and [`read`](Self::read).
+    ///
+    /// # Ordering
+    /// None (a weak load).
+    #[inline(always)]
+    pub unsafe fn read_lsa(self, lsa_peer: i32) -> T {
+        // SAFETY: forwarded.
+        unsafe { self.lsa(lsa_peer).read() }
+    }
+
+    /// Writes this element of LSA peer `lsa_peer`'s copy (a plain store; the peer is checked
+    /// where [`check::ENABLED`]).
+    ///
+    /// # Safety
+    /// As [`lsa`](Self::lsa) and [`write`](Self::write).
+    ///
+    /// # Ordering
+    /// None (a weak store).
+    #[inline(always)]
+    pub unsafe fn write_lsa(self, lsa_peer: i32, value: T) {
+        // SAFETY: forwarded.
+        unsafe { self.lsa(lsa_peer).write(value) }
     }
 
     /// The multicast address in `mm`'s range (null when `mm` has none). Only multimem
@@ -230,7 +293,7 @@ impl<T> SymPtr<T> {
     pub unsafe fn multimem(self, mm: MultimemHandle) -> *mut T {
         self.check();
         // SAFETY: forwarded.
-        unsafe { (*self.window).multimem_ptr_in(self.offset, mm).cast() }
+        unsafe { self.window.get().multimem_ptr_in(self.offset, mm).cast() }
     }
 
     /// The multicast address in the LSA team's range of `comm`.
@@ -289,39 +352,71 @@ impl<T> Sub for SymPtr<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::window::Window;
 
-    /// What `bounds-checks` catches: a negative LSA rank, from `lsa` or derived by
-    /// `peer_world` (which checked nothing before), and a member outside the team.
-    #[cfg(feature = "bounds-checks")]
+    /// What the checks catch (on by default on the host): an LSA rank outside the team, from
+    /// `lsa` or derived by `peer_world`, a member outside the team, a misaligned offset.
     #[test]
-    fn bounds_checks_trap_on_the_peers_they_can_check() {
+    fn checks_stop_the_kernel_with_a_message() {
         use crate::emu::{EmuError, Launch};
         let w = Window {
             lsa_flat_base: 0x10_0000_0000,
             lsa_rank: 1,
             world_rank: 5,
             stride4g: 2,
+            lsa_size: 2,
             ..Window::default()
         };
-        let p: SymPtr<u32> = SymPtr::new(&raw const w, 64);
-        let traps = |f: &dyn Fn()| {
+        let p: SymPtr<u32> = SymPtr::new(WindowHandle::from_ptr(&raw const w), 64);
+        let fails = |f: &dyn Fn()| -> Option<std::string::String> {
             // SAFETY: one emulated thread; the closures share only the read-only descriptor.
-            let r = unsafe { Launch::new(1, 1).run_unsync(f) };
-            matches!(r, Err(EmuError::Trap { .. }))
+            match unsafe { Launch::new(1, 1).run_unsync(f) } {
+                Ok(()) => None,
+                Err(EmuError::Panic { message, .. }) => Some(message),
+                Err(e) => panic!("not a check's report: {e}"),
+            }
         };
-        // SAFETY (all closures): the descriptor is valid; only addresses are computed.
-        assert!(traps(&|| {
+        let m = fails(&|| {
+            // SAFETY: the descriptor is valid; only addresses are computed.
             unsafe { p.peer_world(3) }; // LSA rank 1 + 3 - 5 = -1
-        }));
-        assert!(!traps(&|| {
-            unsafe { p.peer_world(4) }; // LSA rank 0
-        }));
-        assert!(traps(&|| {
+        });
+        assert!(m.unwrap_or_default().contains("LSA peer -1 "));
+        assert_eq!(
+            fails(&|| {
+                // SAFETY: the descriptor is valid; only addresses are computed.
+                unsafe { p.peer_world(4) };
+            }),
+            None
+        ); // LSA rank 0
+        let m = fails(&|| {
+            // SAFETY: the descriptor is valid; only addresses are computed.
+            unsafe { p.peer_world(6) }; // LSA rank 2 of 2
+        });
+        assert!(
+            m.unwrap_or_default()
+                .contains("LSA peer 2 is not in the window's LSA team of 2")
+        );
+        let m = fails(&|| {
+            // SAFETY: the descriptor is valid; only addresses are computed.
             unsafe { p.lsa(-1) };
-        }));
-        assert!(traps(&|| {
+        });
+        assert!(m.unwrap_or_default().contains("LSA peer -1 "));
+        let m = fails(&|| {
+            // SAFETY: the descriptor is valid; only addresses are computed.
             unsafe { p.peer(&Team::new(2, 1, 1), 2) };
-        }));
+        });
+        assert!(
+            m.unwrap_or_default()
+                .contains("peer 2 is not a member of the team of 2 ranks")
+        );
+        let m = fails(&|| {
+            // SAFETY: the descriptor is valid; only addresses are computed.
+            unsafe { SymPtr::<u32>::new(p.window, 6).local() };
+        });
+        assert!(
+            m.unwrap_or_default()
+                .contains("offset 6 (element of 4 bytes) is misaligned")
+        );
     }
 
     #[test]
@@ -334,7 +429,7 @@ mod tests {
             mc_offset4k: 3,
             ..Window::default()
         };
-        let p: SymPtr<f32> = SymPtr::new(&raw const w, 64);
+        let p: SymPtr<f32> = SymPtr::new(WindowHandle::from_ptr(&raw const w), 64);
         let q = p + 10;
         assert_eq!(q.offset, 104);
         assert_eq!(q - p, 10);

@@ -36,6 +36,12 @@ const _: () = {
     assert!(core::mem::offset_of!(Team, stride) == 8);
 };
 
+// SAFETY: three `i32`, `repr(C)`, 12 bytes (asserted above): no padding, every bit pattern is
+// a value. A team may be a kernel argument.
+unsafe impl bytemuck::Zeroable for Team {}
+// SAFETY: as above.
+unsafe impl bytemuck::Pod for Team {}
+
 impl Team {
     /// A team of `n_ranks` members where the caller is member `rank`, `stride` apart.
     pub const fn new(n_ranks: i32, rank: i32, stride: i32) -> Team {

@@ -2,16 +2,22 @@
 //! and the address arithmetic to reach any peer's copy.
 //!
 //! [`Window`] has exactly the layout of NCCL's `struct ncclWindow_vidmem` of NCCL 2.28.7 to
-//! 2.30.3 (72 bytes, asserted at compile time). Kernels receive a `*const Window`: the device
-//! address of a descriptor the host runtime wrote before the launch. Its fields are read with
-//! non-coherent loads (`ld.global.nc`), so **the descriptor must not change while a kernel
-//! that uses it runs**.
+//! 2.30.3 (72 bytes, asserted at compile time), plus the LSA team's size in what is padding
+//! there. Kernels receive a [`WindowHandle`] (NCCL's `ncclWindow_t`): the device address of a
+//! descriptor the host runtime wrote before the launch, typed so that a data pointer cannot be
+//! passed in its place. Its fields are read with non-coherent loads (`ld.global.nc`), so **the
+//! descriptor must not change while a kernel that uses it runs**.
+//!
+//! Peer indices are checked against the LSA team where [`crate::check`] is enabled (the host,
+//! GPU builds with `bounds-checks`): a peer outside `0..lsa_size` stops the kernel with a
+//! message naming the peer and the size.
 //!
 //! Flat-VA model: every rank maps LSA rank `r`'s memory at `lsa_flat_base + r * stride`
 //! where the per-rank slot size `stride = stride4g * 4 GiB`; a window's byte `o` of peer `r` is
 //! therefore `add4g(lsa_flat_base, r * stride4g) + o` (see [`add4g`]). The multicast address of
 //! byte `o` is `mc_base + 4096 * mc_offset4k + o`.
 
+use crate::check;
 use crate::comm::{DevComm, MultimemHandle};
 use crate::mem::load_const;
 use crate::team::Team;
@@ -41,8 +47,9 @@ pub struct Window {
     /// Offset of the window in its backing allocation, in 4 KiB units (for network
     /// registrations; unused by LSA code).
     pub gin_offset4k: u32,
-    /// Padding (keep 0).
-    pub pad: u32,
+    /// Size of the LSA team (a symcomm addition in NCCL's padding; 0 = unknown, and then only
+    /// negative peers are caught by the checks).
+    pub lsa_size: u32,
     /// Per network connection: device handle of the registration (unused by LSA code; 0).
     pub gin_wins: [u64; 4],
 }
@@ -58,9 +65,81 @@ const _: () = {
     assert!(offset_of!(Window, stride4g) == 24);
     assert!(offset_of!(Window, mc_offset4k) == 28);
     assert!(offset_of!(Window, gin_offset4k) == 32);
-    assert!(offset_of!(Window, pad) == 36);
+    assert!(offset_of!(Window, lsa_size) == 36);
     assert!(offset_of!(Window, gin_wins) == 40);
 };
+
+// SAFETY: `repr(C)` integers whose offsets (asserted above) leave no padding; every bit
+// pattern is a value.
+unsafe impl bytemuck::Zeroable for Window {}
+// SAFETY: as above.
+unsafe impl bytemuck::Pod for Window {}
+
+/// A window as kernels take it: the device address of its [`Window`] descriptor (NCCL's
+/// `ncclWindow_t`). 8 bytes of plain data, so it is a kernel argument like any other, and a
+/// type of its own, so that a data pointer passed in its place does not compile. The host
+/// runtime hands it out (`symcomm::Window::handle`); kernels reach the descriptor through
+/// [`WindowHandle::get`] or make typed pointers and views into the window (`sym`, `view`).
+#[doc(alias = "ncclWindow_t")]
+#[repr(transparent)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
+pub struct WindowHandle {
+    addr: u64,
+}
+
+// SAFETY: one `u64` (`repr(transparent)`): no padding, every bit pattern is a value (an
+// address, dereferenced only through the unsafe `get`).
+unsafe impl bytemuck::Zeroable for WindowHandle {}
+// SAFETY: as above; `Copy` and `'static`.
+unsafe impl bytemuck::Pod for WindowHandle {}
+
+impl WindowHandle {
+    /// No window (address 0).
+    pub const NULL: WindowHandle = WindowHandle { addr: 0 };
+
+    /// The handle of the descriptor at device address `addr` (nothing is checked or read).
+    #[inline(always)]
+    pub const fn from_addr(addr: u64) -> Self {
+        WindowHandle { addr }
+    }
+
+    /// The handle of the descriptor `window` points to.
+    #[inline(always)]
+    pub fn from_ptr(window: *const Window) -> Self {
+        WindowHandle {
+            addr: window as usize as u64,
+        }
+    }
+
+    /// The descriptor's device address.
+    #[inline(always)]
+    pub const fn addr(self) -> u64 {
+        self.addr
+    }
+
+    /// Whether this is [`WindowHandle::NULL`].
+    #[inline(always)]
+    pub const fn is_null(self) -> bool {
+        self.addr == 0
+    }
+
+    /// The descriptor as a raw pointer.
+    #[inline(always)]
+    pub fn as_ptr(self) -> *const Window {
+        core::ptr::with_exposed_provenance(self.addr as usize)
+    }
+
+    /// The descriptor, for its accessors ([`Window::lsa_ptr`] and the rest).
+    ///
+    /// # Safety
+    /// The handle is not null and names a descriptor in global memory (written by the host
+    /// runtime) that stays valid and unchanged while the reference is used.
+    #[inline(always)]
+    pub unsafe fn get<'a>(self) -> &'a Window {
+        // SAFETY: the caller's contract.
+        unsafe { &*self.as_ptr() }
+    }
+}
 
 impl Window {
     /// The flat-VA base of the window, read from the descriptor.
@@ -105,18 +184,29 @@ impl Window {
     }
 
     // ANCHOR: lsa_ptr
-    /// Address of byte `offset` of LSA peer `lsa_peer`'s copy of the window (no range check;
-    /// nothing is dereferenced).
+    /// Address of byte `offset` of LSA peer `lsa_peer`'s copy of the window (no range check
+    /// of `offset`; nothing is dereferenced).
+    ///
+    /// Where [`check::ENABLED`], a peer outside `0..lsa_size` stops the kernel with a message
+    /// naming it and the size (see [`crate::check`]).
     ///
     /// # Safety
     /// - `self` lives in global memory (a descriptor written by the host runtime) and is not
-    ///   modified while the kernel runs.
+    ///   modified while the kernel runs;
+    /// - `lsa_peer` is in `0..lsa_size` for the result to be dereferenceable.
     ///
     /// # Ordering
     /// None (address arithmetic).
     #[doc(alias = "ncclGetLsaPointer")]
     #[inline(always)]
     pub unsafe fn lsa_ptr(&self, offset: usize, lsa_peer: i32) -> *mut u8 {
+        if check::ENABLED {
+            // SAFETY: forwarded.
+            let size = unsafe { load_const(&raw const self.lsa_size) };
+            if lsa_peer < 0 || (size != 0 && lsa_peer as u32 >= size) {
+                check::peer_outside_team(lsa_peer, size);
+            }
+        }
         // SAFETY: forwarded.
         let (base, s4g) = unsafe { (self.base(), self.stride4g()) };
         add4g(base, (lsa_peer as u32).wrapping_mul(s4g)).wrapping_add(offset as u64) as *mut u8
@@ -138,8 +228,8 @@ impl Window {
     }
 
     /// Address of byte `offset` of world rank `world_peer`'s copy, assuming `world_peer` is
-    /// in the caller's LSA team (not checked, as NCCL's device function; see
-    /// [`try_peer_ptr`](Self::try_peer_ptr)).
+    /// in the caller's LSA team (checked as in [`lsa_ptr`](Self::lsa_ptr) where
+    /// [`check::ENABLED`]; see [`try_peer_ptr`](Self::try_peer_ptr) for an `Option`).
     ///
     /// # Safety
     /// As [`lsa_ptr`](Self::lsa_ptr).
@@ -181,7 +271,8 @@ impl Window {
     }
 
     /// Address of byte `offset` of member `peer` of `team`'s copy, assuming that member is in
-    /// the caller's LSA team (not checked).
+    /// the caller's LSA team (its LSA rank is checked as in [`lsa_ptr`](Self::lsa_ptr) where
+    /// [`check::ENABLED`]).
     ///
     /// # Safety
     /// As [`lsa_ptr`](Self::lsa_ptr).
@@ -247,10 +338,56 @@ mod tests {
             offset_of!(Window, stride4g),
             offset_of!(Window, mc_offset4k),
             offset_of!(Window, gin_offset4k),
-            offset_of!(Window, pad),
+            offset_of!(Window, lsa_size),
             offset_of!(Window, gin_wins),
         ];
         assert_eq!(offsets, [0, 8, 16, 20, 24, 28, 32, 36, 40]);
+    }
+
+    /// Acceptance (issue 29): peer index == team size is an error naming both, on the
+    /// emulator; a peer inside the team is not.
+    #[test]
+    fn a_peer_outside_the_lsa_team_is_reported_with_the_peer_and_the_size() {
+        use crate::emu::{EmuError, Launch};
+        let w = Window {
+            lsa_flat_base: 0x7000_0000_0000,
+            lsa_rank: 1,
+            world_rank: 5,
+            stride4g: 2,
+            lsa_size: 4,
+            ..Window::default()
+        };
+        let h = WindowHandle::from_ptr(&raw const w);
+        let run = |peer: i32| {
+            // SAFETY: `w` outlives the launch; only addresses are computed from it.
+            Launch::new(1u32, 1u32).run(|| unsafe {
+                core::hint::black_box(h.get().lsa_ptr(0, peer));
+            })
+        };
+        assert!(run(3).is_ok());
+        for (peer, shown) in [(4, "LSA peer 4 "), (-1, "LSA peer -1 ")] {
+            match run(peer) {
+                Err(EmuError::Panic { message, .. }) => {
+                    assert!(message.starts_with("symcomm: "), "{message}");
+                    assert!(message.contains(shown), "{message}");
+                    assert!(message.contains("LSA team of 4 ranks"), "{message}");
+                }
+                other => panic!("peer {peer}: {other:?}"),
+            }
+        }
+        // Through a world rank (LSA rank 1 + 8 - 5 = 4).
+        use std::string::ToString;
+        // SAFETY: as above.
+        let e = Launch::new(1u32, 1u32)
+            .run(|| unsafe {
+                core::hint::black_box(h.get().peer_ptr(0, 8));
+            })
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("LSA peer 4 is not in the window's LSA team of 4 ranks"),
+            "{e}"
+        );
     }
 
     #[test]

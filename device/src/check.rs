@@ -1,0 +1,164 @@
+//! Runtime checks of what kernels pass to this crate: which builds make them and how a failed
+//! one is reported.
+//!
+//! Checked: peer indices against the LSA team ([`Window`](crate::window::Window) accessors and
+//! everything built on them), element indices of typed views ([`crate::view`]), symmetric
+//! pointers' alignment and slot range ([`SymPtr`](crate::ptr::SymPtr)), and barrier sessions
+//! that end without `finish` ([`LsaBarrier`](crate::barrier::LsaBarrier)).
+//!
+//! **When**: always on the host, where the CPU emulator runs kernels; on the GPU only in builds
+//! with the cargo feature `bounds-checks` (each check costs a compare, some a descriptor load).
+//! [`ENABLED`] says which. A release GPU build without the feature has none of this code: the
+//! checks are `if ENABLED { … }` on a constant, removed before code generation.
+//!
+//! **How a failure shows**: the same message everywhere, starting with `symcomm:`. On the host
+//! the kernel thread panics with it, so the emulated launch fails with
+//! `block (…) thread (…) panicked: symcomm: …`. On the GPU the thread prints it (`vprintf`:
+//! it reaches the process's stdout when the host next synchronises) and traps, so the launch
+//! fails with an illegal-instruction error and the context is lost.
+
+/// Whether this build checks (see the module docs): true on the host, and on the GPU with the
+/// `bounds-checks` feature.
+pub const ENABLED: bool = cfg!(any(feature = "bounds-checks", not(target_arch = "nvptx64")));
+
+/// Prints the GPU message (`format` with two `%lld` for `a` and `b`) and traps; on the host,
+/// panics with the host message (`format!` arguments).
+macro_rules! fail {
+    ($gpu:literal, $a:expr, $b:expr; $($host:tt)+) => {{
+        #[cfg(target_arch = "nvptx64")]
+        {
+            gpu::print2($gpu, $a as i64, $b as i64);
+            crate::arch::trap()
+        }
+        #[cfg(not(target_arch = "nvptx64"))]
+        {
+            std::panic!($($host)+)
+        }
+    }};
+}
+
+/// Reports an LSA peer index outside `0..lsa_size` and stops the thread.
+#[cold]
+#[inline(never)]
+pub(crate) fn peer_outside_team(peer: i32, lsa_size: u32) -> ! {
+    fail!(
+        b"symcomm: LSA peer %lld is not in the window's LSA team of %lld ranks\n\0",
+        peer, lsa_size;
+        "symcomm: LSA peer {peer} is not in the window's LSA team of {lsa_size} ranks \
+         (0..{lsa_size})"
+    )
+}
+
+/// Reports a team member outside `0..n_ranks` and stops the thread.
+#[cold]
+#[inline(never)]
+pub(crate) fn member_outside_team(peer: i32, n_ranks: i32) -> ! {
+    fail!(
+        b"symcomm: peer %lld is not a member of the team of %lld ranks\n\0",
+        peer, n_ranks;
+        "symcomm: peer {peer} is not a member of the team of {n_ranks} ranks (0..{n_ranks})"
+    )
+}
+
+/// Reports an element index at or past the end of a view of `len` elements.
+#[cold]
+#[inline(never)]
+pub(crate) fn index_out_of_view(index: usize, len: usize) -> ! {
+    fail!(
+        b"symcomm: element %lld is past the end of a view of %lld elements\n\0",
+        index, len;
+        "symcomm: element {index} is past the end of a view of {len} elements"
+    )
+}
+
+/// Reports a symmetric pointer whose byte offset is misaligned for its element (`size`
+/// bytes) or past the per-rank slot (`slot` bytes).
+#[cold]
+#[inline(never)]
+pub(crate) fn bad_offset(offset: usize, size: usize, slot: u64) -> ! {
+    #[cfg(target_arch = "nvptx64")]
+    let _ = size; // only the host message names it
+    fail!(
+        b"symcomm: symmetric pointer offset %lld is misaligned or past the slot of %lld bytes\n\0",
+        offset, slot;
+        "symcomm: symmetric pointer offset {offset} (element of {size} bytes) is misaligned \
+         or past the per-rank slot of {slot} bytes"
+    )
+}
+
+/// Reports a barrier session that ended without `finish` (nothing while the thread unwinds
+/// for another failure: that one is the report).
+#[cold]
+#[inline(never)]
+#[cfg_attr(
+    all(target_arch = "nvptx64", not(feature = "bounds-checks")),
+    allow(dead_code) // sessions have no drop there
+)]
+pub(crate) fn unfinished_session(index: u32) {
+    #[cfg(not(target_arch = "nvptx64"))]
+    if std::thread::panicking() {
+        return;
+    }
+    fail!(
+        b"symcomm: LSA barrier session %lld ended without finish()%.0lld\n\0",
+        index, 0;
+        "symcomm: LSA barrier session {index} ended without finish(): its epoch was not saved, \
+         so the next launch on barrier {index} would start from a stale one (call \
+         `finish(&coop)` on every path, after a failed wait too)"
+    )
+}
+
+#[cfg(target_arch = "nvptx64")]
+mod gpu {
+    unsafe extern "C" {
+        /// The CUDA device runtime's `printf` back end (resolved by the driver's JIT): a
+        /// NUL-terminated format and a buffer of the arguments, each aligned to its size.
+        fn vprintf(format: *const u8, args: *const u8) -> i32;
+    }
+
+    /// `printf(format, a, b)` for a format with two `%lld`.
+    #[inline(always)]
+    pub(super) fn print2(format: &'static [u8], a: i64, b: i64) {
+        let args = [a, b];
+        // SAFETY: `format` is NUL-terminated (every caller's literal ends in `\0`) and takes
+        // two 64-bit integers, which `args` holds, 8-byte aligned.
+        unsafe { vprintf(format.as_ptr(), args.as_ptr().cast()) };
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn message(f: fn()) -> std::string::String {
+        let e = std::panic::catch_unwind(f).expect_err("the check did not fail");
+        e.downcast_ref::<std::string::String>()
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn checks_are_on_for_the_host_and_name_the_numbers() {
+        const { assert!(ENABLED) };
+        let m = message(|| peer_outside_team(4, 4));
+        assert_eq!(
+            m,
+            "symcomm: LSA peer 4 is not in the window's LSA team of 4 ranks (0..4)"
+        );
+        let m = message(|| member_outside_team(-1, 3));
+        assert!(
+            m.contains("peer -1 is not a member of the team of 3 ranks"),
+            "{m}"
+        );
+        let m = message(|| index_out_of_view(10, 10));
+        assert!(
+            m.contains("element 10 is past the end of a view of 10 elements"),
+            "{m}"
+        );
+        let m = message(|| unfinished_session(7));
+        assert!(
+            m.contains("LSA barrier session 7 ended without finish()"),
+            "{m}"
+        );
+    }
+}
