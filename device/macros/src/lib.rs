@@ -10,15 +10,22 @@
 //! shim), so that host code can launch it by name on the emulator as it does on the GPU; the
 //! registration is not compiled for `nvptx64`, so the PTX does not change.
 //!
-//! Kernels return nothing and take their arguments by value (raw pointers, integers, floats,
-//! `#[repr(C)]` structs such as `DevComm`). They may not be generic, `async` or `const`.
+//! Also on the host only, it emits a unit struct named after the function in `CamelCase`
+//! (`fn all_reduce_sum` → `AllReduceSum`) that implements `symcomm_device::launch::Kernel`:
+//! the entry point's name and the parameter types as a tuple. Host code launches through it
+//! (`Module::kernel::<AllReduceSum>()`), so a wrong argument type or count is a compile error.
+//!
+//! Kernels return nothing and take their arguments by value: raw pointers, or types that are
+//! `bytemuck::Pod` (integers, floats, `DevComm`, `WindowHandle`, `SymPtr<T>`, the user's own
+//! `#[repr(C)]` plain-data structs); the macro checks every other parameter for `Pod`. They may
+//! not be generic, `async` or `const`.
 
 #![warn(missing_docs)]
 
 use proc_macro::TokenStream;
-use quote::quote;
+use quote::{format_ident, quote, quote_spanned};
 use syn::spanned::Spanned;
-use syn::{FnArg, ItemFn, ReturnType, parse_macro_input};
+use syn::{FnArg, ItemFn, ReturnType, Type, parse_macro_input};
 
 /// Marks a function as a GPU kernel entry point (see the crate docs).
 #[proc_macro_attribute]
@@ -63,9 +70,13 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
         return Err(syn::Error::new(v.span(), "a kernel cannot be variadic"));
     }
     let mut types = Vec::new();
+    let mut params = Vec::new();
     for input in &sig.inputs {
         match input {
-            FnArg::Typed(p) => types.push(&*p.ty),
+            FnArg::Typed(p) => {
+                types.push(&*p.ty);
+                params.push(tidy(&quote!(#p).to_string()));
+            }
             FnArg::Receiver(r) => {
                 return Err(syn::Error::new(r.span(), "a kernel cannot take `self`"));
             }
@@ -81,6 +92,17 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let cfgs: Vec<_> = attrs.iter().filter(|a| a.path().is_ident("cfg")).collect();
     let name = ident.to_string();
     let index = 0..types.len();
+    let params = params.join(", ");
+    let marker = format_ident!("{}", camel_case(&name), span = ident.span());
+    let marker_doc = format!(
+        "The host's launch type of kernel [`{name}`]: `Module::kernel::<{marker}>()` gives a \
+         launcher that takes exactly its arguments `({params})`. Emitted by `#[kernel]`, host \
+         targets only."
+    );
+    // By-value parameters must be plain data; raw pointers are passed as addresses.
+    let pod_checks = types.iter().filter(|t| !is_raw_pointer(t)).map(|t| {
+        quote_spanned! {t.span()=> __symcomm::assert_pod::<#t>(); }
+    });
     // A kernel's parameters are its launch arguments, flat as the driver passes them: a long
     // list is normal (NCCL's kernels take a dozen), so clippy's argument count is not applied.
     Ok(quote! {
@@ -98,8 +120,27 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
         // On the host: register the kernel for launches by name on the CPU emulator.
         #[cfg(not(target_arch = "nvptx64"))]
         #(#cfgs)*
+        #[doc = #marker_doc]
+        #[derive(Debug, Clone, Copy)]
+        #vis struct #marker;
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        #(#cfgs)*
+        // SAFETY: the kernel registered below under this name takes exactly these types.
+        unsafe impl ::symcomm_device::__private::Kernel for #marker {
+            const NAME: &'static str = #name;
+            type Args = (#(#types,)*);
+        }
+
+        #[cfg(not(target_arch = "nvptx64"))]
+        #(#cfgs)*
         const _: () = {
             use ::symcomm_device::__private as __symcomm;
+
+            #[allow(dead_code)]
+            fn __symcomm_params_are_plain_data() {
+                #(#pod_checks)*
+            }
 
             /// Reads each argument as its declared type and calls the kernel.
             ///
@@ -123,8 +164,86 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
                 name: #name,
                 module_path: ::core::module_path!(),
                 param_sizes: &[#(__symcomm::size_of::<#types>()),*],
+                params: #params,
+                args_type: || __symcomm::TypeId::of::<(#(#types,)*)>(),
                 shim: __symcomm_shim,
             };
         };
     })
+}
+
+/// Whether `ty` is a raw pointer type, also when a `macro_rules!` fragment wrapped it in an
+/// invisible group.
+fn is_raw_pointer(ty: &Type) -> bool {
+    match ty {
+        Type::Ptr(_) => true,
+        Type::Group(g) => is_raw_pointer(&g.elem),
+        Type::Paren(p) => is_raw_pointer(&p.elem),
+        _ => false,
+    }
+}
+
+/// Token text as people write it: `x : * const f32` → `x: *const f32`.
+fn tidy(tokens: &str) -> String {
+    let mut s = tokens.to_string();
+    for (from, to) in [
+        (" : ", ": "),
+        ("* const ", "*const "),
+        ("* mut ", "*mut "),
+        (" < ", "<"),
+        (" <", "<"),
+        ("< ", "<"),
+        (" >", ">"),
+        (" ,", ","),
+        (" :: ", "::"),
+        (":: ", "::"),
+        ("& ", "&"),
+        ("[ ", "["),
+        (" ]", "]"),
+        (" ; ", "; "),
+    ] {
+        s = s.replace(from, to);
+    }
+    s
+}
+
+/// `all_reduce_sum` → `AllReduceSum` (the name of a kernel's host launch type).
+fn camel_case(name: &str) -> String {
+    let mut out = String::with_capacity(name.len());
+    for part in name.split('_').filter(|p| !p.is_empty()) {
+        let mut chars = part.chars();
+        if let Some(c) = chars.next() {
+            out.extend(c.to_uppercase());
+            out.push_str(chars.as_str());
+        }
+    }
+    if out.is_empty() {
+        out.push_str("Kernel");
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::camel_case;
+
+    #[test]
+    fn launch_types_are_the_names_in_camel_case() {
+        assert_eq!(
+            camel_case("all_reduce_two_shot_f32_sum"),
+            "AllReduceTwoShotF32Sum"
+        );
+        assert_eq!(camel_case("bench_fill"), "BenchFill");
+        assert_eq!(camel_case("_x__y_"), "XY");
+        assert_eq!(camel_case("k"), "K");
+    }
+
+    #[test]
+    fn parameter_lists_read_as_written() {
+        let p: syn::FnArg = syn::parse_quote!(x: *const SymPtr<f32>);
+        assert_eq!(
+            super::tidy(&quote::quote!(#p).to_string()),
+            "x: *const SymPtr<f32>"
+        );
+    }
 }

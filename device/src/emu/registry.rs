@@ -31,6 +31,11 @@ pub struct KernelEntry {
     pub module_path: &'static str,
     /// `size_of` of each parameter, in order.
     pub param_sizes: &'static [usize],
+    /// The parameter list as written (`a: A, b: B`), for error messages.
+    pub params: &'static str,
+    /// The `TypeId` of the parameter types as a tuple (`(A, B)`): what a typed launch must
+    /// pass.
+    pub args_type: fn() -> core::any::TypeId,
     /// Calls the kernel with arguments read from a pointer array (see [`KernelShim`]).
     pub shim: KernelShim,
 }
