@@ -150,7 +150,7 @@ impl DevComm {
             comm.lsa_rank() as i32,
             comm.lsa_size() as i32,
         );
-        raw.resource_window = window.device_ptr();
+        raw.resource_window = window.handle().addr();
         raw.resource = ResourceWindow {
             lsa_flat_base: d.lsa_flat_base,
             stride4g: d.stride4g,

@@ -36,12 +36,17 @@ pub use cudarc;
 
 pub use bootstrap::Bootstrap;
 pub use comm::{CommOptions, Communicator, Team};
-pub use cuda::{AsStream, DeviceCopy, DeviceMemory, Event, Graph, Stream};
+pub use cuda::{AsStream, DeviceMemory, Event, Graph, Stream};
 pub use devcomm::{DevComm, Requirements};
 pub use device::Device;
 pub use error::{Error, Result};
 pub use logging::init_logging;
 pub use window::{SymmetricMemory, SymmetricUsage, Window};
+
+/// The plain-data traits copies and kernel arguments use (`Pod`, `Zeroable`).
+pub use bytemuck;
+/// How kernels take a window (see [`Window::handle`]).
+pub use symcomm_device::window::WindowHandle;
 
 /// Not API: what symcomm's own test programs reach below the public surface (the fd server
 /// that passes memory handles between processes, and its socket names). It may change in any

@@ -34,7 +34,7 @@
 use std::sync::Arc;
 
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::window::Window as DeviceWindow;
+use symcomm_device::window::{Window as DeviceWindow, WindowHandle};
 
 use crate::backend::{Backend, backend};
 use crate::comm::Communicator;
@@ -77,6 +77,17 @@ impl SymmetricMemory {
         self.buf.device_ptr()
     }
 
+    /// The device address of byte 0 as a pointer to `T`: a kernel argument of type
+    /// `*const T` (not dereferenceable on the host, except under the emulator).
+    pub fn as_ptr<T>(&self) -> *const T {
+        std::ptr::with_exposed_provenance(self.device_ptr() as usize)
+    }
+
+    /// As [`as_ptr`](Self::as_ptr), for a kernel argument of type `*mut T`.
+    pub fn as_mut_ptr<T>(&self) -> *mut T {
+        std::ptr::with_exposed_provenance_mut(self.device_ptr() as usize)
+    }
+
     /// The bytes asked for.
     pub fn len(&self) -> usize {
         self.buf.len()
@@ -106,8 +117,7 @@ unsafe impl crate::cuda::DeviceMemory for SymmetricMemory {
 // SAFETY: this rank's copy of the window in the flat range (`size()` bytes at the descriptor's
 // local address), which the window itself maps and keeps mapped while it lives, whatever
 // happens to the allocation it was registered from (its own mapping, `user_ptr()`, goes when
-// that is dropped). Note: a window's `device_ptr()` is its descriptor, not its data; as
-// `DeviceMemory` a window is its data.
+// that is dropped). Kernels take the window itself as `Window::handle()`, a type of its own.
 unsafe impl crate::cuda::DeviceMemory for Window {
     fn device_ptr(&self) -> u64 {
         // SAFETY: `host` is this window's descriptor, a plain host value that nothing modifies.
@@ -135,18 +145,18 @@ pub struct Window {
 }
 
 impl Window {
-    /// The device address of the window's descriptor: the `*const Window` kernels take.
+    /// The window as kernels take it: the handle of its device descriptor (a kernel argument
+    /// of type `WindowHandle`; NCCL's `ncclWindow_t`). Its own type, so it cannot be passed
+    /// where a kernel takes a data pointer, nor a data pointer where it takes a window. (As
+    /// [`DeviceMemory`](crate::DeviceMemory), a window is this rank's copy of its data.)
     #[doc(alias = "ncclWindow_t")]
-    pub fn device_ptr(&self) -> u64 {
-        self.descriptor.device_ptr()
+    pub fn handle(&self) -> WindowHandle {
+        WindowHandle::from_addr(self.descriptor.device_ptr())
     }
 
     /// A symmetric pointer to element `index` of type `T` in this window (a kernel argument).
     pub fn sym<T>(&self, index: usize) -> SymPtr<T> {
-        SymPtr::new(
-            self.device_ptr() as *const DeviceWindow,
-            index * std::mem::size_of::<T>(),
-        )
+        self.handle().sym(index)
     }
 
     /// The descriptor's contents as written to the device.
@@ -415,13 +425,14 @@ impl Communicator {
         self.register_window_ptr(mem.device_ptr(), mem.len())
     }
 
-    /// The device descriptor of the registered window that contains `ptr`, if any.
+    /// The handle of the registered window that contains `ptr`, if any.
     #[doc(alias = "ncclFindWindow")]
-    pub fn find_window(&self, ptr: u64) -> Option<u64> {
+    pub fn find_window(&self, ptr: u64) -> Option<WindowHandle> {
         let state = self.symm_slot();
         let guard = lock(state).ok()?;
         guard.as_ref()?.windows.iter().find_map(|w| {
-            (ptr >= w.user_ptr && ptr - w.user_ptr < w.size as u64).then_some(w.descriptor)
+            (ptr >= w.user_ptr && ptr - w.user_ptr < w.size as u64)
+                .then_some(WindowHandle::from_addr(w.descriptor))
         })
     }
 
@@ -531,7 +542,7 @@ impl Communicator {
             stride4g: state.layout.stride4g(),
             mc_offset4k: ((slot_offset + local.offset_in_alloc) >> 12) as u32,
             gin_offset4k: (local.offset_in_alloc >> 12) as u32,
-            pad: 0,
+            lsa_size: self.lsa_size() as u32,
             gin_wins: [0; 4],
         }
     }

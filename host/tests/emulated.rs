@@ -25,10 +25,8 @@ fn exchange(comm: Communicator) -> Result<usize> {
     let mem = SymmetricMemory::alloc(&comm, n * words * 4)?;
     mem.buffer().fill_bytes(0xff)?;
     let win = comm.register_window(&mem)?;
-    assert_eq!(
-        comm.find_window(mem.device_ptr() + 8),
-        Some(win.device_ptr())
-    );
+    assert_eq!(comm.find_window(mem.device_ptr() + 8), Some(win.handle()));
+    assert_eq!(win.descriptor().lsa_size, n as u32);
     let usage = comm
         .symmetric_usage()
         .ok_or(Error::InvalidArgument("no usage".into()))?;
@@ -97,7 +95,7 @@ fn a_rank_that_fails_after_the_agreement_gives_every_rank_the_same_error_at_once
         drop(squatter);
         comm.bootstrap().barrier()?;
         let win = comm.register_window(&mem)?;
-        assert_eq!(comm.find_window(mem.device_ptr()), Some(win.device_ptr()));
+        assert_eq!(comm.find_window(mem.device_ptr()), Some(win.handle()));
         win.deregister()?;
         Ok((err, took))
     });
@@ -185,7 +183,7 @@ fn a_buffer_registered_twice_stays_registered_until_both_windows_are_gone() {
         let mem = SymmetricMemory::alloc(&comm, 1 << 16)?;
         let first = comm.register_window(&mem)?;
         let second = comm.register_window(&mem)?;
-        assert_ne!(first.device_ptr(), second.device_ptr());
+        assert_ne!(first.handle(), second.handle());
         first.deregister()?;
         let found = comm.find_window(mem.device_ptr() + 64);
         let usage = comm.symmetric_usage().map(|u| u.windows);
@@ -200,7 +198,7 @@ fn a_buffer_registered_twice_stays_registered_until_both_windows_are_gone() {
         let mut got = [0u32; 2];
         mem.buffer().copy_to_host(&mut got)?;
         comm.bootstrap().barrier()?;
-        let want = second.device_ptr();
+        let want = second.handle();
         second.deregister()?;
         Ok((
             found == Some(want),

@@ -83,6 +83,17 @@ impl<T: Copy> DeviceBox<T> {
             BoxBacking::Emulated(b) => b.ptr as u64,
         }
     }
+
+    /// The device address of the value, typed: a kernel argument of type `*const T` (not
+    /// dereferenceable on the host).
+    pub fn as_ptr(&self) -> *const T {
+        std::ptr::with_exposed_provenance(self.device_ptr() as usize)
+    }
+
+    /// As [`as_ptr`](Self::as_ptr), for a kernel argument of type `*mut T`.
+    pub fn as_mut_ptr(&self) -> *mut T {
+        std::ptr::with_exposed_provenance_mut(self.device_ptr() as usize)
+    }
 }
 
 /// One value of plain data in pinned host memory mapped into the device's address space;
@@ -141,6 +152,12 @@ impl<T: Copy> HostMapped<T> {
             PinnedBacking::Gpu(p) => p.dev,
             PinnedBacking::Emulated(b) => b.ptr as u64,
         }
+    }
+
+    /// The address kernels use, typed: a kernel argument of type `*mut T` (not dereferenceable
+    /// on the host; [`get`](Self::get) and [`set`](Self::set) are the host's accesses).
+    pub fn as_mut_ptr(&self) -> *mut T {
+        std::ptr::with_exposed_provenance_mut(self.device_ptr() as usize)
     }
 
     /// The host's address of the value.

@@ -27,7 +27,7 @@ use crate::{Error, Result};
 
 pub use driver::init_driver;
 pub use interop::CudarcView;
-pub use region::{DeviceCopy, DeviceMemory};
+pub use region::DeviceMemory;
 pub use stream::{AsStream, Event, Graph, Stream};
 pub use vmm::{Allocation, Mapping, PhysicalMem, Shareable, VaRange, VmmBuffer, find_allocation};
 

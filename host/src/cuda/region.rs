@@ -12,33 +12,24 @@
 /// emulation, mapped host memory) that stays valid for reads and writes as long as `self`
 /// lives. Copies and views rely on it.
 pub unsafe trait DeviceMemory {
-    /// The device address of byte 0.
+    /// The device address of byte 0, as a number (for the driver and other libraries; kernel
+    /// arguments take [`as_ptr`](Self::as_ptr) or [`as_mut_ptr`](Self::as_mut_ptr)).
     fn device_ptr(&self) -> u64;
     /// The number of bytes that may be read and written from [`DeviceMemory::device_ptr`].
     fn byte_len(&self) -> usize;
-}
 
-/// Plain data that copies move between host slices and device memory: every bit pattern of its
-/// size is a valid value (a copy back from the device may bring any bytes, a poison fill for
-/// one), and it has no padding.
-///
-/// # Safety
-/// Implementors are `Copy`, have no padding bytes, and every bit pattern of
-/// `size_of::<Self>()` bytes is a valid value of the type (so not `bool`, `char`, references or
-/// enums).
-pub unsafe trait DeviceCopy: Copy {}
+    /// The device address of byte 0 as a pointer to `T`: a kernel argument of type
+    /// `*const T`. Not dereferenceable on the host (except under the emulator).
+    fn as_ptr<T>(&self) -> *const T {
+        std::ptr::with_exposed_provenance(self.device_ptr() as usize)
+    }
 
-macro_rules! device_copy {
-    ($($t:ty),*) => { $(
-        // SAFETY: a primitive integer or float: no padding, every bit pattern valid.
-        unsafe impl DeviceCopy for $t {}
-    )* };
+    /// The device address of byte 0 as a pointer to `T`: a kernel argument of type `*mut T`.
+    /// Not dereferenceable on the host (except under the emulator).
+    fn as_mut_ptr<T>(&self) -> *mut T {
+        std::ptr::with_exposed_provenance_mut(self.device_ptr() as usize)
+    }
 }
-device_copy!(
-    u8, u16, u32, u64, u128, usize, i8, i16, i32, i64, i128, isize, f32, f64
-);
-// SAFETY: an array of such elements has no padding between them and no invalid patterns.
-unsafe impl<T: DeviceCopy, const N: usize> DeviceCopy for [T; N] {}
 
 /// The byte range `[offset × size_of T, + count × size_of T)` of `mem`, or an error naming the
 /// sizes when it does not fit.

@@ -30,7 +30,7 @@ use std::time::Instant;
 use cudarc::driver::sys;
 use cudarc::driver::{CudaContext, CudaEvent, CudaGraph, CudaStream};
 
-use super::region::{DeviceCopy, DeviceMemory, checked_range};
+use super::region::{DeviceMemory, checked_range};
 use crate::backend::{Backend, backend};
 use crate::cuda::{driver, memfd};
 use crate::{Error, Result};
@@ -148,7 +148,7 @@ impl Stream {
     /// # Errors
     /// [`Error::InvalidArgument`] when the elements do not fit in `dst` (nothing is copied);
     /// [`Error::Cuda`] from the copy or from earlier work on the stream.
-    pub fn copy_to_device<T: DeviceCopy, M: DeviceMemory + ?Sized>(
+    pub fn copy_to_device<T: bytemuck::Pod, M: DeviceMemory + ?Sized>(
         &self,
         dst: &M,
         offset: usize,
@@ -178,7 +178,7 @@ impl Stream {
     ///
     /// # Errors
     /// As [`Stream::copy_to_device`].
-    pub fn copy_to_host<T: DeviceCopy, M: DeviceMemory + ?Sized>(
+    pub fn copy_to_host<T: bytemuck::Pod, M: DeviceMemory + ?Sized>(
         &self,
         src: &M,
         offset: usize,

@@ -15,11 +15,13 @@
 //! running in the context: load modules before any communication kernel of the context is
 //! launched (with ranks as threads on one GPU, before the ranks' last collective setup call).
 //!
-//! Typed launches ([`Function::launch_with`]) take a tuple of [`KernelArg`] values. The
-//! module remembers every entry point's parameter list as declared in the PTX, and a launch
-//! whose arguments differ in number or size from it is refused with an error instead of
-//! handing the driver a wrong parameter buffer. Launches go to any stream, including one being
-//! captured into a CUDA graph (kernel launches are capturable; nothing here synchronises).
+//! Typed launches: [`Module::kernel`] takes the type `#[kernel]` emits for a kernel (its name
+//! in `CamelCase`) and gives a [`TypedFunction`] whose `launch` takes exactly the kernel's
+//! argument tuple, so a wrong argument type or count is a compile error. Where the kernel is
+//! chosen at run time by name, [`Function::typed`] names the tuple and checks it: on the
+//! emulator against the registered kernel's exact types, on a GPU against the parameter
+//! sizes the PTX declares. Launches go to any stream, including one being captured into a
+//! CUDA graph (kernel launches are capturable; nothing here synchronises).
 //!
 //! # Under the emulated backend
 //! When the process runs on the CPU emulator ([`crate::backend::is_emulated`]), the same calls
@@ -34,7 +36,6 @@
 //! [`synchronize`] does nothing. A kernel that panics, traps, deadlocks or outlives the
 //! emulator's watchdog fails its launch with [`Error::Emulation`].
 
-mod args;
 mod emu;
 mod gpu;
 mod limits;
@@ -44,16 +45,17 @@ mod tests;
 
 use std::collections::HashMap;
 use std::ffi::c_void;
+use std::marker::PhantomData;
 
 use cudarc::driver::sys;
 
 use symcomm_device::emu::registry::KernelEntry;
 
-pub use args::{KernelArg, KernelArgs};
 pub use limits::{
     DEFAULT_EMU_BLOCKS, DEFAULT_EMU_THREADS, EMU_BLOCKS_ENV, EMU_THREADS_ENV,
     GPU_MAX_BLOCK_THREADS, LaunchLimits, limits,
 };
+pub use symcomm_device::launch::{Kernel, KernelArgs};
 
 use crate::backend::{Backend, backend};
 use crate::cuda::{AsStream, driver};
@@ -105,6 +107,15 @@ impl Module {
         self.params.get(name).map(Vec::as_slice)
     }
 
+    /// The kernel `K` (the type `#[kernel]` emits next to it), typed by its own signature.
+    ///
+    /// # Errors
+    /// As [`Module::function`] for `K::NAME`, and when the module's kernel of that name takes
+    /// other parameters (another build of the kernels crate than the one linked).
+    pub fn kernel<K: Kernel>(&self) -> Result<TypedFunction<'_, K::Args>> {
+        self.function(K::NAME)?.typed::<K::Args>()
+    }
+
     /// Looks up a kernel by name. Under the emulated backend the name must be an entry point
     /// of the PTX and a kernel registered by `#[kernel]` in this binary.
     ///
@@ -112,10 +123,7 @@ impl Module {
     /// name the PTX text did not list as an entry point is looked up and loaded now.
     pub fn function(&self, name: &str) -> Result<Function<'_>> {
         let (kernel, params) = match &self.loaded {
-            Some(m) => (
-                Kernel::Gpu(m.function(name)?),
-                self.params.get(name).cloned(),
-            ),
+            Some(m) => (Code::Gpu(m.function(name)?), self.params.get(name).cloned()),
             None => {
                 let Some(declared) = self.params.get(name) else {
                     return Err(Error::InvalidArgument(format!(
@@ -123,7 +131,7 @@ impl Module {
                     )));
                 };
                 let entry = emu::resolve(name, declared)?;
-                (Kernel::Emulated(entry), Some(entry.param_sizes.to_vec()))
+                (Code::Emulated(entry), Some(entry.param_sizes.to_vec()))
             }
         };
         Ok(Function {
@@ -193,7 +201,7 @@ impl LaunchConfig {
 /// A kernel of a loaded [`Module`].
 #[derive(Debug)]
 pub struct Function<'m> {
-    kernel: Kernel,
+    kernel: Code,
     name: String,
     params: Option<Vec<usize>>,
     _module: &'m Module,
@@ -201,22 +209,22 @@ pub struct Function<'m> {
 
 /// What runs when a [`Function`] is launched.
 #[derive(Debug, Clone, Copy)]
-enum Kernel {
+enum Code {
     /// A function of the driver's module (which the [`Function`] borrows).
     Gpu(sys::CUfunction),
     /// The kernel registered on the host, under the emulated backend.
     Emulated(&'static KernelEntry),
 }
 
-impl Function<'_> {
+impl<'m> Function<'m> {
     /// Whether the kernel's code is on the device (`cuFuncIsLoaded`). Always true for a
     /// function of a [`Module`] loaded by this crate (see the module docs) and under the
     /// emulated backend.
     pub fn is_loaded(&self) -> Result<bool> {
         match self.kernel {
             // SAFETY: `f` is a function of the live module this handle borrows.
-            Kernel::Gpu(f) => unsafe { driver::func_is_loaded(f) },
-            Kernel::Emulated(_) => Ok(true),
+            Code::Gpu(f) => unsafe { driver::func_is_loaded(f) },
+            Code::Emulated(_) => Ok(true),
         }
     }
 
@@ -254,42 +262,44 @@ impl Function<'_> {
         match self.kernel {
             // SAFETY: forwarded (the caller's argument contract); `f` belongs to the module
             // this handle borrows; the shape was checked above.
-            Kernel::Gpu(f) => unsafe { gpu::launch(f, cfg, stream, args) },
+            Code::Gpu(f) => unsafe { gpu::launch(f, cfg, stream, args) },
             // SAFETY: forwarded (the caller's argument contract). Emulated launches are
             // synchronous: a dependent launch has nothing to overlap.
-            Kernel::Emulated(entry) => unsafe { emu::launch(entry, &self.name, cfg, args) },
+            Code::Emulated(entry) => unsafe { emu::launch(entry, &self.name, cfg, args) },
         }
     }
 
-    /// Launches the kernel with typed arguments on `stream` (as [`Function::launch`]), after
-    /// checking them against the parameter list the PTX declares.
+    /// This kernel as taking the arguments `A` (a tuple of its parameter types), for kernels
+    /// chosen by name at run time; prefer [`Module::kernel`], which needs no check.
     ///
-    /// # Safety
-    /// - The argument types match the kernel's Rust signature (the size check cannot tell a
-    ///   `u64` from a pointer).
-    /// - Every pointer the kernel dereferences is valid for the accesses it makes, for the
-    ///   whole execution of the kernel (which is asynchronous: until the stream is synchronised
-    ///   or, under capture, for every replay of the graph).
-    pub unsafe fn launch_with<A: KernelArgs>(
-        &self,
-        cfg: LaunchConfig,
-        stream: impl AsStream,
-        args: A,
-    ) -> Result<()> {
-        let mut values = args;
-        let sizes = A::sizes();
+    /// # Errors
+    /// [`Error::InvalidArgument`] naming both parameter lists when `A` is not the kernel's:
+    /// under the emulated backend, unless `A` is exactly the registered kernel's types; on a
+    /// GPU, unless `A`'s sizes are the PTX's parameter sizes (a `u64` and a pointer look the
+    /// same there).
+    pub fn typed<A: KernelArgs>(self) -> Result<TypedFunction<'m, A>> {
+        let passed = || format!("{} (sizes {:?})", std::any::type_name::<A>(), A::SIZES);
+        match self.kernel {
+            Code::Emulated(entry) if (entry.args_type)() != A::type_id() => {
+                return Err(Error::InvalidArgument(format!(
+                    "kernel `{}` takes ({}), not {}",
+                    self.name,
+                    entry.params,
+                    passed()
+                )));
+            }
+            _ => {}
+        }
         if let Some(declared) = &self.params
-            && declared.as_slice() != sizes.as_slice()
+            && declared.as_slice() != A::SIZES
         {
             return Err(Error::InvalidArgument(format!(
-                "kernel `{}` takes parameters of {declared:?} bytes, but the launch passes {sizes:?}",
-                self.name
+                "kernel `{}` takes parameters of {declared:?} bytes, not {}",
+                self.name,
+                passed()
             )));
         }
-        let mut ptrs = values.pointers();
-        // SAFETY: the pointers address the fields of `values`, which outlives the call; the
-        // sizes match the PTX declaration (checked above); the caller keeps the rest.
-        unsafe { self.launch(cfg, stream, ptrs.as_mut()) }
+        Ok(TypedFunction::new(self))
     }
 
     /// The kernel's name.
@@ -300,8 +310,8 @@ impl Function<'_> {
     /// The raw driver handle (null under the emulated backend).
     pub fn raw(&self) -> sys::CUfunction {
         match self.kernel {
-            Kernel::Gpu(f) => f,
-            Kernel::Emulated(_) => std::ptr::null_mut(),
+            Code::Gpu(f) => f,
+            Code::Emulated(_) => std::ptr::null_mut(),
         }
     }
 }
@@ -313,5 +323,115 @@ pub fn synchronize() -> Result<()> {
     match backend() {
         Ok(Backend::Emulated) => Ok(()),
         _ => driver::ctx_synchronize(),
+    }
+}
+
+/// The doc test of a launch of `scale` (see [`TypedFunction`]) with the argument tuple
+/// `$args`, which must fail to compile with a type mismatch (E0308).
+macro_rules! typed_launch_must_fail {
+    ($args:literal) => {
+        concat!(
+            "\n```compile_fail,E0308\n",
+            "# use symcomm::launch::{LaunchConfig, Module};\n",
+            "# use symcomm::{DeviceMemory, Stream, Window, cuda::VmmBuffer};\n",
+            "# use symcomm_device::prelude::*;\n",
+            "# #[kernel]\n",
+            "# pub unsafe fn scale(x: WindowHandle, y: *mut f32, n: u64) { let _ = (x, y, n); }\n",
+            "# fn launch(m: &Module, x: &Window, y: &VmmBuffer, s: &Stream) -> symcomm::Result<()> {\n",
+            "let k = m.kernel::<Scale>()?;\n",
+            "let args = ",
+            $args,
+            ";\n",
+            "unsafe { k.launch(LaunchConfig::linear(8, 128), s, args) }\n",
+            "# }\n",
+            "```\n"
+        )
+    };
+}
+
+/// A kernel of a loaded [`Module`] that takes the arguments `A` (a tuple).
+///
+/// A kernel, and a launch through the type `#[kernel]` emits for it (`Scale`):
+///
+/// ```no_run
+/// use symcomm::launch::{LaunchConfig, Module};
+/// use symcomm::{Stream, Window, cuda::VmmBuffer};
+/// use symcomm_device::prelude::*;
+///
+/// /// `y[i] = 2 × (this rank's copy of the window x)[i]`.
+/// #[kernel]
+/// pub unsafe fn scale(x: WindowHandle, y: *mut f32, n: u64) {
+///     # let _ = (x, y, n);
+///     // …
+/// }
+///
+/// fn launch(m: &Module, x: &Window, y: &VmmBuffer, s: &Stream) -> symcomm::Result<()> {
+///     let k = m.kernel::<Scale>()?;
+///     let args = (x.handle(), y.as_mut_ptr(), 1024u64);
+///     // SAFETY: (not run) the window and `y` hold 1024 f32.
+///     unsafe { k.launch(LaunchConfig::linear(8, 128), s, args) }
+/// }
+/// ```
+///
+/// The same launch does not compile with an argument of another type (here a `u32` count),
+#[doc = typed_launch_must_fail!("(x.handle(), y.as_mut_ptr(), 1024u32)")]
+/// with one argument too few,
+#[doc = typed_launch_must_fail!("(x.handle(), y.as_mut_ptr())")]
+/// with a data pointer where the kernel takes a window,
+#[doc = typed_launch_must_fail!("(y.as_ptr::<f32>(), y.as_mut_ptr(), 1024u64)")]
+/// or with the window's data address (a `u64`) in its place:
+#[doc = typed_launch_must_fail!("(x.device_ptr(), y.as_mut_ptr(), 1024u64)")]
+///
+/// A kernel whose by-value parameter is not plain data does not compile either:
+///
+/// ```compile_fail,E0277
+/// use symcomm_device::prelude::*;
+///
+/// #[kernel]
+/// pub unsafe fn flag(on: bool) {
+///     # let _ = on;
+/// }
+/// ```
+#[derive(Debug)]
+pub struct TypedFunction<'m, A> {
+    function: Function<'m>,
+    _args: PhantomData<fn(A)>,
+}
+
+impl<'m, A: KernelArgs> TypedFunction<'m, A> {
+    /// `function`, already checked to take `A`.
+    pub(super) fn new(function: Function<'m>) -> Self {
+        TypedFunction {
+            function,
+            _args: PhantomData,
+        }
+    }
+
+    /// Launches the kernel on `stream` (as [`Function::launch`]) with `args`, whose types
+    /// are the kernel's parameter types.
+    ///
+    /// # Safety
+    /// - Every pointer the kernel dereferences is valid for the accesses it makes, for the
+    ///   whole execution of the kernel (which is asynchronous: until the stream is synchronised
+    ///   or, under capture, for every replay of the graph);
+    /// - the rest of the kernel's own `# Safety` contract holds (sizes, launch shape, what
+    ///   every rank launches).
+    pub unsafe fn launch(&self, cfg: LaunchConfig, stream: impl AsStream, args: A) -> Result<()> {
+        let mut values = args;
+        let mut ptrs = values.pointers();
+        // SAFETY: the pointers address the fields of `values`, which outlives the call, and
+        // their types are the kernel's (checked when this handle was made); the caller keeps
+        // the rest.
+        unsafe { self.function.launch(cfg, stream, ptrs.as_mut()) }
+    }
+
+    /// The untyped function.
+    pub fn function(&self) -> &Function<'m> {
+        &self.function
+    }
+
+    /// The kernel's name.
+    pub fn name(&self) -> &str {
+        self.function.name()
     }
 }

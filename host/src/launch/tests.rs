@@ -1,6 +1,5 @@
-//! Unit tests of PTX parameter parsing and typed argument lists.
+//! Unit tests of PTX parameter parsing.
 
-use super::KernelArgs;
 use super::ptx::{entry_params, param_size};
 
 const PTX: &str = ".version 8.3\n.target sm_90\n\
@@ -29,18 +28,4 @@ fn malformed_parameter_declarations_are_skipped_not_a_panic() {
     assert_eq!(param_size(".param x] ["), None);
     assert_eq!(param_size(".param .u64 x[4]"), Some(32));
     assert_eq!(param_size(".param .u64 x[4611686018427387904]"), None);
-}
-
-#[test]
-fn tuple_arguments_report_their_sizes_and_point_at_their_fields() {
-    assert_eq!(<(u64, u32, f32)>::sizes(), vec![8, 4, 4]);
-    let mut args = (7u64, 3u32, 1.5f32);
-    let mut ptrs = args.pointers();
-    let ptrs = ptrs.as_mut();
-    // SAFETY: the pointers point at the tuple's fields, which are alive and typed as read.
-    unsafe {
-        assert_eq!(*(ptrs[0] as *const u64), 7);
-        assert_eq!(*(ptrs[1] as *const u32), 3);
-        assert_eq!(*(ptrs[2] as *const f32), 1.5);
-    }
 }

@@ -408,6 +408,17 @@ impl VmmBuffer {
         self.mapping.ptr()
     }
 
+    /// The device address of byte 0 as a pointer to `T`: a kernel argument of type
+    /// `*const T` (not dereferenceable on the host, except under the emulator).
+    pub fn as_ptr<T>(&self) -> *const T {
+        std::ptr::with_exposed_provenance(self.device_ptr() as usize)
+    }
+
+    /// As [`as_ptr`](Self::as_ptr), for a kernel argument of type `*mut T`.
+    pub fn as_mut_ptr<T>(&self) -> *mut T {
+        std::ptr::with_exposed_provenance_mut(self.device_ptr() as usize)
+    }
+
     /// The bytes asked for (the mapping may be larger).
     pub fn len(&self) -> usize {
         self.len
