@@ -2,7 +2,6 @@
 
 use symcomm::{Communicator, Error, Result, Window};
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::window::Window as DeviceWindow;
 use symcomm_gallery_kernels::plan::PACK;
 
 /// A byte range start inside a registered window (this rank's copy and, at the same offset,
@@ -36,7 +35,7 @@ impl<'a> Buf<'a> {
         };
         let w = windows
             .iter()
-            .find(|w| w.device_ptr() == descriptor)
+            .find(|w| w.handle() == descriptor)
             .ok_or_else(|| {
                 Error::InvalidArgument(format!(
                     "{ptr:#x} is in a registered window that was not passed to Buf::find"
@@ -62,10 +61,7 @@ impl<'a> Buf<'a> {
 
     /// The kernel argument for this buffer at `extra` more bytes.
     pub(crate) fn sym(&self, extra: usize) -> SymPtr<u8> {
-        SymPtr::new(
-            self.window.device_ptr() as *const DeviceWindow,
-            self.offset + extra,
-        )
+        SymPtr::new(self.window.handle(), self.offset + extra)
     }
 
     /// Block `k` of `bytes` bytes from this start: this rank's block of a buffer holding one

@@ -14,7 +14,6 @@ use symcomm::cuda::memory::HostMapped;
 use symcomm::launch::{KernelArgs, LaunchConfig, Module};
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, Window};
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::window::Window as DeviceWindow;
 use symcomm_gallery_kernels::plan;
 use symcomm_gallery_kernels::rmsnorm_split::FUSED_SCRATCH_BYTES;
 
@@ -591,7 +590,9 @@ impl Collectives {
         if let Some(e) = self.dev.failure() {
             return Err(e);
         }
-        let f = self.module.function(name)?;
+        // The gallery picks its kernels by name at run time: the argument tuple is checked
+        // against the kernel's own types (emulator) or parameter sizes (GPU) here.
+        let f = self.module.function(name)?.typed::<A>()?;
         symcomm::fault::pause_point("collective", self.rank);
         // The kernels stride over `block_dim()`: smaller blocks under emulation.
         let threads = grid.threads.min(self.threads);
@@ -606,7 +607,7 @@ impl Collectives {
         // the communicator has `max_blocks ≥ blocks` barriers, grids have at most
         // `plan::LL_COUNTERS` blocks (the launch counters of the LL and fused kernels;
         // `Tuning::validate`), and every rank computes the same launch.
-        unsafe { f.launch_with(cfg, stream, args) }
+        unsafe { f.launch(cfg, stream, args) }
     }
 
     pub(crate) fn scratch_sym(&self, offset: u64) -> SymPtr<u8> {
@@ -626,7 +627,7 @@ impl Collectives {
     }
 
     pub(crate) fn status_ptr(&self) -> *mut u32 {
-        self.status.device_ptr() as *mut u32
+        self.status.as_mut_ptr()
     }
 }
 
@@ -707,7 +708,7 @@ fn dev_comm(comm: &Communicator, tuning: Tuning) -> Result<(DevComm, Tuning)> {
 
 /// The kernel argument for byte `offset` of `window`.
 fn window_sym(window: &Window, offset: u64) -> SymPtr<u8> {
-    SymPtr::new(window.device_ptr() as *const DeviceWindow, offset as usize)
+    SymPtr::new(window.handle(), offset as usize)
 }
 
 /// Bytes of `count` elements of `t`, refusing overflow.

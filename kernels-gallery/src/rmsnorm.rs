@@ -13,7 +13,6 @@
 
 use cudarc::driver::sys::CUstream;
 use symcomm::AsStream;
-use symcomm::launch::KernelArg;
 use symcomm::{Error, Result};
 use symcomm_device::reduce::Bf16;
 use symcomm_gallery_kernels::plan;
@@ -45,15 +44,6 @@ pub struct NormBuffers {
     /// `tokens × hidden` bf16 `h = sum + residual` (may equal `residual`).
     pub residual_out: u64,
 }
-
-/// A newtype so the argument struct can be a kernel argument.
-#[derive(Debug, Clone, Copy)]
-#[repr(transparent)]
-pub(crate) struct NormArg(pub NormArgs);
-
-// SAFETY: `NormArgs` is `#[repr(C)]` plain data (56 bytes, asserted in the kernels crate),
-// passed by value exactly as the kernels declare it.
-unsafe impl KernelArg for NormArg {}
 
 /// Checks the shape of a fused call: `hidden` a positive multiple of 8 up to
 /// [`MAX_HIDDEN`], at least one token.
@@ -196,7 +186,7 @@ impl Collectives {
         stream: impl AsStream,
     ) -> Result<()> {
         let stream = stream.raw_stream();
-        let args = NormArg(norm_args(self, bufs, tokens, hidden, eps)?);
+        let args = norm_args(self, bufs, tokens, hidden, eps)?;
         check_device_range("rows", s, tokens * hidden * 2)?; // bounded by `norm_args`
         let grid = Grid::new(Kind::Other, ((tokens as u32).min(1024), plan::THREADS));
         self.launch("rmsnorm_residual_bf16", grid, stream, (s, args))
@@ -302,7 +292,7 @@ impl<'a> Fused<'a> {
         let args = launch_args!(
             g;
             self.x.sym(0),
-            NormArg(self.split_args(s)),
+            self.split_args(s),
             g.scratch_sym(0),
             g.ll_cap(),
         );
@@ -329,7 +319,7 @@ impl<'a> Fused<'a> {
         let (g, t) = (self.g, self.g.tuning());
         let rows = plan::slice_len(self.tokens, g.size() as u64);
         let (s, grid) = self.split(Kind::Other, rows, t.min_threads, t.max_blocks);
-        let (x, args) = (self.x.sym(0), NormArg(self.split_args(s)));
+        let (x, args) = (self.x.sym(0), self.split_args(s));
         let fused = g.scratch_sym(g.fused_off());
         // Without direct writes `out` may still be `x`: the second pass of block b writes the
         // rows of the items ≡ b (mod grid), which only block b of their owner read, before the

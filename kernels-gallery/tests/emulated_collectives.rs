@@ -21,6 +21,8 @@ use symcomm::launch::{LaunchConfig, Module};
 use symcomm::launcher::rank_env;
 use symcomm::ranks;
 use symcomm::{Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, Window};
+use symcomm_device::comm::DevComm as RawDevComm;
+use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::Bf16;
 use symcomm_gallery::check::{encode, find_wrong, fused_wrong, reduced};
 use symcomm_gallery::rmsnorm::fused_split;
@@ -509,18 +511,19 @@ impl Rank {
                 let count = AR_BYTES / t.size();
                 self.prepare(t, seed, count)?;
                 let f = module.function(&format!("all_reduce_multimem_{shot}_{suffix}_sum"))?;
+                let f = f.typed::<(RawDevComm, SymPtr<u8>, SymPtr<u8>, u64, u64, *mut u32)>()?;
                 let args = (
                     dev.raw(),
                     self.a.sym::<u8>(0),
                     self.b.sym::<u8>(0),
                     (AR_BYTES / 16) as u64,
                     60_000_000_000u64,
-                    status.device_ptr() as *mut u32,
+                    status.as_mut_ptr(),
                 );
                 // SAFETY: both windows hold AR_BYTES on every rank and are bound to the LSA
                 // multicast range of `dev`, which has 2 barriers for the 2 blocks; every rank
                 // launches the same shape.
-                unsafe { f.launch_with(LaunchConfig::linear(2, 64), std::ptr::null_mut(), args) }?;
+                unsafe { f.launch(LaunchConfig::linear(2, 64), std::ptr::null_mut(), args) }?;
                 if status.get() != 0 {
                     return Err(Error::InvalidArgument(format!(
                         "multimem {shot}: status {}",
@@ -851,16 +854,36 @@ fn kernels_are_launched_by_name_with_checked_arguments() {
     let module = Module::load(kernels::PTX).unwrap();
     let e = module.function("no_such_kernel").unwrap_err();
     assert!(e.to_string().contains("no_such_kernel"), "{e}");
-    let f = module.function("all_gather").unwrap();
-    // SAFETY: refused before anything runs (three arguments instead of six).
-    let e = unsafe {
-        f.launch_with(
-            LaunchConfig::linear(1, 32),
-            std::ptr::null_mut(),
-            (1u64, 2u32, 3u64),
-        )
-    }
-    .unwrap_err();
+    // Kernels chosen by name are typed by the tuple their launches pass: a tuple that is not
+    // the kernel's parameter list is refused, naming both, before anything runs. (Typed by
+    // the kernel's own signature, `Module::kernel`, this does not compile at all.)
+    let wrong = module
+        .function("all_gather")
+        .unwrap()
+        .typed::<(u64, u32, u64)>();
+    let e = wrong.map(|_| ()).unwrap_err();
+    assert!(
+        e.to_string()
+            .contains("kernel `all_gather` takes (comm: DevComm"),
+        "{e}"
+    );
+    assert!(e.to_string().contains("not (u64, u32, u64)"), "{e}");
+    // Same sizes, other types (a u64 for the status pointer): refused on the emulator too.
+    type Right = (RawDevComm, SymPtr<u8>, SymPtr<u8>, u64, u64, *mut u32);
+    type SameSizes = (RawDevComm, SymPtr<u8>, SymPtr<u8>, u64, u64, u64);
+    let e = module.function("all_gather").unwrap().typed::<SameSizes>();
+    let e = e.map(|_| ()).unwrap_err();
+    assert!(e.to_string().contains("status: *mut u32"), "{e}");
+    module
+        .function("all_gather")
+        .unwrap()
+        .typed::<Right>()
+        .unwrap();
+    // The kernel's own launch type needs no check.
+    let f = module
+        .kernel::<symcomm_gallery_kernels::AllGather>()
+        .unwrap();
+    assert_eq!(f.name(), "all_gather");
     assert!(e.to_string().contains("all_gather"), "{e}");
     for name in kernels::ENTRY_POINTS {
         module.function(name).unwrap();

@@ -9,7 +9,6 @@ use symcomm::backend::emulated_launch;
 use symcomm::cuda::VmmBuffer;
 use symcomm::{Communicator, DevComm, Requirements, Result, SymmetricMemory};
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::window::Window as DeviceWindow;
 use symcomm_gallery::check::{encode, reduced};
 use symcomm_gallery::{DataType, RedOp};
 use symcomm_gallery_kernels as k;
@@ -137,9 +136,9 @@ fn rank(comm: Communicator) -> Result<Vec<String>> {
             let out = if in_place { &ws } else { &wd };
             let (raw, s_ptr, o_ptr, st) = (
                 dev.raw(),
-                SymPtr::new(ws.device_ptr() as *const DeviceWindow, 0),
-                SymPtr::new(out.device_ptr() as *const DeviceWindow, 0),
-                status.device_ptr() as *mut u32,
+                ws.sym::<u8>(0),
+                out.sym::<u8>(0),
+                status.as_mut_ptr::<u32>(),
             );
             // SAFETY: both windows hold PACKS packs on every rank and are bound to the LSA
             // multicast range; BLOCKS barriers; every rank launches the same shape.

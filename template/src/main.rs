@@ -16,6 +16,10 @@ use symcomm::launch::{LaunchConfig, Module};
 use symcomm::ranks::{all_passed, run_ranks, take_threads_flag};
 use symcomm::{Communicator, DevComm, Device, Error, Requirements, Result, SymmetricMemory};
 
+// The kernel's launch type, which `#[kernel]` emits next to it: launches through it are
+// checked by the compiler against the kernel's signature.
+use my_app_kernels::AllReduceScaleBias;
+
 // ANCHOR: embed
 /// The kernels crate as PTX (`PTX`, `ENTRY_POINTS`), written by `build.rs`. Including it also
 /// links the kernels' host build, which the CPU emulator runs.
@@ -92,7 +96,7 @@ fn rank(comm: Communicator, n: usize, iters: usize) -> Result<String> {
     // Loading a module waits for the kernels running in the context: with ranks sharing a
     // GPU, load it before the collective calls, as a peer's kernel may wait for ours.
     let module = Module::load(kernels::PTX)?;
-    let kernel = module.function("all_reduce_scale_bias")?;
+    let kernel = module.kernel::<AllReduceScaleBias>()?; // typed by the kernel's signature
     let win = comm.register_window(&x)?; // collective
     let devcomm = DevComm::create(&comm, Requirements::new().lsa_barriers(BLOCKS))?; // collective
     // ANCHOR_END: setup
@@ -105,22 +109,22 @@ fn rank(comm: Communicator, n: usize, iters: usize) -> Result<String> {
         stream.copy_to_device(&x, 0, &mine)?; // complete when it returns
         stream.fill_bytes(&y, 0xff)?; // poison: NaN until the kernel writes it
         stream.fill_bytes(&status, 0xff)?;
+        // Exactly the kernel's parameter types, or this does not compile.
         let args = (
             devcomm.raw(),
-            win.device_ptr(), // the window's descriptor (a `*const Window` in the kernel)
+            win.handle(), // the window (a `WindowHandle`)
             n as u64,
             scale,
-            bias.device_ptr(),
-            y.device_ptr(),
+            bias.as_ptr(),  // *const f32
+            y.as_mut_ptr(), // *mut f32
             TIMEOUT_NS,
-            status.device_ptr(),
+            status.as_mut_ptr(), // *mut u32
         );
         let cfg = LaunchConfig::linear(BLOCKS, THREADS);
-        // SAFETY: the arguments match `all_reduce_scale_bias`; every copy of the window holds
-        // n f32, bias and y hold n f32, status one word per block; the communicator has one
-        // barrier per block; every rank launches the same shape; all of it outlives the
-        // stream synchronisation below.
-        unsafe { kernel.launch_with(cfg, &stream, args)? };
+        // SAFETY: every copy of the window holds n f32, bias and y hold n f32, status one word
+        // per block; the communicator has one barrier per block; every rank launches the same
+        // shape; all of it outlives the stream synchronisation below.
+        unsafe { kernel.launch(cfg, &stream, args)? };
         stream.synchronize()?; // this rank's kernel only
         // ANCHOR_END: call
 

@@ -43,14 +43,14 @@ pub const fn hello_pattern(rank: u32, i: u64) -> u32 {
 // ANCHOR: hello_contract
 /// # Safety
 /// - `comm` comes from `DevComm::create` with at least `grid_dim.x` LSA barriers;
-/// - `win` is the device descriptor of a window of at least `lsa_size × n × 4` bytes;
+/// - `win` is a window of at least `lsa_size × n × 4` bytes;
 /// - `status` holds `grid_dim.x` u32 of this device;
 /// - every LSA rank launches this kernel with the same grid, block and `n`.
 // ANCHOR_END: hello_contract
 #[kernel]
 pub unsafe fn hello_window(
     comm: DevComm,
-    win: *const Window,
+    win: WindowHandle,
     n: u64,
     timeout_ns: u64,
     status: *mut u32,
@@ -62,20 +62,18 @@ pub unsafe fn hello_window(
     let mut bar = unsafe { LsaBarrier::new(&cta, &comm, b) };
     // ANCHOR_END: hello_open
     // ANCHOR: hello_store
-    let me = comm.lsa_rank;
-    let slot = me as usize * n as usize * 4;
-    let stride = u64::from(block_dim().x) * u64::from(grid_dim().x);
-    let first = u64::from(b) * u64::from(block_dim().x) + u64::from(thread_idx().x);
-    for p in 0..comm.lsa_size {
-        // SAFETY: `win` is a live descriptor; slot `me` of peer `p` holds n u32.
-        let dst = unsafe { (*win).lsa_ptr(slot, p) }.cast::<u32>();
+    // Our slot: the `n` u32 from element `lsa_rank × n`, on every rank.
+    let n = n as usize;
+    let slot = SymSlice::<u32>::new(win.sym(comm.lsa_rank as usize * n), n);
+    let stride = block_dim().x as usize * grid_dim().x as usize;
+    let first = b as usize * block_dim().x as usize + thread_idx().x as usize;
+    // SAFETY: `win` is a live window whose every copy holds our slot (launch contract).
+    for peer_copy in unsafe { slot.lsa_peers(&comm) } {
         let mut i = first;
         while i < n {
-            // SAFETY: i < n, inside slot `me`.
-            unsafe {
-                dst.add(i as usize)
-                    .write(hello_pattern(comm.rank as u32, i))
-            };
+            // SAFETY: i < n; only this rank writes its slot, and no one reads it before the
+            // barrier below.
+            unsafe { peer_copy.write(i, hello_pattern(comm.rank as u32, i as u64)) };
             i += stride;
         }
     }

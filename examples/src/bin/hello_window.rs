@@ -17,8 +17,7 @@ use symcomm::ranks::{all_passed, run_ranks, take_threads_flag};
 use symcomm::{
     Communicator, DevComm, Device, Error, Requirements, Result, Stream, SymmetricMemory,
 };
-use symcomm_device::window::Window as DeviceWindow;
-use symcomm_example_kernels::hello_pattern;
+use symcomm_example_kernels::{HelloWindow, hello_pattern};
 use symcomm_examples::kernels;
 
 /// Blocks of the launch, and barriers of the device communicator (one per block).
@@ -38,7 +37,7 @@ fn hello(comm: Communicator, n: usize) -> Result<String> {
     // Before the collective calls: loading a module waits for every kernel running in the
     // context, which with ranks sharing a GPU may be a peer's kernel waiting for ours.
     let module = Module::load(kernels::PTX)?;
-    let kernel = module.function("hello_window")?;
+    let kernel = module.kernel::<HelloWindow>()?; // typed by the kernel's signature
     // A stream of our own: ranks sharing a GPU (threads on one context) then run at once.
     let stream = dev.stream()?;
     stream.fill_bytes(&mem, 0xff)?; // poison: every slot must be overwritten by its peer
@@ -51,14 +50,14 @@ fn hello(comm: Communicator, n: usize) -> Result<String> {
     // ANCHOR: launch
     let args = (
         devcomm.raw(),
-        win.device_ptr() as *const DeviceWindow,
+        win.handle(), // the window as kernels take it (a `WindowHandle`)
         n as u64,
         TIMEOUT_NS,
-        status.device_ptr() as *mut u32,
+        status.as_mut_ptr::<u32>(),
     );
-    // SAFETY: the arguments match `hello_window`; the window holds lsa × n u32, the
-    // communicator has BLOCKS barriers, and every rank launches the same shape.
-    unsafe { kernel.launch_with(LaunchConfig::linear(BLOCKS, THREADS), &stream, args)? };
+    // SAFETY: the window holds lsa × n u32, status BLOCKS u32, the communicator has BLOCKS
+    // barriers, and every rank launches the same shape (the types are checked by the compiler).
+    unsafe { kernel.launch(LaunchConfig::linear(BLOCKS, THREADS), &stream, args)? };
     stream.synchronize()?; // this rank's kernel only, not the other ranks' in the context
     // ANCHOR_END: launch
     let line = check(&comm, &stream, &mem, &status, n)?;

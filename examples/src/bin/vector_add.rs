@@ -10,6 +10,7 @@ use std::process::ExitCode;
 
 use symcomm::launch::{LaunchConfig, Module};
 use symcomm::{Device, Error, Result};
+use symcomm_example_kernels::VectorAdd;
 use symcomm_examples::kernels;
 
 struct Args {
@@ -74,18 +75,13 @@ fn run(args: &Args) -> Result<usize> {
     stream.fill_bytes(&c, 0xff)?; // poison: every float is NaN until written
 
     let module = Module::load(kernels::PTX)?;
-    let f = module.function("vector_add")?;
+    // Typed by the kernel's signature: `vector_add(*const f32, *const f32, *mut f32, u64)`.
+    let f = module.kernel::<VectorAdd>()?;
     let launch = LaunchConfig::linear(528, 256);
-    let params = (
-        a.device_ptr(),
-        b.device_ptr(),
-        c.device_ptr(),
-        args.n as u64,
-    );
-    // SAFETY: the parameters match `vector_add(*const f32, *const f32, *mut f32, u64)`;
-    // the three buffers hold n f32 each on this device and outlive the copy below, which
-    // waits for the kernel (same stream).
-    unsafe { f.launch_with(launch, &stream, params)? };
+    let params = (a.as_ptr(), b.as_ptr(), c.as_mut_ptr(), args.n as u64);
+    // SAFETY: the three buffers hold n f32 each on this device and outlive the copy below,
+    // which waits for the kernel (same stream).
+    unsafe { f.launch(launch, &stream, params)? };
 
     let mut hc = vec![0f32; args.n];
     stream.copy_to_host(&c, 0, &mut hc)?;

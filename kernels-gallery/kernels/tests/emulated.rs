@@ -8,7 +8,7 @@ use symcomm_device::comm::{DevComm, LsaBarrierHandle, ResourceWindow};
 use symcomm_device::emu::{FlatVa, Launch};
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::Bf16;
-use symcomm_device::window::Window;
+use symcomm_device::window::{Window, WindowHandle};
 use symcomm_gallery_kernels as k;
 use symcomm_gallery_kernels::{pattern, plan};
 
@@ -64,7 +64,7 @@ impl Flat {
             .position(|&w| w == region)
             .expect("a region with windows");
         let w: &Window = &self.windows[rank as usize * WINDOWS.len() + i];
-        SymPtr::new(w as *const Window, off as usize)
+        SymPtr::new(WindowHandle::from_ptr(w), off as usize)
     }
 
     fn comm(&self, rank: u32, barriers: i32) -> DevComm {

@@ -14,13 +14,15 @@ use symcomm_device::prelude::*;
 /// of the window `x`: an all-reduce (sum) fused with a scale and a bias, one pass, no
 /// intermediate buffer. Every rank gets the same bits (the sum runs in LSA-rank order).
 ///
+/// On the host, `#[kernel]` also makes `AllReduceScaleBias`, the type the host launches it
+/// through: its arguments are checked by the compiler.
+///
 /// `status[block]` receives the block's barrier result (0 ok, 1 timed out, 2 aborted).
 ///
 // ANCHOR: contract
 /// # Safety
 /// - `comm` comes from `DevComm::create` with at least `grid_dim.x` LSA barriers;
-/// - `x` is the device descriptor of a window whose every copy holds `n` f32 at offset 0,
-///   written before the launch;
+/// - `x` is a window whose every copy holds `n` f32 at offset 0, written before the launch;
 /// - `bias` holds `n` f32 and `y` room for `n` f32 of this device (`y` outside the window);
 ///   `status` holds `grid_dim.x` u32;
 /// - every LSA rank launches this kernel with the same grid, block and `n`.
@@ -28,7 +30,7 @@ use symcomm_device::prelude::*;
 #[kernel]
 pub unsafe fn all_reduce_scale_bias(
     comm: DevComm,
-    x: *const Window,
+    x: WindowHandle,
     n: u64,
     scale: f32,
     bias: *const f32,
@@ -50,16 +52,21 @@ pub unsafe fn all_reduce_scale_bias(
     // ANCHOR_END: first_barrier
     if res.is_ok() {
         // ANCHOR: reduce
-        let stride = u64::from(block_dim().x) * u64::from(grid_dim().x);
-        let mut i = u64::from(b) * u64::from(block_dim().x) + u64::from(thread_idx().x);
+        // The n f32 from element 0 of the window, on every rank (a typed view: the peer and
+        // the index are checked on the emulator and in `bounds-checks` builds).
+        let n = n as usize;
+        let x = SymSlice::<f32>::new(x.sym(0), n);
+        let stride = block_dim().x as usize * grid_dim().x as usize;
+        let mut i = b as usize * block_dim().x as usize + thread_idx().x as usize;
         while i < n {
             let mut sum = 0.0f32;
-            for p in 0..comm.lsa_size {
-                // SAFETY: `x` is a live window descriptor whose copies hold n f32; i < n.
-                sum += unsafe { (*x).lsa_ptr(0, p).cast::<f32>().add(i as usize).read() };
+            // SAFETY: `x` is a live window whose copies hold n f32 (launch contract).
+            for x_p in unsafe { x.lsa_peers(&comm) } {
+                // SAFETY: i < n; the peers wrote their copies before the barrier above.
+                sum += unsafe { x_p.read(i) };
             }
             // SAFETY: i < n; `bias` and `y` hold n f32 (launch contract).
-            unsafe { *y.add(i as usize) = sum * scale + *bias.add(i as usize) };
+            unsafe { *y.add(i) = sum * scale + *bias.add(i) };
             i += stride;
         }
         // ANCHOR_END: reduce

@@ -29,6 +29,12 @@ pub struct NormArgs {
 
 const _: () = assert!(core::mem::size_of::<NormArgs>() == 56);
 
+// SAFETY: `repr(C)`, six `u64` then an `f32` and a `u32`: 56 bytes (asserted) with no padding;
+// every bit pattern is a value. A kernel argument by value (`#[kernel]` requires `Pod`).
+unsafe impl symcomm_device::bytemuck::Zeroable for NormArgs {}
+// SAFETY: as above.
+unsafe impl symcomm_device::bytemuck::Pod for NormArgs {}
+
 impl NormArgs {
     /// Segments per row of the fused kernels (at least 1).
     #[inline(always)]

@@ -8,6 +8,7 @@ use symcomm::launch::{LaunchConfig, limits};
 use symcomm::{Communicator, Device, DeviceMemory, Result, Stream, SymmetricMemory, Window};
 use symcomm_gallery::check::fill_code;
 use symcomm_gallery::{Algo, Collectives, DataType};
+use symcomm_gallery_kernels::BenchFill;
 
 use crate::nccl::Nccl;
 use crate::opts::Opts;
@@ -117,10 +118,11 @@ impl<'a> Rank<'a> {
             blocks.min(l.max_grid_blocks.unwrap_or(u32::MAX)),
             512.min(self.gallery.block_threads()),
         );
-        let f = self.gallery.module().function("bench_fill")?;
-        let args = (dst as *mut u8, count as u64, fill_code(t), rank, seed, 0u64);
+        let f = self.gallery.module().kernel::<BenchFill>()?;
+        let dst = std::ptr::with_exposed_provenance_mut::<u8>(dst as usize);
+        let args = (dst, count as u64, fill_code(t), rank, seed, 0u64);
         // SAFETY: `dst` holds `count` elements of `t` (the caller's contract).
-        unsafe { f.launch_with(cfg, self.stream(), args) }
+        unsafe { f.launch(cfg, self.stream(), args) }
     }
 
     /// Copies `dst.len()` bytes from device address `src`, after the stream's work.
