@@ -15,7 +15,7 @@ use symcomm_device::mem::U32x4;
 use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Bf16, F16, Max, Min, Prod, Sum, reduce_pack};
 use symcomm_device::team::Team;
-use symcomm_device::window::{Window, add4g};
+use symcomm_device::window::{Window, WindowHandle, add4g};
 use symcomm_test_kernels as k;
 
 // ---------------------------------------------------------------------------------------
@@ -264,7 +264,7 @@ pub fn sample_window(rng: &mut Rng) -> Window {
         stride4g: 36,
         mc_offset4k: 77,
         gin_offset4k: 5,
-        pad: 0,
+        lsa_size: 8,
         gin_wins: [rng.next_u64(), rng.next_u64(), 0, 1],
     }
 }
@@ -276,7 +276,7 @@ pub fn window_words(w: &Window) -> Vec<u64> {
         w.lsa_flat_base,
         u64::from(w.lsa_rank as u32) | (u64::from(w.world_rank as u32) << 32),
         u64::from(w.stride4g) | (u64::from(w.mc_offset4k) << 32),
-        u64::from(w.gin_offset4k) | (u64::from(w.pad) << 32),
+        u64::from(w.gin_offset4k) | (u64::from(w.lsa_size) << 32),
         w.gin_wins[0],
         w.gin_wins[1],
         w.gin_wins[2],
@@ -325,7 +325,7 @@ pub fn team_probe_values(comm: &DevComm) -> Vec<i32> {
 /// `comm`, and a `SymPtr<f32>` at byte `sym_offset` of the window: the same arithmetic on the
 /// host, against the host copy `w` of the descriptor.
 pub fn window_math_words(w: &Window, comm: &DevComm, sym_offset: usize) -> Vec<u64> {
-    let hsym: SymPtr<f32> = SymPtr::new(w, sym_offset);
+    let hsym: SymPtr<f32> = SymPtr::new(WindowHandle::from_ptr(w), sym_offset);
     let team = comm.lsa_team();
     // SAFETY: `w` is a live host descriptor; nothing is dereferenced but the descriptor.
     unsafe {
@@ -436,7 +436,15 @@ mod tests {
         assert!(compare("x", &[1, 2], &[1, 2, 3]).is_err());
         let c = DevComm::new(5, 8, 1, 4);
         assert_eq!(team_probe_values(&c).len(), k::TEAM_PROBE_WORDS);
-        let w = Window::default();
+        // A descriptor that agrees with `c` (LSA rank 1 of 4, world rank 5), as the checks of
+        // the peer indices and of the symmetric pointer's slot range need.
+        let w = Window {
+            lsa_rank: 1,
+            world_rank: 5,
+            stride4g: 2,
+            lsa_size: 4,
+            ..Window::default()
+        };
         assert_eq!(window_math_words(&w, &c, 256).len(), k::WINDOW_MATH_WORDS);
         assert_eq!(coop_probe_words().len(), 128 * COOP_PROBE_WORDS);
         assert_eq!(lonely_elapsed_ns(&[9, 2, 1]), (1 << 32) | 2);

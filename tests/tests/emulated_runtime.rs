@@ -17,7 +17,6 @@ use symcomm_device::mem::{self, Ordering, Scope};
 use symcomm_device::multimem;
 use symcomm_device::prelude::*;
 use symcomm_device::wait::WaitError;
-use symcomm_device::window::Window as DeviceWindow;
 use symcomm_test_kernels::{STRESS_OUT_WORDS, barrier_stress};
 
 const BLOCKS: u32 = 2;
@@ -37,11 +36,7 @@ fn stress(comm: Communicator, iters: u32) -> Result<Vec<u32>> {
     let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(BLOCKS))?;
     let out = VmmBuffer::new(comm.device() as i32, STRESS_OUT_WORDS * 4)?;
     out.fill_bytes(0)?;
-    let (raw, w, o) = (
-        dev.raw(),
-        win.device_ptr() as *const DeviceWindow,
-        out.device_ptr() as *mut u32,
-    );
+    let (raw, w, o) = (dev.raw(), win.handle(), out.as_mut_ptr());
     // SAFETY: BLOCKS barriers, a window of 2 × grid × block words, 3 output words; every rank
     // launches the same shape.
     unsafe {
@@ -85,7 +80,7 @@ fn barrier_stress_over_a_registered_window_passes_with_2_4_and_8_ranks() {
 /// `comm` has an LSA multicast range and `grid` barriers; `win` holds `grid × block + 1` words;
 /// every rank launches the same shape; `out` holds 2 words.
 #[kernel]
-unsafe fn multimem_round_trip(comm: RawDevComm, win: *const DeviceWindow, out: *mut u32) {
+unsafe fn multimem_round_trip(comm: RawDevComm, win: WindowHandle, out: *mut u32) {
     let cta = Cta::new();
     let (b, t) = (block_idx().x, thread_idx().x);
     let word = (b * block_dim().x + t) as usize;
@@ -94,21 +89,22 @@ unsafe fn multimem_round_trip(comm: RawDevComm, win: *const DeviceWindow, out: *
     let mut bar = unsafe { LsaBarrier::new_multimem(&cta, &comm, b) };
     // SAFETY: inside the window (launch contract).
     unsafe {
-        (*win)
+        win.get()
             .local_ptr(word * 4)
             .cast::<u32>()
             .write_volatile(comm.lsa_rank as u32 + 1)
     };
     let mut code = WaitError::result_code(bar.sync_timeout(&cta, Ordering::AcqRel, TIMEOUT_NS));
     // SAFETY: the multicast address of the same word.
-    let sum =
-        unsafe { multimem::ld_reduce_add_u32((*win).multimem_ptr(word * 4, &comm).cast::<u32>()) };
+    let sum = unsafe {
+        multimem::ld_reduce_add_u32(win.get().multimem_ptr(word * 4, &comm).cast::<u32>())
+    };
     let n = comm.lsa_size as u32;
     let bad = u32::from(sum != n * (n + 1) / 2);
     code |= WaitError::result_code(bar.sync_timeout(&cta, Ordering::AcqRel, TIMEOUT_NS));
     if comm.lsa_rank == 0 && b == 0 && t == 0 {
         // SAFETY: word `len` of the window, through its multicast address.
-        unsafe { multimem::st_u32((*win).multimem_ptr(len * 4, &comm).cast::<u32>(), 77) };
+        unsafe { multimem::st_u32(win.get().multimem_ptr(len * 4, &comm).cast::<u32>(), 77) };
     }
     code |= WaitError::result_code(bar.sync_timeout(&cta, Ordering::AcqRel, TIMEOUT_NS));
     bar.finish(&cta);
@@ -131,11 +127,7 @@ fn multimem_rank(comm: Communicator) -> Result<Vec<u32>> {
     )?;
     let out = VmmBuffer::new(comm.device() as i32, 8)?;
     out.fill_bytes(0)?;
-    let (raw, w, o) = (
-        dev.raw(),
-        win.device_ptr() as *const DeviceWindow,
-        out.device_ptr() as *mut u32,
-    );
+    let (raw, w, o) = (dev.raw(), win.handle(), out.as_mut_ptr());
     // SAFETY: the kernel's contract holds (multicast range, BLOCKS barriers, len + 1 words).
     unsafe { emulated_launch(BLOCKS, THREADS, || multimem_round_trip(raw, w, o))? };
     let mut got = vec![0u32; 2];
@@ -172,7 +164,7 @@ fn raising_the_abort_flag_releases_a_barrier_a_peer_never_joins() {
             comm.bootstrap().barrier()?;
             return Ok(vec![]);
         }
-        let (raw, o) = (dev.raw(), out.device_ptr() as *mut u32);
+        let (raw, o) = (dev.raw(), out.as_mut_ptr());
         let t0 = Instant::now();
         std::thread::scope(|s| {
             s.spawn(|| {

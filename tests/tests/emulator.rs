@@ -301,8 +301,12 @@ fn vectors_and_constant_loads_copy_bit_exactly() {
     let w = refs::sample_window(&mut rng);
     let mut out = vec![U32x4([u32::MAX; 4]); n];
     let mut wout = [u64::MAX; 9];
-    let (po, pw, pwo) = (out.as_mut_ptr(), &raw const w, wout.as_mut_ptr());
-    // SAFETY: n vectors; a descriptor and 72 bytes of output.
+    let (po, pw, pwo) = (
+        out.as_mut_ptr(),
+        WindowHandle::from_ptr(&raw const w),
+        wout.as_mut_ptr(),
+    );
+    // SAFETY: n vectors; a handle of a live descriptor and 72 bytes of output.
     run(Launch::new(4, 128), || unsafe {
         k::load_const_copy(s, po, n as u64, pw, pwo)
     })

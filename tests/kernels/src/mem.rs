@@ -185,17 +185,18 @@ pub unsafe fn vector_roundtrip(
 }
 
 /// Constant loads: `out[i] = load_const_v4(src + i)` for `i < n` (vectors), and thread 0
-/// copies the window descriptor at `win` with `load_const::<Window>` and `load_const_word`
+/// copies the window descriptor of `win` with `load_const::<Window>` and `load_const_word`
 /// into `win_out` (as 9 u64: the 72 bytes).
 ///
 /// # Safety
-/// `src`/`out` hold `n` vectors; `win` is a descriptor in global memory; `win_out` 72 bytes.
+/// `src`/`out` hold `n` vectors; `win` names a descriptor in global memory; `win_out` 72
+/// bytes.
 #[kernel]
 pub unsafe fn load_const_copy(
     src: *const U32x4,
     out: *mut U32x4,
     n: u64,
-    win: *const Window,
+    win: WindowHandle,
     win_out: *mut u64,
 ) {
     let stride = (block_dim().x * grid_dim().x) as usize;
@@ -206,16 +207,16 @@ pub unsafe fn load_const_copy(
         i += stride;
     }
     if gid() == 0 {
-        // SAFETY: launch contract.
-        let w: Window = unsafe { mem::load_const(win) };
-        // SAFETY: launch contract.
-        let rank: i32 = unsafe { mem::load_const_word(&raw const (*win).world_rank) };
+        // SAFETY: launch contract (`win` names a descriptor in global memory).
+        let w: Window = unsafe { mem::load_const(win.as_ptr()) };
+        // SAFETY: as above.
+        let rank: i32 = unsafe { mem::load_const_word(&raw const (*win.as_ptr()).world_rank) };
         let words = [
             w.win_host,
             w.lsa_flat_base,
             (w.lsa_rank as u32 as u64) | ((rank as u32 as u64) << 32),
             u64::from(w.stride4g) | (u64::from(w.mc_offset4k) << 32),
-            u64::from(w.gin_offset4k) | (u64::from(w.pad) << 32),
+            u64::from(w.gin_offset4k) | (u64::from(w.lsa_size) << 32),
             w.gin_wins[0],
             w.gin_wins[1],
             w.gin_wins[2],

@@ -30,7 +30,7 @@ pub const STRESS_OUT_WORDS: usize = 3;
 #[kernel]
 pub unsafe fn barrier_stress(
     comm: DevComm,
-    win: *const Window,
+    win: WindowHandle,
     iters: u32,
     timeout_ns: u64,
     out: *mut u32,
@@ -48,12 +48,10 @@ pub unsafe fn barrier_stress(
         let idx = ((epoch as usize & 1) * nb + b as usize) * nt + t as usize;
         // SAFETY: idx < 2 × grid × block, inside the window.
         unsafe {
-            (*win).local_ptr(idx * 4).cast::<u32>().write(stress_value(
-                comm.rank as u32,
-                b,
-                t,
-                epoch,
-            ))
+            win.get()
+                .local_ptr(idx * 4)
+                .cast::<u32>()
+                .write(stress_value(comm.rank as u32, b, t, epoch))
         };
         let res = bar.sync_timeout(&cta, Ordering::AcqRel, timeout_ns);
         if res.is_err() {
@@ -65,7 +63,7 @@ pub unsafe fn barrier_stress(
                 continue;
             }
             // SAFETY: same index in peer p's copy; published before its release arrive.
-            let seen = unsafe { (*win).lsa_ptr(idx * 4, p).cast::<u32>().read() };
+            let seen = unsafe { win.get().lsa_ptr(idx * 4, p).cast::<u32>().read() };
             bad += u32::from(seen != stress_value((first_world + p) as u32, b, t, epoch));
         }
         done += 1;

@@ -9,19 +9,19 @@ use crate::geometry::gid;
 /// Number of u64 written by [`window_math`].
 pub const WINDOW_MATH_WORDS: usize = 24;
 
-/// Window and SymPtr address arithmetic against the descriptor at `win` (24 u64 in `out`,
+/// Window and SymPtr address arithmetic against the descriptor of `win` (24 u64 in `out`,
 /// thread 0; see the host for the list), then every thread writes `gid + 1` through
 /// `SymPtr::local()` of `sym` (an f32 buffer of the window) element `gid`, as `f32`.
 ///
 /// # Safety
-/// `win` is a descriptor in global memory whose local copy (`local_ptr(off)` for the byte
+/// `win` names a descriptor in global memory whose local copy (`local_ptr(off)` for the byte
 /// offsets of `sym` + threads) is real, writable memory; `out` holds 24 u64.
 #[kernel]
-pub unsafe fn window_math(win: *const Window, comm: DevComm, sym: SymPtr<f32>, out: *mut u64) {
+pub unsafe fn window_math(win: WindowHandle, comm: DevComm, sym: SymPtr<f32>, out: *mut u64) {
     let i = gid();
     if i == 0 {
-        // SAFETY: launch contract.
-        let w = unsafe { &*win };
+        // SAFETY: launch contract (`win` names a descriptor in global memory).
+        let w = unsafe { win.get() };
         let team = comm.lsa_team();
         // SAFETY: launch contract (addresses only, nothing dereferenced here).
         let words: [u64; WINDOW_MATH_WORDS] = unsafe {
@@ -85,11 +85,12 @@ mod tests {
         };
         let mut comm = DevComm::new(5, 8, 1, 4);
         comm.lsa_multimem.mc_base = 0x7000_0000_0000;
-        let sym: SymPtr<f32> = SymPtr::new(&raw const w, 16);
+        let handle = WindowHandle::from_ptr(&raw const w);
+        let sym: SymPtr<f32> = handle.sym(4);
         let mut out = [0u64; WINDOW_MATH_WORDS];
         // SAFETY: `w` is a descriptor whose local copy is `target` (alive, writable, large
         // enough for the offsets the kernel writes); `out` holds WINDOW_MATH_WORDS u64.
-        unsafe { window_math(&raw const w, comm, sym, out.as_mut_ptr()) };
+        unsafe { window_math(handle, comm, sym, out.as_mut_ptr()) };
         let t = target.as_ptr() as u64;
         assert_eq!(out[0], t);
         assert_eq!(out[11], t + 16);

@@ -14,6 +14,7 @@ use symcomm::launch::{LaunchConfig, Module, synchronize};
 use symcomm::{Communicator, DevComm, Requirements, Result, SymmetricMemory};
 use symcomm_gallery::types::{DataType, RedOp};
 use symcomm_gallery::{Buf, Collectives};
+use symcomm_test_kernels as k;
 use symcomm_tests::kernels;
 
 /// How long the barrier-only kernel may wait for its peers: far beyond the 3 s in which a
@@ -53,17 +54,17 @@ fn run(comm: Communicator) -> Result<()> {
 
     let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(1))?;
     let module = Module::load(kernels::PTX)?;
-    let probe = module.function("barrier_timeout_probe")?;
+    let probe = module.kernel::<k::BarrierTimeoutProbe>()?;
     let out = SymmetricMemory::alloc(&comm, 8)?;
     out.buffer().fill_bytes(0xff)?;
     symcomm::fault::pause_point("barrier-kernel", me);
-    // SAFETY: arguments match `barrier_timeout_probe`; the communicator has one barrier and
+    // SAFETY: a typed launch of `barrier_timeout_probe`; the communicator has one barrier and
     // `out` holds two u32 of this device.
     unsafe {
-        probe.launch_with(
+        probe.launch(
             LaunchConfig::linear(1, 32),
             std::ptr::null_mut(),
-            (dev.raw(), PROBE_WAIT_NS, out.device_ptr() as *mut u32),
+            (dev.raw(), PROBE_WAIT_NS, out.as_mut_ptr()),
         )?
     };
     synchronize()?;

@@ -20,6 +20,7 @@ use symcomm::bootstrap::RootListener;
 use symcomm::cuda::{self, VmmBuffer};
 use symcomm::launch::{LaunchConfig, Module, synchronize};
 use symcomm::{Bootstrap, CommOptions, Communicator, DevComm, Error, Requirements, Result};
+use symcomm_test_kernels as k;
 use symcomm_tests::kernels;
 
 /// How long the kernel would wait without an abort.
@@ -72,18 +73,18 @@ fn survivor(
     )?;
     let _ctx = cuda::open_device(0)?;
     let module = Module::load(kernels::PTX)?;
-    let probe = module.function("barrier_timeout_probe")?;
+    let probe = module.kernel::<k::BarrierTimeoutProbe>()?;
     let dev = DevComm::create(&comm, Requirements::new().lsa_barriers(1))?;
     let out = VmmBuffer::new(0, 8)?;
     out.fill_bytes(0xff)?;
     comm.bootstrap().barrier()?;
-    // SAFETY: arguments match `barrier_timeout_probe`; the communicator has one barrier and
+    // SAFETY: a typed launch of `barrier_timeout_probe`; the communicator has one barrier and
     // `out` holds two u32 of this device.
     unsafe {
-        probe.launch_with(
+        probe.launch(
             LaunchConfig::linear(1, 128),
             std::ptr::null_mut(),
-            (dev.raw(), WAIT_NS, out.device_ptr() as *mut u32),
+            (dev.raw(), WAIT_NS, out.as_mut_ptr()),
         )?
     };
     let synced = synchronize();

@@ -29,7 +29,7 @@ use symcomm::ranks::{all_passed, run_ranks, take_threads_flag};
 use symcomm::{
     Communicator, DevComm, Error, Requirements, Result, SymmetricMemory, SymmetricUsage,
 };
-use symcomm_device::window::Window as DeviceWindow;
+use symcomm_test_kernels as k;
 use symcomm_tests::kernels;
 
 const BLOCKS: u32 = 8;
@@ -89,23 +89,16 @@ fn stress(r: &Rank, rounds: u32, replays: u32) -> Result<String> {
     let dev = DevComm::create(&r.comm, Requirements::new().lsa_barriers(BLOCKS))?;
     let out = VmmBuffer::new(r.device(), 3 * 4)?;
     out.fill_bytes(0)?;
-    let f = r.module.function("barrier_stress")?;
+    let f = r.module.kernel::<k::BarrierStress>()?;
     let cfg = LaunchConfig::linear(BLOCKS, THREADS);
-    let args = |iters: u32| {
-        (
-            dev.raw(),
-            win.device_ptr() as *const DeviceWindow,
-            iters,
-            WAIT_NS,
-            out.device_ptr() as *mut u32,
-        )
-    };
+    let args = |iters: u32| (dev.raw(), win.handle(), iters, WAIT_NS, out.as_mut_ptr());
 
     r.comm.bootstrap().barrier()?;
     let t0 = Instant::now();
-    // SAFETY: arguments match `barrier_stress`; the window holds 2 × BLOCKS × THREADS u32; the
-    // communicator has BLOCKS barriers; every rank launches the same shape and rounds.
-    unsafe { f.launch_with(cfg, std::ptr::null_mut(), args(rounds))? };
+    // SAFETY: a typed launch of `barrier_stress`; the window holds 2 × BLOCKS × THREADS u32;
+    // `out` holds 3 u32; the communicator has BLOCKS barriers; every rank launches the same
+    // shape and rounds.
+    unsafe { f.launch(cfg, std::ptr::null_mut(), args(rounds))? };
     synchronize()?;
     let direct = t0.elapsed();
     let got = read_words(&out, 3)?;
@@ -132,7 +125,7 @@ fn stress(r: &Rank, rounds: u32, replays: u32) -> Result<String> {
         .map_err(cu("cuStreamBeginCapture"))?;
     // SAFETY: as above; the captured launch reads its epochs from device memory on every
     // replay, so each replay publishes fresh values.
-    let launched = unsafe { f.launch_with(cfg, stream.cu_stream(), args(per_replay)) };
+    let launched = unsafe { f.launch(cfg, stream.cu_stream(), args(per_replay)) };
     let graph = stream
         .end_capture(sys::CUgraphInstantiate_flags(0))
         .map_err(cu("cuStreamEndCapture"))?;
@@ -343,17 +336,18 @@ fn timeout(r: &Rank) -> Result<String> {
     if r.comm.lsa_size() < 2 {
         return Ok("timeout: skipped (LSA team of one)".into());
     }
-    let probe = r.module.function("barrier_timeout_probe")?;
+    let probe = r.module.kernel::<k::BarrierTimeoutProbe>()?;
     let out = VmmBuffer::new(r.device(), 8)?;
     let run = |dev: &DevComm, wait_ns: u64| -> Result<Duration> {
         out.fill_bytes(0xff)?;
         let t0 = Instant::now();
-        // SAFETY: arguments match `barrier_timeout_probe`; the communicator has one barrier.
+        // SAFETY: a typed launch of `barrier_timeout_probe`; the communicator has one
+        // barrier; `out` holds 2 u32.
         unsafe {
-            probe.launch_with(
+            probe.launch(
                 LaunchConfig::linear(1, 128),
                 std::ptr::null_mut(),
-                (dev.raw(), wait_ns, out.device_ptr() as *mut u32),
+                (dev.raw(), wait_ns, out.as_mut_ptr()),
             )?
         };
         Ok(t0.elapsed())

@@ -7,7 +7,7 @@ use std::time::Instant;
 use symcomm::Result;
 use symcomm::cuda;
 use symcomm::launch::LaunchConfig;
-use symcomm_test_kernels as layout;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, Rng, compare};
 
 use crate::harness::{Ctx, Verdict};
@@ -16,11 +16,7 @@ pub fn check_geometry(ctx: &Ctx) -> Result<Verdict> {
     let (blocks, threads) = (3u32, 64u32);
     let n = (blocks * threads) as usize;
     let out = ctx.poisoned::<u32>(8 * n)?;
-    ctx.run(
-        "geometry",
-        LaunchConfig::linear(blocks, threads),
-        (out.device_ptr(),),
-    )?;
+    ctx.run::<k::Geometry>(LaunchConfig::linear(blocks, threads), (out.as_mut_ptr(),))?;
     let got: Vec<u32> = ctx.download(&out, 8 * n)?;
     let want = refs::geometry_words(blocks, threads);
     Ok(compare("geometry words", &got, &want).map(|()| format!("{n} threads × 8 words")))
@@ -40,17 +36,17 @@ pub fn check_dependent_launch(ctx: &Ctx) -> Result<Verdict> {
         ctx.poisoned::<u32>(n)?,
     );
     let stream = cuda::Stream::new()?;
-    let producer = ctx.module.function("pdl_producer")?;
-    let consumer = ctx.module.function("pdl_consumer")?;
+    let producer = ctx.module.kernel::<k::PdlProducer>()?;
+    let consumer = ctx.module.kernel::<k::PdlConsumer>()?;
     let cfg = LaunchConfig::linear(blocks, threads);
-    // SAFETY: the argument types match the kernels; every buffer holds one u32 per thread
-    // and outlives the stream synchronisation below.
+    // SAFETY: the argument types are the kernels' (typed launches); every buffer holds one
+    // u32 per thread and outlives the stream synchronisation below.
     unsafe {
-        producer.launch_with(cfg, stream.raw(), (src.device_ptr(), value, 200_000u64))?;
-        consumer.launch_with(
+        producer.launch(cfg, &stream, (src.as_mut_ptr(), value, 200_000u64))?;
+        consumer.launch(
             cfg.with_dependent_launch(),
-            stream.raw(),
-            (src.device_ptr(), dst.device_ptr(), early.device_ptr()),
+            &stream,
+            (src.as_ptr(), dst.as_mut_ptr(), early.as_mut_ptr()),
         )?;
     }
     stream.synchronize()?;
@@ -73,13 +69,12 @@ pub fn check_dependent_launch(ctx: &Ctx) -> Result<Verdict> {
 }
 
 pub fn check_smem_static(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
-    let (blocks, t) = (4usize, layout::STATIC_SMEM_THREADS as usize);
+    let (blocks, t) = (4usize, k::STATIC_SMEM_THREADS as usize);
     let input: Vec<u32> = (0..blocks * t).map(|_| rng.next_u32()).collect();
     let (inb, out) = (ctx.upload(&input)?, ctx.poisoned::<u32>(blocks * t)?);
-    ctx.run(
-        "smem_static_reverse",
+    ctx.run::<k::SmemStaticReverse>(
         LaunchConfig::linear(blocks as u32, t as u32),
-        (inb.device_ptr(), out.device_ptr()),
+        (inb.as_ptr(), out.as_mut_ptr()),
     )?;
     let got: Vec<u32> = ctx.download(&out, blocks * t)?;
     let want = refs::reversed_per_block(&input, t);
@@ -99,11 +94,7 @@ pub fn check_smem_dynamic(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         shared_mem_bytes: (t * 4) as u32,
         ..LaunchConfig::linear(blocks as u32, t as u32)
     };
-    ctx.run(
-        "smem_dynamic_reverse",
-        cfg,
-        (inb.device_ptr(), out.device_ptr(), sizes.device_ptr()),
-    )?;
+    ctx.run::<k::SmemDynamicReverse>(cfg, (inb.as_ptr(), out.as_mut_ptr(), sizes.as_mut_ptr()))?;
     let got: Vec<u32> = ctx.download(&out, blocks * t)?;
     let want = refs::reversed_per_block(&input, t);
     let got_sizes: Vec<u32> = ctx.download(&sizes, blocks)?;
@@ -124,14 +115,13 @@ pub fn check_warp_ops(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let input = refs::warp_ops_input(rng, n);
     let (inb, out) = (
         ctx.upload(&input)?,
-        ctx.poisoned::<u32>(layout::WARP_OPS_WORDS * n)?,
+        ctx.poisoned::<u32>(k::WARP_OPS_WORDS * n)?,
     );
-    ctx.run(
-        "warp_ops",
+    ctx.run::<k::WarpOps>(
         LaunchConfig::linear(blocks as u32, t as u32),
-        (inb.device_ptr(), out.device_ptr()),
+        (inb.as_ptr(), out.as_mut_ptr()),
     )?;
-    let got: Vec<u32> = ctx.download(&out, layout::WARP_OPS_WORDS * n)?;
+    let got: Vec<u32> = ctx.download(&out, k::WARP_OPS_WORDS * n)?;
     let want = refs::warp_ops_words(&input);
     Ok(compare("warp op words", &got, &want).map(|()| {
         format!(
@@ -144,10 +134,9 @@ pub fn check_block_votes(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let (blocks, t) = (2usize, 128usize);
     let input = refs::block_votes_input(rng, blocks * t);
     let (inb, out) = (ctx.upload(&input)?, ctx.poisoned::<u32>(3 * blocks)?);
-    ctx.run(
-        "block_votes",
+    ctx.run::<k::BlockVotes>(
         LaunchConfig::linear(blocks as u32, t as u32),
-        (inb.device_ptr(), out.device_ptr()),
+        (inb.as_ptr(), out.as_mut_ptr()),
     )?;
     let got: Vec<u32> = ctx.download(&out, 3 * blocks)?;
     let want = refs::block_votes_words(&input, t);
@@ -159,7 +148,7 @@ pub fn check_timers(ctx: &Ctx) -> Result<Verdict> {
     let n = 64usize;
     let out = ctx.poisoned::<u64>(4 * n)?;
     let t = Instant::now();
-    ctx.run("timers", LaunchConfig::linear(2, 32), (out.device_ptr(),))?;
+    ctx.run::<k::Timers>(LaunchConfig::linear(2, 32), (out.as_mut_ptr(),))?;
     let host_ns = t.elapsed().as_nanos() as u64;
     let got: Vec<u64> = ctx.download(&out, 4 * n)?;
     for i in 0..n {
@@ -185,11 +174,7 @@ pub fn check_block_named_barrier(ctx: &Ctx) -> Result<Verdict> {
     for threads in [80u32, 128] {
         let out = ctx.poisoned::<u32>(threads as usize)?;
         let v = 0x5a5a_0000u32;
-        ctx.run(
-            "block_named_barrier",
-            LaunchConfig::linear(1, threads),
-            (out.device_ptr(), v),
-        )?;
+        ctx.run::<k::BlockNamedBarrier>(LaunchConfig::linear(1, threads), (out.as_mut_ptr(), v))?;
         let got: Vec<u32> = ctx.download(&out, threads as usize)?;
         let want: Vec<u32> = (0..threads).map(|t| v ^ (t % 32)).collect();
         if let Err(e) = compare(&format!("{threads} threads"), &got, &want) {

@@ -11,7 +11,7 @@ use symcomm::cuda::vmm::Shareable;
 use symcomm::cuda::{Mapping, PhysicalMem, VaRange};
 use symcomm::launch::LaunchConfig;
 use symcomm_device::comm::LsaBarrierHandle;
-use symcomm_test_kernels as layout;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, compare};
 
 use crate::harness::{Ctx, Verdict, ensure};
@@ -24,10 +24,9 @@ pub fn check_barrier_team1(ctx: &Ctx) -> Result<Verdict> {
     let comm = refs::lsa_comm(res.device_ptr(), 1, 0, 1, blocks);
     for launch in 1..=2u32 {
         let out = ctx.poisoned::<u32>(2 * blocks as usize)?;
-        ctx.run(
-            "barrier_rounds",
+        ctx.run::<k::BarrierRounds>(
             LaunchConfig::linear(blocks, 128),
-            (comm, out.device_ptr(), rounds, 1_000_000_000u64),
+            (comm, out.as_mut_ptr(), rounds, 1_000_000_000u64),
         )?;
         let got: Vec<u32> = ctx.download(&out, 2 * blocks as usize)?;
         let want = refs::barrier_rounds_words(blocks, launch, rounds);
@@ -77,20 +76,19 @@ pub fn check_barrier_pair(ctx: &Ctx) -> Result<Verdict> {
     let rounds = 50u32;
     let mut detail = vec![];
     for (launch, (coop_kind, name)) in [(0u32, "Cta"), (1, "Warp")].into_iter().enumerate() {
-        let out = ctx.poisoned::<u32>(2 * layout::BARRIER_PAIR_WORDS)?;
-        ctx.run(
-            "barrier_pair",
+        let out = ctx.poisoned::<u32>(2 * k::BARRIER_PAIR_WORDS)?;
+        ctx.run::<k::BarrierPair>(
             LaunchConfig::linear(2, 128),
             (
                 comm,
-                out.device_ptr(),
+                out.as_mut_ptr(),
                 rounds,
                 4096u64,
                 2_000_000_000u64,
                 coop_kind,
             ),
         )?;
-        let got: Vec<u32> = ctx.download(&out, 2 * layout::BARRIER_PAIR_WORDS)?;
+        let got: Vec<u32> = ctx.download(&out, 2 * k::BARRIER_PAIR_WORDS)?;
         let want = refs::barrier_pair_words(launch as u32, rounds);
         if let Err(e) = compare(
             &format!("{name} coop: [code, mismatch, epoch, rounds] per rank"),
@@ -120,10 +118,9 @@ fn run_lonely(ctx: &Ctx, timeout_ns: u64, abort: bool) -> Result<(u32, u64, Dura
     }
     let out = ctx.poisoned::<u32>(3)?;
     let t = Instant::now();
-    ctx.run(
-        "barrier_lonely",
+    ctx.run::<k::BarrierLonely>(
         LaunchConfig::linear(1, 64),
-        (comm, out.device_ptr(), timeout_ns),
+        (comm, out.as_mut_ptr(), timeout_ns),
     )?;
     let host = t.elapsed();
     let got: Vec<u32> = ctx.download(&out, 3)?;

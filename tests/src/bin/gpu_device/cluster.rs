@@ -4,6 +4,7 @@
 
 use symcomm::Result;
 use symcomm::launch::LaunchConfig;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, Rng, compare};
 
 use crate::harness::{Ctx, Verdict};
@@ -22,14 +23,13 @@ pub fn check_cluster_exchange(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
             ctx.poisoned::<u32>(2 * blocks)?,
             ctx.poisoned::<u32>(blocks)?,
         );
-        ctx.run(
-            "cluster_exchange",
+        ctx.run::<k::ClusterExchange>(
             LaunchConfig::linear(blocks as u32, 32 * warps as u32).with_cluster(size as u32),
             (
-                inb.device_ptr(),
-                out.device_ptr(),
-                geo.device_ptr(),
-                status.device_ptr(),
+                inb.as_ptr(),
+                out.as_mut_ptr(),
+                geo.as_mut_ptr(),
+                status.as_mut_ptr(),
                 rounds as u32,
             ),
         )?;

@@ -3,6 +3,7 @@
 
 use symcomm::Result;
 use symcomm::launch::LaunchConfig;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, compare};
 
 use crate::harness::{Ctx, Verdict};
@@ -10,11 +11,7 @@ use crate::harness::{Ctx, Verdict};
 pub fn check_coop(ctx: &Ctx) -> Result<Verdict> {
     let (threads, words) = (refs::COOP_PROBE_THREADS, refs::COOP_PROBE_WORDS);
     let out = ctx.poisoned::<u32>(words * threads as usize)?;
-    ctx.run(
-        "coop_probe",
-        LaunchConfig::linear(1, threads),
-        (out.device_ptr(),),
-    )?;
+    ctx.run::<k::CoopProbe>(LaunchConfig::linear(1, threads), (out.as_mut_ptr(),))?;
     let got: Vec<u32> = ctx.download(&out, words * threads as usize)?;
     let want = refs::coop_probe_words();
     Ok(compare("rank/size/any words", &got, &want)
@@ -26,11 +23,7 @@ pub fn check_coop(ctx: &Ctx) -> Result<Verdict> {
 pub fn check_warp_any(ctx: &Ctx) -> Result<Verdict> {
     let threads = 128u32;
     let out = ctx.poisoned::<u32>(threads as usize)?;
-    ctx.run(
-        "warp_any_orders",
-        LaunchConfig::linear(1, threads),
-        (out.device_ptr(),),
-    )?;
+    ctx.run::<k::WarpAnyOrders>(LaunchConfig::linear(1, threads), (out.as_mut_ptr(),))?;
     let got: Vec<u32> = ctx.download(&out, threads as usize)?;
     let want: Vec<u32> = (0..threads)
         .map(|t| {

@@ -2,9 +2,10 @@
 //! buffers a check fills, launches on and reads back ([`Ctx`]), and the [`Verdict`] a check
 //! returns. The check modules (one per device-crate module) build on it; it knows none of them.
 
+use symcomm::Result;
 use symcomm::cuda::VmmBuffer;
-use symcomm::launch::{KernelArgs, LaunchConfig, Module, synchronize};
-use symcomm::{Error, Result};
+use symcomm::launch::{Kernel, LaunchConfig, Module, synchronize};
+use symcomm_test_kernels as k;
 
 /// The verdict of one check: `Ok(detail)` passed, `Err(detail)` failed.
 pub type Verdict = std::result::Result<String, String>;
@@ -51,40 +52,31 @@ impl Ctx {
         Ok(v)
     }
 
-    /// Launches kernel `name` with the argument tuple `args` and waits for it (errors name the
-    /// failing driver call). The argument sizes must match the parameter list the PTX declares.
-    pub fn run<A: KernelArgs>(&self, name: &str, cfg: LaunchConfig, args: A) -> Result<()> {
-        let declared = self.module.param_sizes(name).ok_or_else(|| {
-            Error::InvalidArgument(format!(
-                "cannot read the parameters of `{name}` from the PTX"
-            ))
-        })?;
-        let passed = A::sizes();
-        if declared != passed.as_slice() {
-            return Err(Error::InvalidArgument(format!(
-                "kernel `{name}` declares parameters of {declared:?} bytes, the test passes {passed:?}"
-            )));
-        }
-        let f = self.module.function(name)?;
-        // SAFETY: one value per parameter of `name` with the declared size (checked above), each
-        // of the parameter's Rust type, and buffers sized as the kernel's `# Safety` section
-        // asks; they outlive the kernel, which `synchronize` waits for before they can drop.
-        unsafe { f.launch_with(cfg, std::ptr::null_mut(), args)? };
+    /// Launches kernel `K` with the argument tuple `args` (its parameter types, so a wrong
+    /// argument does not compile) and waits for it (errors name the failing driver call).
+    pub fn run<K: Kernel>(&self, cfg: LaunchConfig, args: K::Args) -> Result<()> {
+        let f = self.module.kernel::<K>()?;
+        // SAFETY: `args` has the kernel's parameter types (checked by the type system and by
+        // `Module::kernel` against the module), and the checks size every buffer as the
+        // kernel's `# Safety` section asks; the buffers outlive the kernel, which
+        // `synchronize` waits for before they can drop.
+        unsafe { f.launch(cfg, std::ptr::null_mut(), args)? };
         synchronize()
     }
 
     /// `dst[0..n] = value` on any device memory (also custom VA mappings).
     pub fn fill(&self, dst: u64, n: u64, value: u32) -> Result<()> {
-        self.run("fill_u32", LaunchConfig::linear(64, 256), (dst, n, value))
+        let dst = std::ptr::with_exposed_provenance_mut::<u32>(dst as usize);
+        self.run::<k::FillU32>(LaunchConfig::linear(64, 256), (dst, n, value))
     }
 
     /// Copies `n` u32 from any device memory into a fresh host vector.
     pub fn read_u32(&self, src: u64, n: usize) -> Result<Vec<u32>> {
         let out = self.poisoned::<u32>(n)?;
-        self.run(
-            "copy_u32",
+        let src = std::ptr::with_exposed_provenance::<u32>(src as usize);
+        self.run::<k::CopyU32>(
             LaunchConfig::linear(64, 256),
-            (src, out.device_ptr(), n as u64),
+            (src, out.as_mut_ptr(), n as u64),
         )?;
         self.download(&out, n)
     }

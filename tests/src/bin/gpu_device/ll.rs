@@ -4,6 +4,7 @@
 use symcomm::Result;
 use symcomm::launch::LaunchConfig;
 use symcomm_device::util::rolling_le;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, Rng, compare};
 
 use crate::harness::{Ctx, Verdict, ensure};
@@ -20,14 +21,13 @@ pub fn check_ll(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         ctx.poisoned::<u32>(n + 1)?,
     );
     let (timeout, short) = (2_000_000_000u64, 1_000_000u64);
-    ctx.run(
-        "ll_roundtrip",
+    ctx.run::<k::LlRoundtrip>(
         LaunchConfig::linear(2, 128),
         (
-            lines.device_ptr(),
-            bd.device_ptr(),
-            got.device_ptr(),
-            codes.device_ptr(),
+            lines.as_mut_ptr(),
+            bd.as_ptr(),
+            got.as_mut_ptr(),
+            codes.as_mut_ptr(),
             n as u32,
             epoch,
             timeout,

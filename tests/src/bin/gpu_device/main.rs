@@ -193,18 +193,21 @@ fn main() -> ExitCode {
 mod tests {
     use symcomm_device::comm::{DevComm, LsaBarrierHandle};
     use symcomm_device::ptr::SymPtr;
+    use symcomm_device::window::WindowHandle;
     use symcomm_tests::kernels;
 
     #[test]
     fn barrier_buffers_and_by_value_parameters_have_the_sizes_the_launches_assume() {
         assert_eq!(symcomm_device::util::idiv_rcp32(1), 0);
         assert_eq!(LsaBarrierHandle::buffer_bytes(4, 1) / 4, 16);
-        // Every launch checks its argument sizes against `Module::param_sizes` (the PTX
-        // declaration); DevComm and SymPtr travel by value with their Rust sizes.
+        // Every launch is typed by the kernel's signature, and on a GPU `Module::kernel` checks
+        // those sizes against the PTX declaration: DevComm and SymPtr travel by value with their
+        // Rust sizes, a WindowHandle as a plain u64 (not a pointer).
         assert_eq!(size_of::<DevComm>(), 80);
         assert_eq!(size_of::<SymPtr<f32>>(), 16);
+        assert_eq!(size_of::<WindowHandle>(), 8);
         for decl in [
-            ".param .u64 .ptr .align 1 window_math_param_0,",
+            ".param .u64 window_math_param_0,",
             ".param .align 8 .b8 window_math_param_1[80],",
             ".param .align 8 .b8 window_math_param_2[16],",
             ".param .u64 .ptr .align 1 window_math_param_3\n)",

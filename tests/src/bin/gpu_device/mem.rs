@@ -3,20 +3,21 @@
 //! vector accesses and constant loads.
 
 use symcomm::Result;
-use symcomm::launch::LaunchConfig;
+use symcomm::launch::{Kernel, LaunchConfig};
 use symcomm_device::mem::U32x4;
+use symcomm_device::window::WindowHandle;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, Rng, compare, is_permutation};
 
 use crate::harness::{Ctx, Verdict, ensure};
 
-/// Runs the counter kernel `name` (`atomic_add_acq_rel`, `atomic_cas_counter`: every thread
-/// adds one to a zeroed counter and records the value it replaced) on `blocks × t` threads.
+/// Runs the counter kernel `K` (`AtomicAddAcqRel`, `AtomicCasCounter`: every thread adds one
+/// to a zeroed counter and records the value it replaced) on `blocks × t` threads.
 /// It passes when the counter equals the number of threads and the replaced values are a
 /// permutation of `0..threads`; the failures name the `increments` and say
 /// `not_a_permutation`, the pass reports `passed` after the thread count.
-fn check_counter(
+fn check_counter<K: Kernel<Args = (*mut u32, *mut u32)>>(
     ctx: &Ctx,
-    name: &str,
     (blocks, t): (u32, u32),
     increments: &str,
     not_a_permutation: &str,
@@ -24,10 +25,9 @@ fn check_counter(
 ) -> Result<Verdict> {
     let n = (blocks * t) as usize;
     let (counter, olds) = (ctx.zeroed::<u32>(1)?, ctx.poisoned::<u32>(n)?);
-    ctx.run(
-        name,
+    ctx.run::<K>(
         LaunchConfig::linear(blocks, t),
-        (counter.device_ptr(), olds.device_ptr()),
+        (counter.as_mut_ptr(), olds.as_mut_ptr()),
     )?;
     let total = ctx.download::<u32>(&counter, 1)?[0];
     let olds: Vec<u32> = ctx.download(&olds, n)?;
@@ -44,9 +44,8 @@ fn check_counter(
 }
 
 pub fn check_atomic_add(ctx: &Ctx) -> Result<Verdict> {
-    check_counter(
+    check_counter::<k::AtomicAddAcqRel>(
         ctx,
-        "atomic_add_acq_rel",
         (64, 256),
         "increments",
         "old values are not a permutation of 0..n",
@@ -62,10 +61,9 @@ pub fn check_red_add(ctx: &Ctx) -> Result<Verdict> {
         ctx.zeroed::<u64>(1)?,
         ctx.zeroed::<u64>(1)?,
     );
-    ctx.run(
-        "red_add_release",
+    ctx.run::<k::RedAddRelease>(
         LaunchConfig::linear(blocks, t),
-        (c32.device_ptr(), c64.device_ptr(), c64b.device_ptr()),
+        (c32.as_mut_ptr(), c64.as_mut_ptr(), c64b.as_mut_ptr()),
     )?;
     let got = [
         u64::from(ctx.download::<u32>(&c32, 1)?[0]),
@@ -78,9 +76,8 @@ pub fn check_red_add(ctx: &Ctx) -> Result<Verdict> {
 }
 
 pub fn check_atomic_cas(ctx: &Ctx) -> Result<Verdict> {
-    check_counter(
+    check_counter::<k::AtomicCasCounter>(
         ctx,
-        "atomic_cas_counter",
         (16, 128),
         "CAS increments",
         "replaced values are not a permutation (or a thread gave up)",
@@ -97,14 +94,13 @@ pub fn check_atomic_exch(ctx: &Ctx) -> Result<Verdict> {
         ctx.zeroed::<u64>(1)?,
         ctx.poisoned::<u64>(n)?,
     );
-    ctx.run(
-        "atomic_exch_chain",
+    ctx.run::<k::AtomicExchChain>(
         LaunchConfig::linear(blocks, t),
         (
-            s32.device_ptr(),
-            o32.device_ptr(),
-            s64.device_ptr(),
-            o64.device_ptr(),
+            s32.as_mut_ptr(),
+            o32.as_mut_ptr(),
+            s64.as_mut_ptr(),
+            o64.as_mut_ptr(),
         ),
     )?;
     let mut v32: Vec<u64> = ctx
@@ -133,13 +129,12 @@ pub fn check_message_pass(ctx: &Ctx) -> Result<Verdict> {
         ctx.zeroed::<u32>(2)?,
         ctx.poisoned::<u32>(2 + 2 * n)?,
     );
-    ctx.run(
-        "message_pass",
+    ctx.run::<k::MessagePass>(
         LaunchConfig::linear(2, 32),
         (
-            data.device_ptr(),
-            flags.device_ptr(),
-            out.device_ptr(),
+            data.as_mut_ptr(),
+            flags.as_mut_ptr(),
+            out.as_mut_ptr(),
             n as u32,
             2_000_000_000u64,
         ),
@@ -160,14 +155,13 @@ pub fn check_vectors(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         ctx.poisoned::<U32x4>(n)?,
         ctx.poisoned::<U32x4>(n)?,
     );
-    ctx.run(
-        "vector_roundtrip",
+    ctx.run::<k::VectorRoundtrip>(
         LaunchConfig::linear(40, 128),
         (
-            s.device_ptr(),
-            a.device_ptr(),
-            b.device_ptr(),
-            c.device_ptr(),
+            s.as_ptr(),
+            a.as_mut_ptr(),
+            b.as_mut_ptr(),
+            c.as_mut_ptr(),
             n as u64,
         ),
     )?;
@@ -190,15 +184,14 @@ pub fn check_load_const(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         ctx.upload(&[w])?,
         ctx.poisoned::<u64>(9)?,
     );
-    ctx.run(
-        "load_const_copy",
+    ctx.run::<k::LoadConstCopy>(
         LaunchConfig::linear(20, 128),
         (
-            s.device_ptr(),
-            o.device_ptr(),
+            s.as_ptr(),
+            o.as_mut_ptr(),
             n as u64,
-            wb.device_ptr(),
-            wo.device_ptr(),
+            WindowHandle::from_addr(wb.device_ptr()),
+            wo.as_mut_ptr(),
         ),
     )?;
     let got: Vec<U32x4> = ctx.download(&o, n)?;

@@ -4,7 +4,7 @@
 use symcomm::Result;
 use symcomm::launch::LaunchConfig;
 use symcomm_device::mem::U32x4;
-use symcomm_test_kernels as layout;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, Rng, compare};
 
 use crate::harness::{Ctx, Verdict};
@@ -30,16 +30,15 @@ pub fn check_reduce(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     for (i, &(x, y)) in edges.iter().enumerate() {
         (a[i], b[i]) = (U32x4([x; 4]), U32x4([y; 4]));
     }
-    let ops = layout::REDUCE_OPS;
+    let ops = k::REDUCE_OPS;
     let (ba, bb, bo) = (
         ctx.upload(&a)?,
         ctx.upload(&b)?,
         ctx.poisoned::<U32x4>(ops * n)?,
     );
-    ctx.run(
-        "reduce_packs",
+    ctx.run::<k::ReducePacks>(
         LaunchConfig::linear(16, 128),
-        (ba.device_ptr(), bb.device_ptr(), bo.device_ptr(), n as u64),
+        (ba.as_ptr(), bb.as_ptr(), bo.as_mut_ptr(), n as u64),
     )?;
     let got: Vec<U32x4> = ctx.download(&bo, ops * n)?;
     let want = refs::reduce_packs_words(&a, &b);

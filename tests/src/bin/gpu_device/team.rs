@@ -4,7 +4,7 @@
 use symcomm::Result;
 use symcomm::launch::LaunchConfig;
 use symcomm_device::comm::DevComm;
-use symcomm_test_kernels as layout;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, compare};
 
 use crate::harness::{Ctx, Verdict};
@@ -22,13 +22,9 @@ pub fn check_team(ctx: &Ctx) -> Result<Verdict> {
     ];
     for (n, rank, lsa) in shapes {
         let comm = DevComm::new(rank, n, rank % lsa, lsa);
-        let out = ctx.poisoned::<i32>(layout::TEAM_PROBE_WORDS)?;
-        ctx.run(
-            "team_probe",
-            LaunchConfig::linear(1, 32),
-            (comm, out.device_ptr()),
-        )?;
-        let got: Vec<i32> = ctx.download(&out, layout::TEAM_PROBE_WORDS)?;
+        let out = ctx.poisoned::<i32>(k::TEAM_PROBE_WORDS)?;
+        ctx.run::<k::TeamProbe>(LaunchConfig::linear(1, 32), (comm, out.as_mut_ptr()))?;
+        let got: Vec<i32> = ctx.download(&out, k::TEAM_PROBE_WORDS)?;
         if let Err(e) = compare(
             &format!("team facts for n={n} rank={rank} lsa={lsa}"),
             &got,

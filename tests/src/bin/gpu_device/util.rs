@@ -4,6 +4,7 @@
 
 use symcomm::Result;
 use symcomm::launch::LaunchConfig;
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, Rng, compare};
 
 use crate::harness::{Ctx, Verdict};
@@ -47,14 +48,13 @@ pub fn check_div(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         ctx.poisoned::<u32>(n)?,
         ctx.poisoned::<u32>(n)?,
     );
-    ctx.run(
-        "div_fast",
+    ctx.run::<k::DivFast>(
         LaunchConfig::linear(64, 256),
         (
-            bx.device_ptr(),
-            bd.device_ptr(),
-            bq.device_ptr(),
-            br.device_ptr(),
+            bx.as_ptr(),
+            bd.as_ptr(),
+            bq.as_mut_ptr(),
+            br.as_mut_ptr(),
             n as u64,
         ),
     )?;

@@ -6,8 +6,8 @@ use symcomm::Result;
 use symcomm::launch::LaunchConfig;
 use symcomm_device::comm::{DevComm, ResourceWindow};
 use symcomm_device::ptr::SymPtr;
-use symcomm_device::window::{Window, add4g};
-use symcomm_test_kernels as layout;
+use symcomm_device::window::{Window, WindowHandle, add4g};
+use symcomm_test_kernels as k;
 use symcomm_tests::reference::{self as refs, compare};
 
 use crate::harness::{Ctx, Verdict};
@@ -40,14 +40,15 @@ pub fn check_window(ctx: &Ctx) -> Result<Verdict> {
         mc_offset4k: 4,
     };
     comm.resource_window = wb.device_ptr();
-    let sym: SymPtr<f32> = SymPtr::new(wb.device_ptr() as *const Window, 256);
-    let out = ctx.poisoned::<u64>(layout::WINDOW_MATH_WORDS)?;
-    ctx.run(
-        "window_math",
+    // The uploaded descriptor, as a kernel takes a window.
+    let win = WindowHandle::from_addr(wb.device_ptr());
+    let sym: SymPtr<f32> = win.sym(64);
+    let out = ctx.poisoned::<u64>(k::WINDOW_MATH_WORDS)?;
+    ctx.run::<k::WindowMath>(
         LaunchConfig::linear(1, threads as u32),
-        (wb.device_ptr(), comm, sym, out.device_ptr()),
+        (win, comm, sym, out.as_mut_ptr()),
     )?;
-    let got: Vec<u64> = ctx.download(&out, layout::WINDOW_MATH_WORDS)?;
+    let got: Vec<u64> = ctx.download(&out, k::WINDOW_MATH_WORDS)?;
     // The same arithmetic on the host, against a host copy of the descriptor.
     let want = refs::window_math_words(&w, &comm, 256);
     // Independent spot checks of the model: our copy is `target`, peer p is p * 8 GiB away.
