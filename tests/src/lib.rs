@@ -10,6 +10,11 @@ pub mod kernels {
     include!(concat!(env!("OUT_DIR"), "/symcomm_test_kernels.rs"));
 }
 
+/// The kernels built with `bounds-checks` (the GPU checks' own kernels), as PTX.
+pub mod checked_kernels {
+    include!(concat!(env!("OUT_DIR"), "/symcomm_checked_kernels.rs"));
+}
+
 pub mod reference;
 
 /// One PTX module built by the workspace.
@@ -40,6 +45,11 @@ pub fn all_ptx() -> Vec<PtxModule> {
             name: "symcomm_test_kernels",
             ptx: kernels::PTX,
             entry_points: kernels::ENTRY_POINTS,
+        },
+        PtxModule {
+            name: "symcomm_checked_kernels",
+            ptx: checked_kernels::PTX,
+            entry_points: checked_kernels::ENTRY_POINTS,
         },
     ]
 }

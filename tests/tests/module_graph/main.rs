@@ -61,6 +61,11 @@ const CRATES: &[(&str, &str, &[&str])] = &[
     ("symcomm-example-kernels", "examples/kernels/src", DEVICE),
     ("symcomm-tests", "tests/src", &[]),
     ("symcomm-test-kernels", "tests/kernels/src", DEVICE),
+    (
+        "symcomm-checked-kernels",
+        "tests/checked-kernels/src",
+        DEVICE,
+    ),
 ];
 
 fn workspace_root() -> &'static Path {
