@@ -422,7 +422,7 @@ impl<C: Coop> LsaBarrier<C> {
 /// `bounds-checks`) dropping an unfinished session stops the thread with a message naming the
 /// barrier index, so the launch fails instead of the next launch on the index silently starting
 /// from a stale epoch. GPU builds without the feature have no drop (the PTX is the same as
-/// without this check). GIN barrier sessions follow the same rule.
+/// without this check). The GIN barrier sessions to come are to follow the same rule.
 #[cfg(any(not(target_arch = "nvptx64"), feature = "bounds-checks"))]
 impl<C: Coop> Drop for LsaBarrier<C> {
     fn drop(&mut self) {

@@ -15,13 +15,15 @@
 //! the kernel thread panics with it, so the emulated launch fails with
 //! `block (…) thread (…) panicked: symcomm: …`. On the GPU the thread prints it (`vprintf`:
 //! it reaches the process's stdout when the host next synchronises) and traps, so the launch
-//! fails with an illegal-instruction error and the context is lost.
+//! fails with an unspecified launch failure (`CUDA_ERROR_LAUNCH_FAILED`) and the context is
+//! lost.
 
 /// Whether this build checks (see the module docs): true on the host, and on the GPU with the
 /// `bounds-checks` feature.
 pub const ENABLED: bool = cfg!(any(feature = "bounds-checks", not(target_arch = "nvptx64")));
 
-/// Prints the GPU message (`format` with two `%lld` for `a` and `b`) and traps; on the host,
+/// Prints the GPU message (`format` with up to two 64-bit conversions, for `a` and `b`; extra
+/// arguments are ignored) and traps; on the host,
 /// panics with the host message (`format!` arguments).
 macro_rules! fail {
     ($gpu:literal, $a:expr, $b:expr; $($host:tt)+) => {{
@@ -65,9 +67,23 @@ pub(crate) fn member_outside_team(peer: i32, n_ranks: i32) -> ! {
 #[inline(never)]
 pub(crate) fn index_out_of_view(index: usize, len: usize) -> ! {
     fail!(
-        b"symcomm: element %lld is past the end of a view of %lld elements\n\0",
+        b"symcomm: element %llu is past the end of a view of %llu elements\n\0",
         index, len;
         "symcomm: element {index} is past the end of a view of {len} elements"
+    )
+}
+
+/// Reports a range `from..from + len` that does not fit a view of `view_len` elements.
+#[cold]
+#[inline(never)]
+pub(crate) fn range_out_of_view(from: usize, len: usize, view_len: usize) -> ! {
+    #[cfg(target_arch = "nvptx64")]
+    let _ = len; // only the host message names it
+    fail!(
+        b"symcomm: a range from element %llu does not fit a view of %llu elements\n\0",
+        from, view_len;
+        "symcomm: elements {from}..{} are not in a view of {view_len} elements",
+        from.saturating_add(len)
     )
 }
 
@@ -79,10 +95,23 @@ pub(crate) fn bad_offset(offset: usize, size: usize, slot: u64) -> ! {
     #[cfg(target_arch = "nvptx64")]
     let _ = size; // only the host message names it
     fail!(
-        b"symcomm: symmetric pointer offset %lld is misaligned or past the slot of %lld bytes\n\0",
+        b"symcomm: symmetric pointer offset %llu is misaligned or past the slot of %llu bytes\n\0",
         offset, slot;
         "symcomm: symmetric pointer offset {offset} (element of {size} bytes) is misaligned \
          or past the per-rank slot of {slot} bytes"
+    )
+}
+
+/// Reports a symmetric pointer without a window (`SymPtr::from_local`) used for another rank's
+/// copy or the multicast range.
+#[cold]
+#[inline(never)]
+pub(crate) fn no_window() -> ! {
+    fail!(
+        b"symcomm: a symmetric pointer without a window (from_local) names no peer\n\0",
+        0, 0;
+        "symcomm: a symmetric pointer without a window (from_local) has only a local copy: \
+         `local()` is its one accessor"
     )
 }
 
@@ -100,7 +129,7 @@ pub(crate) fn unfinished_session(index: u32) {
         return;
     }
     fail!(
-        b"symcomm: LSA barrier session %lld ended without finish()%.0lld\n\0",
+        b"symcomm: LSA barrier session %lld ended without finish()\n\0",
         index, 0;
         "symcomm: LSA barrier session {index} ended without finish(): its epoch was not saved, \
          so the next launch on barrier {index} would start from a stale one (call \
@@ -116,7 +145,7 @@ mod gpu {
         fn vprintf(format: *const u8, args: *const u8) -> i32;
     }
 
-    /// `printf(format, a, b)` for a format with two `%lld`.
+    /// `printf(format, a, b)` for a format with at most two 64-bit conversions.
     #[inline(always)]
     pub(super) fn print2(format: &'static [u8], a: i64, b: i64) {
         let args = [a, b];

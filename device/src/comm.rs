@@ -255,7 +255,9 @@ impl DevComm {
     }
 
     /// Address of byte 0 of resource buffer `handle` in LSA peer `lsa_peer`'s copy of the
-    /// resource window (pure arithmetic; nothing is read).
+    /// resource window (pure arithmetic; nothing is read). A `const fn`, outside the runtime
+    /// checks of [`crate::check`]: `lsa_peer` must be in `0..lsa_size` for the address to be
+    /// mapped.
     #[doc(alias = "ncclGetResourceBufferLsaPointer")]
     #[inline(always)]
     pub const fn resource_lsa_ptr(&self, handle: u32, lsa_peer: i32) -> *mut u8 {

@@ -2,25 +2,51 @@
 //! with a wrong argument type or count does not compile.
 //!
 //! For every `#[kernel] fn my_kernel(a: A, b: B)`, the macro also emits, for the host target
-//! only (the PTX does not change), a unit struct named after the function in `CamelCase`
-//! (`MyKernel`) that implements [`Kernel`]: its PTX entry name and its argument tuple
-//! `(A, B)`. The host runtime (`symcomm::launch::Module::kernel::<MyKernel>()`) hands out a
+//! only (the PTX does not change), a struct (a type only) named after the function in
+//! `CamelCase` (`MyKernel`) that implements [`Kernel`]: its PTX entry name and its argument
+//! tuple `(A, B)`. The host runtime (`symcomm::launch::Module::kernel::<MyKernel>()`) hands out a
 //! launcher that takes exactly that tuple.
 //!
 //! This lives in the device crate, not the host crate, because kernels crates are `no_std`
 //! and must not depend on the host runtime; the host runtime depends on this crate and
 //! re-exports these traits.
 //!
+//! A kernel whose type name is taken, or would shadow an item of the prelude, names it:
+//!
+//! ```
+//! use symcomm_device::launch::Kernel;
+//! use symcomm_device::prelude::*;
+//!
+//! /// Zeroes this rank's copy of a window of `n` u32.
+//! #[kernel(launch_type = WindowKernel)]
+//! pub unsafe fn window(w: WindowHandle, n: u64) {
+//!     let _ = (w, n); // …
+//! }
+//!
+//! assert_eq!(WindowKernel::NAME, "window");
+//! ```
+//!
+//! Without `launch_type`, that kernel is refused: its type would be `Window` and hide the
+//! prelude's `Window` in the module.
+//!
+//! ```compile_fail
+//! use symcomm_device::prelude::*;
+//!
+//! #[kernel]
+//! pub unsafe fn window(w: WindowHandle, n: u64) {
+//!     let _ = (w, n);
+//! }
+//! ```
+//!
 //! What a kernel may take (the macro checks each parameter): raw pointers, and by-value types
 //! that are [`bytemuck::Pod`]: integers, floats, [`DevComm`](crate::comm::DevComm),
 //! [`WindowHandle`](crate::window::WindowHandle), [`SymPtr`](crate::ptr::SymPtr),
 //! [`Team`](crate::team::Team), and the user's own `#[repr(C)]` plain-data structs.
 
-use core::any::TypeId;
 use core::ffi::c_void;
 
 /// A `#[kernel]` function, seen from the host: its entry-point name and its parameters.
-/// Implemented by the unit struct `#[kernel]` emits next to each kernel (see the module docs);
+/// Implemented by the struct `#[kernel]` emits next to each kernel (see the module docs);
 /// not meant to be implemented by hand.
 ///
 /// # Safety
@@ -45,10 +71,6 @@ pub unsafe trait KernelArgs: Copy + 'static {
     const SIZES: &'static [usize];
     /// Pointers to each argument, in order. They point into `self`.
     fn pointers(&mut self) -> Self::Pointers;
-    /// The tuple's type, to compare with a registered kernel's (host emulator).
-    fn type_id() -> TypeId {
-        TypeId::of::<Self>()
-    }
 }
 
 macro_rules! kernel_args {
@@ -102,7 +124,6 @@ mod tests {
         let p = args.pointers();
         assert_eq!(p[0], (&raw mut args.0).cast());
         assert_eq!(p[2], (&raw mut args.2).cast());
-        assert_ne!(<(u8,)>::type_id(), <(i8,)>::type_id());
         assert!(<()>::SIZES.is_empty());
     }
 }

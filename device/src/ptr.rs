@@ -133,6 +133,9 @@ impl<T> SymPtr<T> {
     #[inline(always)]
     fn check(&self) {
         if check::ENABLED {
+            if self.window.is_null() {
+                check::no_window();
+            }
             // SAFETY: only called by accessors whose callers guarantee a valid descriptor.
             let s4g =
                 unsafe { crate::mem::load_const(&raw const (*self.window.as_ptr()).stride4g) };
@@ -417,6 +420,14 @@ mod tests {
             m.unwrap_or_default()
                 .contains("offset 6 (element of 4 bytes) is misaligned")
         );
+        // A pointer without a window has no peers: reported, not a null dereference.
+        let mut x = 0u32;
+        let local = SymPtr::from_local(&raw mut x);
+        let m = fails(&|| {
+            // SAFETY: the check stops the call before anything is computed or read.
+            unsafe { local.lsa(0) };
+        });
+        assert!(m.unwrap_or_default().contains("without a window (from_local)"));
     }
 
     #[test]

@@ -19,15 +19,12 @@
 //! For atomics and ordered accesses take the element's address ([`PeerSlice::ptr`]) to
 //! [`crate::mem`].
 
-use core::marker::PhantomData;
-
 use crate::check;
 use crate::comm::DevComm;
 use crate::ptr::SymPtr;
 use crate::team::Team;
 
 /// `len` elements of `T` from `start`, on every rank that has the window.
-#[derive(Debug)]
 pub struct SymSlice<T> {
     start: SymPtr<T>,
     len: usize,
@@ -40,6 +37,15 @@ impl<T> Clone for SymSlice<T> {
 }
 
 impl<T> Copy for SymSlice<T> {}
+
+impl<T> core::fmt::Debug for SymSlice<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("SymSlice")
+            .field("start", &self.start)
+            .field("len", &self.len)
+            .finish()
+    }
+}
 
 impl<T> SymSlice<T> {
     /// The `len` elements from `start`.
@@ -71,7 +77,7 @@ impl<T> SymSlice<T> {
     #[inline(always)]
     pub fn range(self, from: usize, len: usize) -> Self {
         if check::ENABLED && (from > self.len || len > self.len - from) {
-            check::index_out_of_view(from.saturating_add(len).saturating_sub(1), self.len);
+            check::range_out_of_view(from, len, self.len);
         }
         SymSlice::new(self.start.add(from), len)
     }
@@ -80,6 +86,9 @@ impl<T> SymSlice<T> {
     ///
     /// # Safety
     /// As [`SymPtr::local`]; the window's copies hold the `len` elements.
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
     #[inline(always)]
     pub unsafe fn local(&self) -> PeerSlice<T> {
         // SAFETY: forwarded.
@@ -90,6 +99,9 @@ impl<T> SymSlice<T> {
     ///
     /// # Safety
     /// As [`SymPtr::lsa`]; the window's copies hold the `len` elements.
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
     #[inline(always)]
     pub unsafe fn lsa(&self, peer: i32) -> PeerSlice<T> {
         // SAFETY: forwarded.
@@ -100,6 +112,9 @@ impl<T> SymSlice<T> {
     ///
     /// # Safety
     /// As [`SymPtr::peer`]; the window's copies hold the `len` elements.
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
     #[inline(always)]
     pub unsafe fn peer(&self, team: &Team, peer: i32) -> PeerSlice<T> {
         // SAFETY: forwarded.
@@ -110,6 +125,9 @@ impl<T> SymSlice<T> {
     ///
     /// # Safety
     /// As [`lsa`](Self::lsa); `comm` is the communicator the window belongs to.
+    ///
+    /// # Ordering
+    /// None (address arithmetic).
     #[inline(always)]
     pub unsafe fn lsa_peers(&self, comm: &DevComm) -> LsaPeers<T> {
         LsaPeers {
@@ -122,15 +140,41 @@ impl<T> SymSlice<T> {
 
 /// Iterator over the LSA team's copies of a [`SymSlice`] (see [`SymSlice::lsa_peers`]): one
 /// [`PeerSlice`] per LSA rank, in rank order.
-#[derive(Debug, Clone)]
 pub struct LsaPeers<T> {
     view: SymSlice<T>,
     next: i32,
     end: i32,
 }
 
+impl<T> Clone for LsaPeers<T> {
+    fn clone(&self) -> Self {
+        LsaPeers {
+            view: self.view,
+            next: self.next,
+            end: self.end,
+        }
+    }
+}
+
+impl<T> core::fmt::Debug for LsaPeers<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("LsaPeers")
+            .field("next", &self.next)
+            .field("end", &self.end)
+            .finish()
+    }
+}
+
+impl<T> ExactSizeIterator for LsaPeers<T> {}
+
 impl<T> Iterator for LsaPeers<T> {
     type Item = PeerSlice<T>;
+
+    #[inline(always)]
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        let left = (self.end - self.next).max(0) as usize;
+        (left, Some(left))
+    }
 
     #[inline(always)]
     fn next(&mut self) -> Option<PeerSlice<T>> {
@@ -147,11 +191,18 @@ impl<T> Iterator for LsaPeers<T> {
 
 /// One rank's copy of a [`SymSlice`]: `len` elements at a device address. Element accesses are
 /// checked against `len` where [`check::ENABLED`].
-#[derive(Debug)]
 pub struct PeerSlice<T> {
     ptr: *mut T,
     len: usize,
-    _t: PhantomData<*mut T>,
+}
+
+impl<T> core::fmt::Debug for PeerSlice<T> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("PeerSlice")
+            .field("ptr", &self.ptr)
+            .field("len", &self.len)
+            .finish()
+    }
 }
 
 impl<T> Clone for PeerSlice<T> {
@@ -166,11 +217,7 @@ impl<T> PeerSlice<T> {
     /// `len` elements at `ptr` (not dereferenced until an access).
     #[inline(always)]
     pub const fn from_raw(ptr: *mut T, len: usize) -> Self {
-        PeerSlice {
-            ptr,
-            len,
-            _t: PhantomData,
-        }
+        PeerSlice { ptr, len }
     }
 
     /// Number of elements.
@@ -316,6 +363,9 @@ mod tests {
         let m = message(&|| {
             core::hint::black_box(x.range(6, 3));
         });
-        assert!(m.contains("past the end of a view of 8 elements"), "{m}");
+        assert!(
+            m.contains("elements 6..9 are not in a view of 8 elements"),
+            "{m}"
+        );
     }
 }

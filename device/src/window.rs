@@ -26,9 +26,8 @@ use crate::team::Team;
 pub use crate::util::add4g;
 
 /// The device-side descriptor of a registered window (layout of NCCL's `ncclWindow_vidmem`,
-/// 2.28.7–2.30.3).
+/// 2.28.7–2.30.3). Kernels take it through a [`WindowHandle`].
 #[doc(alias = "ncclWindow_vidmem")]
-#[doc(alias = "ncclWindow_t")]
 #[repr(C)]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub struct Window {
@@ -47,8 +46,10 @@ pub struct Window {
     /// Offset of the window in its backing allocation, in 4 KiB units (for network
     /// registrations; unused by LSA code).
     pub gin_offset4k: u32,
-    /// Size of the LSA team (a symcomm addition in NCCL's padding; 0 = unknown, and then only
-    /// negative peers are caught by the checks).
+    /// Size of the LSA team: a symcomm addition in what is padding in NCCL's layout. 0 means
+    /// unknown, and then only negative peers are caught by the checks; a descriptor that
+    /// symcomm did not write (one from NCCL) must have 0 here, as NCCL does not promise these
+    /// bytes.
     pub lsa_size: u32,
     /// Per network connection: device handle of the registration (unused by LSA code; 0).
     pub gin_wins: [u64; 4],

@@ -10,10 +10,14 @@
 //! shim), so that host code can launch it by name on the emulator as it does on the GPU; the
 //! registration is not compiled for `nvptx64`, so the PTX does not change.
 //!
-//! Also on the host only, it emits a unit struct named after the function in `CamelCase`
-//! (`fn all_reduce_sum` → `AllReduceSum`) that implements `symcomm_device::launch::Kernel`:
-//! the entry point's name and the parameter types as a tuple. Host code launches through it
+//! Also on the host only, it emits a struct named after the function in `CamelCase`
+//! (`fn all_reduce_sum` → `AllReduceSum`; a type, with no value of its own to clash with
+//! functions) that implements `symcomm_device::launch::Kernel`: the entry point's name and the
+//! parameter types as a tuple. Host code launches through it
 //! (`Module::kernel::<AllReduceSum>()`), so a wrong argument type or count is a compile error.
+//! `#[kernel(launch_type = Name)]` names it otherwise, for a name already taken in the module;
+//! a name that would shadow an item of `symcomm_device::prelude` is refused. At most 16
+//! parameters.
 //!
 //! Kernels return nothing and take their arguments by value: raw pointers, or types that are
 //! `bytemuck::Pod` (integers, floats, `DevComm`, `WindowHandle`, `SymPtr<T>`, the user's own
@@ -30,20 +34,53 @@ use syn::{FnArg, ItemFn, ReturnType, Type, parse_macro_input};
 /// Marks a function as a GPU kernel entry point (see the crate docs).
 #[proc_macro_attribute]
 pub fn kernel(attr: TokenStream, item: TokenStream) -> TokenStream {
-    if !attr.is_empty() {
-        let attr = proc_macro2::TokenStream::from(attr);
-        return syn::Error::new(attr.span(), "#[kernel] takes no arguments")
-            .to_compile_error()
-            .into();
-    }
+    let mut launch_type: Option<syn::Ident> = None;
+    let parser = syn::meta::parser(|meta| {
+        if meta.path.is_ident("launch_type") {
+            launch_type = Some(meta.value()?.parse()?);
+            Ok(())
+        } else {
+            Err(meta.error("#[kernel] takes only `launch_type = Name`"))
+        }
+    });
+    parse_macro_input!(attr with parser);
     let func = parse_macro_input!(item as ItemFn);
-    match expand(func) {
+    match expand(func, launch_type) {
         Ok(tokens) => tokens.into(),
         Err(e) => e.to_compile_error().into(),
     }
 }
 
-fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
+/// The `CamelCase` names of `symcomm_device::prelude`: a launch type of one of these names
+/// would shadow the prelude's item in the kernel's module (on the host only).
+const PRELUDE_TYPES: &[&str] = &[
+    "Dim3",
+    "LsaBarrier",
+    "DevComm",
+    "Coop",
+    "Cta",
+    "Lanes",
+    "Thread",
+    "Tile",
+    "Warp",
+    "WarpSpan",
+    "LoadOrder",
+    "Ordering",
+    "Scope",
+    "StoreOrder",
+    "SymPtr",
+    "Team",
+    "PeerSlice",
+    "SymSlice",
+    "WaitError",
+    "Window",
+    "WindowHandle",
+];
+
+/// Most parameters a kernel may take (the launch tuples of `symcomm_device::launch`).
+const MAX_PARAMS: usize = 16;
+
+fn expand(func: ItemFn, launch_type: Option<syn::Ident>) -> syn::Result<proc_macro2::TokenStream> {
     let sig = &func.sig;
     if !sig.generics.params.is_empty() || sig.generics.where_clause.is_some() {
         return Err(syn::Error::new(
@@ -82,6 +119,16 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
             }
         }
     }
+    if types.len() > MAX_PARAMS {
+        return Err(syn::Error::new(
+            sig.inputs.span(),
+            format!(
+                "a kernel takes at most {MAX_PARAMS} parameters (this one takes {}): group some \
+                 in a #[repr(C)] struct passed by value",
+                types.len()
+            ),
+        ));
+    }
     let attrs = &func.attrs;
     let vis = &func.vis;
     let unsafety = &sig.unsafety;
@@ -93,7 +140,23 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
     let name = ident.to_string();
     let index = 0..types.len();
     let params = params.join(", ");
-    let marker = format_ident!("{}", camel_case(&name), span = ident.span());
+    let marker = match launch_type {
+        Some(named) => named,
+        None => {
+            let camel = camel_case(&name);
+            if PRELUDE_TYPES.contains(&camel.as_str()) {
+                return Err(syn::Error::new(
+                    ident.span(),
+                    format!(
+                        "the launch type of kernel `{name}` would be `{camel}`, which shadows \
+                         `symcomm_device::prelude::{camel}` in this module on the host: name \
+                         it with #[kernel(launch_type = {camel}Kernel)]"
+                    ),
+                ));
+            }
+            format_ident!("{}", camel, span = ident.span())
+        }
+    };
     let marker_doc = format!(
         "The host's launch type of kernel [`{name}`]: `Module::kernel::<{marker}>()` gives a \
          launcher that takes exactly its arguments `({params})`. Emitted by `#[kernel]`, host \
@@ -122,7 +185,7 @@ fn expand(func: ItemFn) -> syn::Result<proc_macro2::TokenStream> {
         #(#cfgs)*
         #[doc = #marker_doc]
         #[derive(Debug, Clone, Copy)]
-        #vis struct #marker;
+        #vis struct #marker {}
 
         #[cfg(not(target_arch = "nvptx64"))]
         #(#cfgs)*
