@@ -884,7 +884,6 @@ fn kernels_are_launched_by_name_with_checked_arguments() {
         .kernel::<symcomm_gallery_kernels::AllGather>()
         .unwrap();
     assert_eq!(f.name(), "all_gather");
-    assert!(e.to_string().contains("all_gather"), "{e}");
     for name in kernels::ENTRY_POINTS {
         module.function(name).unwrap();
     }

@@ -20,13 +20,19 @@ pub unsafe trait DeviceMemory {
 
     /// The device address of byte 0 as a pointer to `T`: a kernel argument of type
     /// `*const T`. Not dereferenceable on the host (except under the emulator).
-    fn as_ptr<T>(&self) -> *const T {
+    fn as_ptr<T>(&self) -> *const T
+    where
+        Self: Sized,
+    {
         std::ptr::with_exposed_provenance(self.device_ptr() as usize)
     }
 
     /// The device address of byte 0 as a pointer to `T`: a kernel argument of type `*mut T`.
     /// Not dereferenceable on the host (except under the emulator).
-    fn as_mut_ptr<T>(&self) -> *mut T {
+    fn as_mut_ptr<T>(&self) -> *mut T
+    where
+        Self: Sized,
+    {
         std::ptr::with_exposed_provenance_mut(self.device_ptr() as usize)
     }
 }

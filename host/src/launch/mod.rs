@@ -270,7 +270,9 @@ impl<'m> Function<'m> {
     }
 
     /// This kernel as taking the arguments `A` (a tuple of its parameter types), for kernels
-    /// chosen by name at run time; prefer [`Module::kernel`], which needs no check.
+    /// chosen by name at run time; prefer [`Module::kernel`], whose types the compiler checks.
+    /// On a GPU only the sizes can be compared here: launching then makes the caller vouch for
+    /// the types (see [`TypedFunction::launch`]).
     ///
     /// # Errors
     /// [`Error::InvalidArgument`] naming both parameter lists when `A` is not the kernel's:
@@ -280,7 +282,7 @@ impl<'m> Function<'m> {
     pub fn typed<A: KernelArgs>(self) -> Result<TypedFunction<'m, A>> {
         let passed = || format!("{} (sizes {:?})", std::any::type_name::<A>(), A::SIZES);
         match self.kernel {
-            Code::Emulated(entry) if (entry.args_type)() != A::type_id() => {
+            Code::Emulated(entry) if (entry.args_type)() != std::any::TypeId::of::<A>() => {
                 return Err(Error::InvalidArgument(format!(
                     "kernel `{}` takes ({}), not {}",
                     self.name,
@@ -337,7 +339,8 @@ macro_rules! typed_launch_must_fail {
             "# use symcomm_device::prelude::*;\n",
             "# #[kernel]\n",
             "# pub unsafe fn scale(x: WindowHandle, y: *mut f32, n: u64) { let _ = (x, y, n); }\n",
-            "# fn launch(m: &Module, x: &Window, y: &VmmBuffer, s: &Stream) -> symcomm::Result<()> {\n",
+            "# fn launch(m: &Module, x: &Window, y: &VmmBuffer, s: &Stream)\n",
+            "#     -> symcomm::Result<()> {\n",
             "let k = m.kernel::<Scale>()?;\n",
             "let args = ",
             $args,
@@ -411,7 +414,12 @@ impl<'m, A: KernelArgs> TypedFunction<'m, A> {
     /// are the kernel's parameter types.
     ///
     /// # Safety
-    /// - Every pointer the kernel dereferences is valid for the accesses it makes, for the
+    /// - The module's kernel of this name takes exactly the types of `A`. Checked on the
+    ///   emulator; on a GPU only their sizes were compared with the PTX, so the caller vouches
+    ///   for the types: a handle from [`Module::kernel`] has them when the module's PTX was
+    ///   built from the kernels crate `K` comes from; one from [`Function::typed`] when `A` is
+    ///   the kernel's parameter list;
+    /// - every pointer the kernel dereferences is valid for the accesses it makes, for the
     ///   whole execution of the kernel (which is asynchronous: until the stream is synchronised
     ///   or, under capture, for every replay of the graph);
     /// - the rest of the kernel's own `# Safety` contract holds (sizes, launch shape, what
@@ -419,9 +427,9 @@ impl<'m, A: KernelArgs> TypedFunction<'m, A> {
     pub unsafe fn launch(&self, cfg: LaunchConfig, stream: impl AsStream, args: A) -> Result<()> {
         let mut values = args;
         let mut ptrs = values.pointers();
-        // SAFETY: the pointers address the fields of `values`, which outlives the call, and
-        // their types are the kernel's (checked when this handle was made); the caller keeps
-        // the rest.
+        // SAFETY: the pointers address the fields of `values`, which outlives the call; their
+        // count and sizes match the kernel's parameters (checked when this handle was made)
+        // and their types do (the caller's contract); the caller keeps the rest.
         unsafe { self.function.launch(cfg, stream, ptrs.as_mut()) }
     }
 

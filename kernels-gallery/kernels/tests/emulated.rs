@@ -46,6 +46,7 @@ impl Flat {
                     lsa_rank: rank as i32,
                     world_rank: rank as i32,
                     stride4g: 1,
+                    lsa_size: n, // the host checks every peer against it
                     ..Window::default()
                 })
             })
