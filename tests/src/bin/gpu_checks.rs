@@ -3,8 +3,10 @@
 //! session that ends without `finish`. A failed check traps the kernel, which loses the CUDA
 //! context, so each case runs in a child process; the parent checks that the child's launch
 //! failed and that its output carries the check's message (printed by the kernel on a GPU,
-//! carried by the launch error on the emulator). Each case first runs its control (a peer
-//! inside the team, a finished session), which must pass.
+//! carried by the launch error on the emulator). Every rank first runs the case's control (a
+//! peer inside the team, a finished session), which must pass; after a bootstrap barrier, so
+//! that no rank's trap can cut another's control short, rank 0 alone breaks the contract (the
+//! ranks share the GPU's context, which the trap takes down for all of them).
 //!
 //! ```text
 //! gpu_checks                    both cases; one line each; exit 1 on a failure
@@ -35,9 +37,10 @@ const CASES: [(&str, &str); 2] = [
     ),
 ];
 
-/// One rank of case `case`: the control launch, then the one that must fail. `Ok` with the
-/// failure's text when it failed as it should.
+/// One rank of case `case`: the control launch, then (rank 0) the one that must fail. `Ok`
+/// with the failure's text when it failed as it should.
 fn rank(comm: Communicator, case: &str) -> Result<String> {
+    let breaks = comm.rank() == 0;
     let dev = Device::for_rank(&comm)?;
     let stream = dev.stream()?;
     let module = Module::load(checked::PTX)?;
@@ -72,6 +75,10 @@ fn rank(comm: Communicator, case: &str) -> Result<String> {
                     win.lsa_ptr(0, lsa as usize - 1)
                 )));
             }
+            comm.bootstrap().barrier()?; // every control is done
+            if !breaks {
+                return Ok("control passed; rank 0 breaks the contract".into());
+            }
             launch(lsa) // peer == the team's size
         }
         "session" => {
@@ -90,6 +97,10 @@ fn rank(comm: Communicator, case: &str) -> Result<String> {
                 .and_then(|()| stream.synchronize())
             };
             launch(1)?; // control: finished
+            comm.bootstrap().barrier()?; // every control is done
+            if !breaks {
+                return Ok("control passed; rank 0 breaks the contract".into());
+            }
             launch(0)
         }
         _ => return Err(Error::InvalidArgument(format!("unknown case {case}"))),
