@@ -427,7 +427,10 @@ mod tests {
             // SAFETY: the check stops the call before anything is computed or read.
             unsafe { local.lsa(0) };
         });
-        assert!(m.unwrap_or_default().contains("without a window (from_local)"));
+        assert!(
+            m.unwrap_or_default()
+                .contains("without a window (from_local)")
+        );
     }
 
     #[test]
