@@ -435,6 +435,9 @@ impl Collectives {
         let (bytes, total) = self.blocks("all_to_all", count, t)?;
         src.check("all_to_all", "source", total)?;
         dst.check("all_to_all", "destination", total)?;
+        // The kernels move whole packs per peer block: a block that is not one (a total that
+        // is) must be refused, not cut short.
+        crate::buffer::check_range("all_to_all", "per-peer block", 0, bytes, total)?;
         if overlaps(&src, total, &dst, total) {
             return Err(Error::InvalidArgument(
                 "all_to_all: source and destination overlap (in-place is not supported)".into(),
