@@ -1,0 +1,328 @@
+//! Every collective × type over a matrix of element counts and element offsets, on thread ranks
+//! of the CPU emulator (issue 30's test harness).
+//!
+//! Each call's input is written at its element offset in window `a`, and its output goes to
+//! the same element offset in window `b`. Both windows are poisoned first. Afterwards:
+//! - every output element is checked against the host reference;
+//! - the guard bytes before the output and for `GUARD` bytes after it must still be poison;
+//! - the input window must be unchanged.
+//!
+//! The gallery runs shapes whose per-rank byte counts and offsets are multiples of 16 bytes
+//! ([`supported`]). Any other shape must be refused before anything runs, with the same clear
+//! error on every rank, and must leave every byte as it was. Any-count support changes only
+//! [`supported`], and the matrix then checks those shapes' results too.
+//!
+//! The matrix:
+//! - **2, 3 and 4 ranks, full**: 5 collectives (all-reduce sum and max, reduce-scatter sum,
+//!   all-gather, broadcast from the last rank, all-to-all) × f32 and bf16 × counts `COUNTS` ×
+//!   offsets `OFFSETS`.
+//! - **8 ranks, a subset**: f32, counts 0, 1, 13 and 1024, offsets 0 and 3.
+
+use std::time::Instant;
+
+use symcomm::ranks;
+use symcomm::{Communicator, Result, SymmetricMemory, Window};
+use symcomm_gallery::check::{encode, find_wrong, reduced};
+use symcomm_gallery::{Buf, Collectives, DataType, RedOp, Tuning};
+use symcomm_gallery_kernels::pattern;
+
+/// Element counts: 0, 1, small primes, aligned sizes that reach the LL, barrier and pipelined
+/// kernels, and a large odd count.
+const COUNTS: [usize; 12] = [0, 1, 2, 3, 5, 7, 13, 8, 64, 1024, 4096, 4099];
+/// Element offsets of the input and the output in their windows.
+const OFFSETS: [usize; 5] = [0, 1, 3, 7, 8];
+/// Guard bytes checked after each output.
+const GUARD: usize = 256;
+/// Window size: the largest all-gather / all-to-all (4 ranks × 4099 f32 at offset 8) plus the
+/// guard.
+const WINDOW: usize = 256 << 10;
+
+/// Small thresholds, so that these sizes reach every protocol (as in `emulated_collectives`).
+fn tuning() -> Tuning {
+    Tuning {
+        one_shot_max: 4096,
+        two_shot_ll_max: 16 << 10,
+        ll_max: 2048,
+        max_blocks: 2,
+        ll_blocks: 2,
+        timeout_ns: 60_000_000_000,
+        push_scratch: 1024,
+        push_min: 8192,
+        rs_push_min: 8192,
+        ..Tuning::default()
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Coll {
+    AllReduce(RedOp),
+    ReduceScatter,
+    AllGather,
+    Broadcast,
+    AllToAll,
+}
+
+const COLLS: [Coll; 6] = [
+    Coll::AllReduce(RedOp::Sum),
+    Coll::AllReduce(RedOp::Max),
+    Coll::ReduceScatter,
+    Coll::AllGather,
+    Coll::Broadcast,
+    Coll::AllToAll,
+];
+
+/// One call of the matrix.
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    coll: Coll,
+    t: DataType,
+    count: usize,
+    offset: usize,
+}
+
+/// Whether the gallery runs `s` today: per-rank bytes and the byte offset are multiples of
+/// 16. (What issue 30 turns into `true`.)
+fn supported(s: Shape) -> bool {
+    let size = s.t.size();
+    (s.count * size).is_multiple_of(16) && (s.offset * size).is_multiple_of(16)
+}
+
+/// One rank's windows (dropped before the communicator).
+struct Rank {
+    g: Collectives,
+    a: Window,
+    a_mem: SymmetricMemory,
+    b: Window,
+    b_mem: SymmetricMemory,
+    comm: Communicator,
+}
+
+/// What one rank counted over the matrix.
+#[derive(Debug, Default)]
+struct Tally {
+    ran: usize,
+    refused: usize,
+    wrong: usize,
+}
+
+impl Rank {
+    fn new(comm: Communicator) -> Result<Rank> {
+        let g = Collectives::new(&comm, tuning())?;
+        let a_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
+        let b_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
+        let a = comm.register_window(&a_mem)?;
+        let b = comm.register_window(&b_mem)?;
+        Ok(Rank {
+            g,
+            a,
+            a_mem,
+            b,
+            b_mem,
+            comm,
+        })
+    }
+
+    /// Elements of the input and of the output of `s` on this rank.
+    fn lens(&self, s: Shape) -> (usize, usize) {
+        let n = self.comm.size();
+        match s.coll {
+            Coll::AllReduce(_) | Coll::Broadcast => (s.count, s.count),
+            Coll::ReduceScatter => (s.count * n, s.count),
+            Coll::AllGather => (s.count, s.count * n),
+            Coll::AllToAll => (s.count * n, s.count * n),
+        }
+    }
+
+    /// The reference value of output element `i` of `s` (call `seed`).
+    fn want(&self, s: Shape, seed: u32, i: usize) -> i32 {
+        let (n, r) = (self.comm.size(), self.comm.rank());
+        let c = s.count;
+        match s.coll {
+            Coll::AllReduce(op) => reduced(op, seed, n as u32, i as u64),
+            Coll::ReduceScatter => reduced(RedOp::Sum, seed, n as u32, (r * c + i) as u64),
+            Coll::AllGather => pattern::value(seed, (i / c) as u32, (i % c) as u64),
+            Coll::Broadcast => pattern::value(seed, n as u32 - 1, i as u64),
+            Coll::AllToAll => pattern::value(seed, (i / c) as u32, (r * c + i % c) as u64),
+        }
+    }
+
+    /// Runs `s` as call `seed`: checks the output (or the refusal), the guards and the input,
+    /// and counts into `tally`.
+    fn run(&self, s: Shape, seed: u32, tally: &mut Tally) -> Result<()> {
+        let (n, r) = (self.comm.size(), self.comm.rank() as u32);
+        let size = s.t.size();
+        let (in_len, out_len) = self.lens(s);
+        let off = s.offset * size;
+        // Poison both windows; the input at its offset in `a`.
+        let mut a_host = vec![0x7fu8; WINDOW];
+        for i in 0..in_len {
+            let v = encode(s.t, pattern::value(seed, r, i as u64));
+            a_host[off + i * size..off + (i + 1) * size].copy_from_slice(&v);
+        }
+        self.a_mem.buffer().copy_from_host(&a_host)?;
+        self.b_mem.buffer().fill_bytes(0x7f)?;
+        self.comm.bootstrap().barrier()?;
+
+        let (src, dst) = (Buf::new(&self.a, off), Buf::new(&self.b, off));
+        let null = std::ptr::null_mut();
+        let t = s.t;
+        let res = match s.coll {
+            Coll::AllReduce(op) => self
+                .g
+                .all_reduce(src, dst, s.count, t, op, null)
+                .map(|_| ()),
+            Coll::ReduceScatter => self
+                .g
+                .reduce_scatter(src, dst, s.count, t, RedOp::Sum, null),
+            Coll::AllGather => self.g.all_gather(src, dst, s.count, t, null),
+            Coll::Broadcast => self.g.broadcast(src, dst, s.count, t, n - 1, null),
+            Coll::AllToAll => self.g.all_to_all(src, dst, s.count, t, null),
+        };
+        let mut b_host = vec![0u8; WINDOW];
+        self.b_mem.buffer().copy_to_host(&mut b_host)?;
+        let mut a_after = vec![0u8; WINDOW];
+        self.a_mem.buffer().copy_to_host(&mut a_after)?;
+        let report = |what: String| {
+            eprintln!("rank {r} of {n}: {s:?}: {what}");
+        };
+        let out_end = off + out_len * size;
+        match (supported(s), res) {
+            (true, Ok(())) => {
+                self.g.check_status()?;
+                tally.ran += 1;
+                let m = find_wrong(
+                    &b_host[off..out_end],
+                    t,
+                    out_len,
+                    |i| self.want(s, seed, i),
+                    4,
+                );
+                if m.count != 0 {
+                    report(format!(
+                        "{} of {out_len} wrong, first {:?}",
+                        m.count, m.first
+                    ));
+                    tally.wrong += m.count;
+                }
+            }
+            (false, Err(e)) => {
+                tally.refused += 1;
+                let msg = e.to_string();
+                if !msg.contains("must be multiples of 16 bytes") {
+                    report(format!("refused without saying why: {msg}"));
+                    tally.wrong += 1;
+                }
+                // Refused before anything ran: the output region is poison too.
+                if b_host[off..out_end].iter().any(|&x| x != 0x7f) {
+                    report("a refused call wrote its output".into());
+                    tally.wrong += 1;
+                }
+            }
+            (true, Err(e)) => return Err(e),
+            (false, Ok(())) => {
+                report("ran although the gallery does not support the shape".into());
+                tally.wrong += 1;
+            }
+        }
+        // The guards around the output, and the whole input window.
+        let after = (out_end + GUARD).min(WINDOW);
+        let spoiled = b_host[..off]
+            .iter()
+            .chain(&b_host[out_end..after])
+            .filter(|&&x| x != 0x7f)
+            .count();
+        if spoiled != 0 {
+            report(format!("{spoiled} guard bytes around the output changed"));
+            tally.wrong += spoiled;
+        }
+        let input_changed = a_host.iter().zip(&a_after).filter(|(x, y)| x != y).count();
+        if input_changed != 0 {
+            report(format!("{input_changed} bytes of the input window changed"));
+            tally.wrong += input_changed;
+        }
+        self.comm.bootstrap().barrier()
+    }
+}
+
+/// Runs `shapes` on `n` thread ranks; returns rank 0's tally (all ranks must agree).
+fn matrix(n: usize, shapes: &[Shape]) -> Tally {
+    let results = ranks::run_emulated(n, |comm| {
+        let rank = Rank::new(comm)?;
+        let mut tally = Tally::default();
+        for (k, &s) in shapes.iter().enumerate() {
+            rank.run(s, 1000 + k as u32, &mut tally)?;
+        }
+        Ok(tally)
+    });
+    let tallies = ranks::all_ok(results).unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+    let wrong: usize = tallies.iter().map(|t| t.wrong).sum();
+    assert_eq!(wrong, 0, "{n} ranks: {wrong} wrong (see the lines above)");
+    for t in &tallies {
+        assert_eq!((t.ran, t.refused), (tallies[0].ran, tallies[0].refused));
+    }
+    tallies.into_iter().next().unwrap_or_default()
+}
+
+fn full_matrix() -> Vec<Shape> {
+    let mut shapes = Vec::new();
+    for coll in COLLS {
+        for t in [DataType::F32, DataType::Bf16] {
+            for count in COUNTS {
+                for offset in OFFSETS {
+                    shapes.push(Shape {
+                        coll,
+                        t,
+                        count,
+                        offset,
+                    });
+                }
+            }
+        }
+    }
+    shapes
+}
+
+#[test]
+fn every_collective_and_type_over_counts_and_offsets_on_2_3_and_4_ranks() {
+    let shapes = full_matrix();
+    for n in [2, 3, 4] {
+        let t0 = Instant::now();
+        let tally = matrix(n, &shapes);
+        println!(
+            "{n} ranks: {} shapes, {} ran (every element and guard checked), {} refused as \
+             unsupported, in {:.1} s",
+            shapes.len(),
+            tally.ran,
+            tally.refused,
+            t0.elapsed().as_secs_f64()
+        );
+        assert!(tally.ran > 0 && tally.ran + tally.refused == shapes.len());
+    }
+}
+
+#[test]
+fn a_subset_on_8_ranks() {
+    let mut shapes = Vec::new();
+    for coll in COLLS {
+        for count in [0, 1, 13, 1024] {
+            for offset in [0, 3] {
+                shapes.push(Shape {
+                    coll,
+                    t: DataType::F32,
+                    count,
+                    offset,
+                });
+            }
+        }
+    }
+    let t0 = Instant::now();
+    let tally = matrix(8, &shapes);
+    println!(
+        "8 ranks: {} shapes, {} ran, {} refused, in {:.1} s",
+        shapes.len(),
+        tally.ran,
+        tally.refused,
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(tally.ran > 0);
+}
