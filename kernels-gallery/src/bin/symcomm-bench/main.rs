@@ -9,7 +9,9 @@
 //!   `all` (default `all_reduce`)
 //! - `--types LIST`: `f32,bf16,f16,i32` (default `f32,bf16`); `--ops LIST`: `sum,min,max`
 //!   (default `sum`)
-//! - `--min BYTES`, `--max BYTES` (suffixes K, M, G; default 4K and 1G), sizes double
+//! - `--min BYTES`, `--max BYTES` (suffixes K, M, G; default 4K and 1G), sizes double; or
+//!   `--sizes LIST`: these byte counts, in this order (a size the gallery cannot run for a
+//!   collective is named in a `#` line instead of a row)
 //! - `--iters N` ops captured per CUDA graph (20), `--replays N` timed replays (20),
 //!   `--warmup N` untimed replays (5)
 //! - `--inplace`: in-place variants; `--no-nccl`: symcomm only

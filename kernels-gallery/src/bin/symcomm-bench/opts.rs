@@ -8,6 +8,7 @@ use crate::coll::Coll;
 /// The usage line printed on a bad argument or `--help`.
 pub const USAGE: &str = "usage: symcomm-bench [--threads N] [--coll LIST|all] \
                          [--types f32,bf16,f16,i32] [--ops sum,min,max] [--min 4K] [--max 1G] \
+                         [--sizes LIST] \
                          [--iters 20] [--replays 20] [--warmup 5] [--inplace] [--no-nccl] \
                          [--algos auto,one_shot,two_shot_ll,two_shot,two_shot_push,\
                          multimem_one_shot,multimem_two_shot]";
@@ -26,6 +27,8 @@ pub struct Opts {
     pub ops: Vec<RedOp>,
     pub min: usize,
     pub max: usize,
+    /// `--sizes`: these byte counts instead of the doubling `min..=max`.
+    pub sizes: Option<Vec<usize>>,
     pub iters: u32,
     pub replays: u32,
     pub warmup: u32,
@@ -47,6 +50,7 @@ pub fn parse_args(mut args: Vec<String>, small: bool) -> Result<Opts, String> {
         ops: vec![RedOp::Sum],
         min: 4 << 10,
         max: if small { 64 << 10 } else { 1 << 30 },
+        sizes: None,
         iters: if small { 1 } else { 20 },
         replays: if small { 3 } else { 20 },
         warmup: if small { 1 } else { 5 },
@@ -75,6 +79,10 @@ pub fn parse_args(mut args: Vec<String>, small: bool) -> Result<Opts, String> {
             "--ops" => o.ops = parse_list(&value()?, RedOp::parse)?,
             "--min" => o.min = parse_bytes(&value()?).ok_or("--min: not a size")?,
             "--max" => o.max = parse_bytes(&value()?).ok_or("--max: not a size")?,
+            "--sizes" => {
+                o.sizes =
+                    Some(parse_list(&value()?, parse_bytes).map_err(|e| format!("--sizes: {e}"))?)
+            }
             "--iters" => o.iters = value()?.parse().map_err(|_| "--iters: not a number")?,
             "--replays" => o.replays = value()?.parse().map_err(|_| "--replays: not a number")?,
             "--warmup" => o.warmup = value()?.parse().map_err(|_| "--warmup: not a number")?,
@@ -95,6 +103,14 @@ pub fn parse_args(mut args: Vec<String>, small: bool) -> Result<Opts, String> {
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
+    // A size list sets the range the buffers are sized for.
+    if let Some(list) = &o.sizes {
+        if list.contains(&0) {
+            return Err("--sizes: every size must be positive".into());
+        }
+        o.min = list.iter().copied().min().unwrap_or(1);
+        o.max = list.iter().copied().max().unwrap_or(1);
+    }
     if o.threads == Some(0) || o.iters == 0 || o.replays == 0 || o.min == 0 || o.min > o.max {
         return Err("--threads, --iters, --replays must be positive and --min ≤ --max".into());
     }
@@ -106,6 +122,19 @@ pub fn parse_args(mut args: Vec<String>, small: bool) -> Result<Opts, String> {
         ));
     }
     Ok(o)
+}
+
+impl Opts {
+    /// The byte counts to run: the `--sizes` list in its order, else `min`, `2·min`, … up to
+    /// `max`.
+    pub fn byte_sizes(&self) -> Vec<usize> {
+        if let Some(list) = &self.sizes {
+            return list.clone();
+        }
+        std::iter::successors(Some(self.min), |&b| b.checked_mul(2))
+            .take_while(|&b| b <= self.max)
+            .collect()
+    }
 }
 
 /// `4096`, `4K`, `16M`, `1G` (binary units, either case).
@@ -139,6 +168,10 @@ mod tests {
         assert_eq!((o.min, o.max, o.iters), (4 << 10, 1 << 30, 20));
         assert!(parse_args(args("--max 1024G"), false).is_ok());
         assert!(!o.eager && parse_args(args("--eager"), false).unwrap().eager);
+        assert_eq!(o.byte_sizes().len(), 19); // 4K, 8K, … 1G
+        let l = parse_args(args("--sizes 1M,4100,64M,4K"), false).unwrap();
+        assert_eq!(l.byte_sizes(), [1 << 20, 4100, 64 << 20, 4 << 10]);
+        assert_eq!((l.min, l.max), (4 << 10, 64 << 20));
         for bad in [
             "--max 1025G",
             "--max 18446744073709551615",
@@ -146,6 +179,8 @@ mod tests {
             "--warmup 2000000",
             "--iters 0",
             "--min 8K --max 4K",
+            "--sizes 4K,,8K",
+            "--sizes 0",
         ] {
             let e = parse_args(args(bad), false).unwrap_err();
             assert!(e.contains("--"), "{bad}: {e}");

@@ -26,10 +26,20 @@ pub fn rows(r: &Rank<'_>, coll: Coll, seed: &mut u32, report: &mut Report) -> Re
     };
     for &t in &opts.types {
         for &op in &ops {
-            let mut bytes = opts.min;
-            while bytes <= opts.max {
+            for bytes in opts.byte_sizes() {
                 *seed = seed.wrapping_add(1);
-                if bytes.is_multiple_of(coll.unit(r.n())) {
+                if !bytes.is_multiple_of(coll.unit(r.n())) {
+                    if opts.sizes.is_some() {
+                        // Asked for by name: say why there is no row.
+                        report.note(&format!(
+                            "# {} {t}: {bytes} bytes skipped (not a multiple of {} bytes, \
+                             the gallery's unit for {} ranks)",
+                            coll.name(),
+                            coll.unit(r.n()),
+                            r.n()
+                        ));
+                    }
+                } else {
                     let base = Case {
                         coll,
                         bytes,
@@ -40,7 +50,6 @@ pub fn rows(r: &Rank<'_>, coll: Coll, seed: &mut u32, report: &mut Report) -> Re
                     };
                     size_rows(r, base, &algos, report)?;
                 }
-                bytes *= 2;
             }
         }
     }
