@@ -304,11 +304,11 @@ impl Collectives {
             ("destination offset", dst.offset().to_string()),
         ])?;
         let bytes = bytes_of(count, t)?;
+        if check_elements("all_reduce", &src, &dst, t, count)? {
+            return Ok(self.all_reduce_algo(algo, 0, t, op, src.same_as(&dst)));
+        }
         check_operands("all_reduce", (&src, bytes), (&dst, bytes), false)?;
         let algo = self.all_reduce_algo(algo, bytes, t, op, src.same_as(&dst));
-        if bytes == 0 {
-            return Ok(algo);
-        }
         let packs = (bytes as u64) / plan::PACK;
         let slice = plan::slice_len(packs, self.n as u64);
         // The kernel, and the packs per thread pass of its grid.
@@ -372,11 +372,11 @@ impl Collectives {
             ("destination offset", dst.offset().to_string()),
         ])?;
         let (bytes, total) = self.blocks("reduce_scatter", count, t)?;
-        let own = dst.same_as(&src.block(bytes, self.rank));
-        check_operands("reduce_scatter", (&src, total), (&dst, bytes), own)?;
-        if bytes == 0 {
+        if check_elements("reduce_scatter", &src, &dst, t, count)? {
             return Ok(());
         }
+        let own = dst.same_as(&src.block(bytes, self.rank));
+        check_operands("reduce_scatter", (&src, total), (&dst, bytes), own)?;
         let packs = bytes as u64 / plan::PACK;
         let (kernel, protocol) = if self.tuning.ll_for(total, bytes, self.n) {
             ("reduce_scatter_ll", Protocol::Ll)
@@ -408,6 +408,9 @@ impl Collectives {
             ("destination offset", dst.offset().to_string()),
         ])?;
         let (bytes, total) = self.blocks("all_gather", count, t)?;
+        if check_elements("all_gather", &src, &dst, t, count)? {
+            return Ok(());
+        }
         let own = src.same_as(&dst.block(bytes, self.rank));
         check_operands("all_gather", (&src, bytes), (&dst, total), own)?;
         let kernels = ("all_gather_ll", "all_gather");
@@ -433,6 +436,9 @@ impl Collectives {
             ("destination offset", dst.offset().to_string()),
         ])?;
         let (bytes, total) = self.blocks("all_to_all", count, t)?;
+        if check_elements("all_to_all", &src, &dst, t, count)? {
+            return Ok(());
+        }
         src.check("all_to_all", "source", total)?;
         dst.check("all_to_all", "destination", total)?;
         // The kernels move whole packs per peer block: a block that is not one (a total that
@@ -468,16 +474,16 @@ impl Collectives {
             ("destination offset", dst.offset().to_string()),
         ])?;
         let bytes = bytes_of(count, t)?;
-        check_operands("broadcast", (&src, bytes), (&dst, bytes), false)?;
         if root >= self.n {
             return Err(Error::InvalidArgument(format!(
                 "broadcast: root {root} is not a rank of {}",
                 self.n
             )));
         }
-        if bytes == 0 {
+        if check_elements("broadcast", &src, &dst, t, count)? {
             return Ok(());
         }
+        check_operands("broadcast", (&src, bytes), (&dst, bytes), false)?;
         let packs = bytes as u64 / plan::PACK;
         let (src, dst, root) = (src.sym(0), dst.sym(0), root as i32);
         // The protocols of `run`, with the root after their own arguments.
@@ -732,6 +738,36 @@ pub(crate) fn overlaps(a: &Buf<'_>, a_len: usize, b: &Buf<'_>, b_len: usize) -> 
 /// Checks the operands of collective `what`: `src` holds `src_len` bytes and `dst` `dst_len`
 /// ([`Buf::check`]), and they are apart, the same buffer, or (`own_block`) one is this rank's
 /// block of the other (the in-place all-gather and reduce-scatter).
+/// What every call needs whatever its size: each operand's byte offset is a whole number of
+/// elements of `t` (an f32 at byte 6 is refused, naming the operand, the offset and the
+/// type). `Ok(true)` when the call moves nothing (`count` 0): then any such offset up to the
+/// end of its window is accepted, as NCCL accepts an empty call, and nothing runs.
+fn check_elements(
+    what: &str,
+    src: &Buf<'_>,
+    dst: &Buf<'_>,
+    t: DataType,
+    count: usize,
+) -> Result<bool> {
+    for (buf, role) in [(src, "source"), (dst, "destination")] {
+        let off = buf.offset();
+        if !off.is_multiple_of(t.size()) {
+            return Err(Error::InvalidArgument(format!(
+                "{what} {role}: byte offset {off} is not a whole number of {t} elements ({} \
+                 bytes each)",
+                t.size()
+            )));
+        }
+        if count == 0 && off > buf.window().size() {
+            return Err(Error::InvalidArgument(format!(
+                "{what} {role}: offset {off} is past the end of its {}-byte window",
+                buf.window().size()
+            )));
+        }
+    }
+    Ok(count == 0)
+}
+
 fn check_operands(
     what: &str,
     (src, src_len): (&Buf<'_>, usize),
