@@ -262,7 +262,8 @@ impl Collectives {
 
     /// Collective: `dst` = reduction with `op` of `count` elements of type `t` at every
     /// rank's `src`. `dst` may be `src` (in place). Returns the algorithm used (chosen by
-    /// size, see [`Tuning`]).
+    /// size, see [`Tuning`]). Every rank gets the same bits: each element is reduced in
+    /// LSA-rank order whichever rank computes it (tested across ranks by `tests/shapes.rs`).
     pub fn all_reduce(
         &self,
         src: Buf<'_>,

@@ -3,7 +3,8 @@
 //!
 //! Each call's input is written at its element offset in window `a`, and its output goes to
 //! the same element offset in window `b`. Both windows are poisoned first. Afterwards:
-//! - every output element is checked against the host reference;
+//! - every output element is checked against the host reference, and an all-reduce's output
+//!   is compared bit for bit across the ranks;
 //! - the guard bytes before the output and for `GUARD` bytes after it must still be poison;
 //! - the input window must be unchanged.
 //!
@@ -203,6 +204,16 @@ impl Rank {
                         m.count, m.first
                     ));
                     tally.wrong += m.count;
+                }
+                // An all-reduce leaves the same bits on every rank (each reduces in rank
+                // order): compared across ranks, not only with the reference.
+                if let Coll::AllReduce(_) = s.coll {
+                    let mine = &b_host[off..out_end];
+                    let all = self.comm.bootstrap().all_gather(mine)?;
+                    if all.iter().any(|other| other.as_slice() != mine) {
+                        report("ranks hold different bits".into());
+                        tally.wrong += 1;
+                    }
                 }
             }
             (false, Err(e)) => {
