@@ -16,6 +16,7 @@ pub mod checked_kernels {
 }
 
 pub mod reference;
+pub mod shapes;
 
 /// One PTX module built by the workspace.
 #[derive(Debug, Clone, Copy)]

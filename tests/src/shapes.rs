@@ -1,5 +1,6 @@
-//! Every collective × type over a matrix of element counts and element offsets, on thread ranks
-//! of the CPU emulator (issue 30's test harness).
+//! Every gallery collective × type over a matrix of element counts and element offsets, on
+//! thread ranks (issue 30's test harness): on the CPU emulator in CI (`tests/shapes.rs`) and
+//! on one GPU shared by the ranks in the GPU suite (`gpu_shapes`).
 //!
 //! Each call's input is written at its element offset in window `a`, and its output goes to
 //! the same element offset in window `b`. Both windows are poisoned first. Afterwards:
@@ -13,25 +14,22 @@
 //! error on every rank, and must leave every byte as it was. Any-count support changes only
 //! [`supported`], and the matrix then checks those shapes' results too.
 //!
-//! The matrix:
-//! - **2, 3 and 4 ranks, full**: 5 collectives (all-reduce sum and max, reduce-scatter sum,
-//!   all-gather, broadcast from the last rank, all-to-all) × f32 and bf16 × counts `COUNTS` ×
-//!   offsets `OFFSETS`.
-//! - **8 ranks, a subset**: f32, counts 0, 1, 13 and 1024, offsets 0 and 3.
-
-use std::time::Instant;
+//! The matrix ([`full_matrix`]): 6 calls (all-reduce sum and max, reduce-scatter sum,
+//! all-gather, broadcast from the last rank, all-to-all) × f32 and bf16 × counts [`COUNTS`] ×
+//! offsets [`OFFSETS`]; [`subset`] for 8 ranks: f32, counts 0, 1, 13 and 1024, offsets 0
+//! and 3.
 
 use symcomm::ranks;
-use symcomm::{Communicator, Result, SymmetricMemory, Window};
+use symcomm::{Communicator, Device, Result, Stream, SymmetricMemory, Window};
 use symcomm_gallery::check::{encode, find_wrong, reduced};
 use symcomm_gallery::{Buf, Collectives, DataType, RedOp, Tuning};
 use symcomm_gallery_kernels::pattern;
 
 /// Element counts: 0, 1, small primes, aligned sizes that reach the LL, barrier and pipelined
 /// kernels, and a large odd count.
-const COUNTS: [usize; 12] = [0, 1, 2, 3, 5, 7, 13, 8, 64, 1024, 4096, 4099];
+pub const COUNTS: [usize; 12] = [0, 1, 2, 3, 5, 7, 13, 8, 64, 1024, 4096, 4099];
 /// Element offsets of the input and the output in their windows.
-const OFFSETS: [usize; 5] = [0, 1, 3, 7, 8];
+pub const OFFSETS: [usize; 5] = [0, 1, 3, 7, 8];
 /// Guard bytes checked after each output.
 const GUARD: usize = 256;
 /// Window size: the largest all-gather / all-to-all (4 ranks × 4099 f32 at offset 8) plus the
@@ -54,16 +52,23 @@ fn tuning() -> Tuning {
     }
 }
 
+/// A call of the matrix.
 #[derive(Debug, Clone, Copy, PartialEq)]
-enum Coll {
+pub enum Coll {
+    /// All-reduce with an operator.
     AllReduce(RedOp),
+    /// Reduce-scatter (sum).
     ReduceScatter,
+    /// All-gather.
     AllGather,
+    /// Broadcast from the last rank.
     Broadcast,
+    /// All-to-all.
     AllToAll,
 }
 
-const COLLS: [Coll; 6] = [
+/// Every call of the matrix.
+pub const COLLS: [Coll; 6] = [
     Coll::AllReduce(RedOp::Sum),
     Coll::AllReduce(RedOp::Max),
     Coll::ReduceScatter,
@@ -74,21 +79,25 @@ const COLLS: [Coll; 6] = [
 
 /// One call of the matrix.
 #[derive(Debug, Clone, Copy)]
-struct Shape {
-    coll: Coll,
-    t: DataType,
-    count: usize,
-    offset: usize,
+pub struct Shape {
+    /// The collective.
+    pub coll: Coll,
+    /// The element type.
+    pub t: DataType,
+    /// Elements (per rank block for the block-structured collectives).
+    pub count: usize,
+    /// Element offset of the input and of the output in their windows.
+    pub offset: usize,
 }
 
 /// Whether the gallery runs `s` today: an empty call at any element offset, else per-rank
 /// bytes and the byte offset that are multiples of 16. (What issue 30 turns into `true`.)
-fn supported(s: Shape) -> bool {
+pub fn supported(s: Shape) -> bool {
     let size = s.t.size();
     s.count == 0 || (s.count * size).is_multiple_of(16) && (s.offset * size).is_multiple_of(16)
 }
 
-/// One rank's windows (dropped before the communicator).
+/// One rank's windows (dropped before the communicator, and the device last).
 struct Rank {
     g: Collectives,
     a: Window,
@@ -96,18 +105,27 @@ struct Rank {
     b: Window,
     b_mem: SymmetricMemory,
     comm: Communicator,
+    // The rank's own stream: ranks sharing a GPU must not meet on the legacy default stream,
+    // which would queue one rank's kernel behind another's that waits for it.
+    stream: Stream,
+    _dev: Device,
 }
 
 /// What one rank counted over the matrix.
-#[derive(Debug, Default)]
-struct Tally {
-    ran: usize,
-    refused: usize,
-    wrong: usize,
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    /// Calls that ran (every element, the guards and the input checked).
+    pub ran: usize,
+    /// Calls refused as unsupported (with the expected message, nothing written).
+    pub refused: usize,
+    /// Wrong elements, changed guard or input bytes, unexpected outcomes.
+    pub wrong: usize,
 }
 
 impl Rank {
     fn new(comm: Communicator) -> Result<Rank> {
+        let dev = Device::for_rank(&comm)?; // the rank's GPU, current on this thread
+        let stream = dev.stream()?;
         let g = Collectives::new(&comm, tuning())?;
         let a_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
         let b_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
@@ -120,6 +138,8 @@ impl Rank {
             b,
             b_mem,
             comm,
+            stream,
+            _dev: dev,
         })
     }
 
@@ -160,29 +180,29 @@ impl Rank {
             let v = encode(s.t, pattern::value(seed, r, i as u64));
             a_host[off + i * size..off + (i + 1) * size].copy_from_slice(&v);
         }
-        self.a_mem.buffer().copy_from_host(&a_host)?;
-        self.b_mem.buffer().fill_bytes(0x7f)?;
+        self.stream.copy_to_device(&self.a_mem, 0, &a_host)?;
+        self.stream.fill_bytes(&self.b_mem, 0x7f)?;
         self.comm.bootstrap().barrier()?;
 
         let (src, dst) = (Buf::new(&self.a, off), Buf::new(&self.b, off));
-        let null = std::ptr::null_mut();
+        let stream = &self.stream;
         let t = s.t;
         let res = match s.coll {
             Coll::AllReduce(op) => self
                 .g
-                .all_reduce(src, dst, s.count, t, op, null)
+                .all_reduce(src, dst, s.count, t, op, stream)
                 .map(|_| ()),
             Coll::ReduceScatter => self
                 .g
-                .reduce_scatter(src, dst, s.count, t, RedOp::Sum, null),
-            Coll::AllGather => self.g.all_gather(src, dst, s.count, t, null),
-            Coll::Broadcast => self.g.broadcast(src, dst, s.count, t, n - 1, null),
-            Coll::AllToAll => self.g.all_to_all(src, dst, s.count, t, null),
+                .reduce_scatter(src, dst, s.count, t, RedOp::Sum, stream),
+            Coll::AllGather => self.g.all_gather(src, dst, s.count, t, stream),
+            Coll::Broadcast => self.g.broadcast(src, dst, s.count, t, n - 1, stream),
+            Coll::AllToAll => self.g.all_to_all(src, dst, s.count, t, stream),
         };
         let mut b_host = vec![0u8; WINDOW];
-        self.b_mem.buffer().copy_to_host(&mut b_host)?;
+        self.stream.copy_to_host(&self.b_mem, 0, &mut b_host)?;
         let mut a_after = vec![0u8; WINDOW];
-        self.a_mem.buffer().copy_to_host(&mut a_after)?;
+        self.stream.copy_to_host(&self.a_mem, 0, &mut a_after)?;
         let report = |what: String| {
             eprintln!("rank {r} of {n}: {s:?}: {what}");
         };
@@ -255,26 +275,50 @@ impl Rank {
     }
 }
 
-/// Runs `shapes` on `n` thread ranks; returns rank 0's tally (all ranks must agree).
-fn matrix(n: usize, shapes: &[Shape]) -> Tally {
-    let results = ranks::run_emulated(n, |comm| {
+/// Runs `shapes` on `n` ranks as threads (on the emulator when `emulated`, else on the
+/// backend the environment picks: GPU `r`, or every rank on `SYMCOMM_DEVICE`). `Ok` with rank
+/// 0's tally when every rank finished with nothing wrong and all ranks counted alike; else an
+/// error naming what went wrong (the wrong calls are printed on stderr as they happen).
+pub fn run_matrix(
+    n: usize,
+    shapes: &[Shape],
+    emulated: bool,
+) -> std::result::Result<Tally, String> {
+    let one = |comm: Communicator| {
         let rank = Rank::new(comm)?;
         let mut tally = Tally::default();
         for (k, &s) in shapes.iter().enumerate() {
             rank.run(s, 1000 + k as u32, &mut tally)?;
         }
         Ok(tally)
-    });
-    let tallies = ranks::all_ok(results).unwrap_or_else(|e| panic!("{n} ranks: {e}"));
+    };
+    let results = if emulated {
+        ranks::run_emulated(n, one)
+    } else {
+        ranks::run_ranks(Some(n), one)
+    };
+    let tallies = ranks::all_ok(results).map_err(|e| format!("{n} ranks: {e}"))?;
     let wrong: usize = tallies.iter().map(|t| t.wrong).sum();
-    assert_eq!(wrong, 0, "{n} ranks: {wrong} wrong (see the lines above)");
-    for t in &tallies {
-        assert_eq!((t.ran, t.refused), (tallies[0].ran, tallies[0].refused));
+    if wrong != 0 {
+        return Err(format!("{n} ranks: {wrong} wrong (see the lines above)"));
     }
-    tallies.into_iter().next().unwrap_or_default()
+    let first = tallies.first().copied().unwrap_or_default();
+    if tallies
+        .iter()
+        .any(|t| (t.ran, t.refused) != (first.ran, first.refused))
+    {
+        return Err(format!(
+            "{n} ranks: the ranks counted different outcomes: {tallies:?}"
+        ));
+    }
+    if first.ran + first.refused != shapes.len() {
+        return Err(format!("{n} ranks: {first:?} for {} shapes", shapes.len()));
+    }
+    Ok(first)
 }
 
-fn full_matrix() -> Vec<Shape> {
+/// The full matrix (see the module docs).
+pub fn full_matrix() -> Vec<Shape> {
     let mut shapes = Vec::new();
     for coll in COLLS {
         for t in [DataType::F32, DataType::Bf16] {
@@ -293,26 +337,8 @@ fn full_matrix() -> Vec<Shape> {
     shapes
 }
 
-#[test]
-fn every_collective_and_type_over_counts_and_offsets_on_2_3_and_4_ranks() {
-    let shapes = full_matrix();
-    for n in [2, 3, 4] {
-        let t0 = Instant::now();
-        let tally = matrix(n, &shapes);
-        println!(
-            "{n} ranks: {} shapes, {} ran (every element and guard checked), {} refused as \
-             unsupported, in {:.1} s",
-            shapes.len(),
-            tally.ran,
-            tally.refused,
-            t0.elapsed().as_secs_f64()
-        );
-        assert!(tally.ran > 0 && tally.ran + tally.refused == shapes.len());
-    }
-}
-
-#[test]
-fn a_subset_on_8_ranks() {
+/// The subset for 8 ranks: f32, counts 0, 1, 13 and 1024, offsets 0 and 3.
+pub fn subset() -> Vec<Shape> {
     let mut shapes = Vec::new();
     for coll in COLLS {
         for count in [0, 1, 13, 1024] {
@@ -326,51 +352,37 @@ fn a_subset_on_8_ranks() {
             }
         }
     }
-    let t0 = Instant::now();
-    let tally = matrix(8, &shapes);
-    println!(
-        "8 ranks: {} shapes, {} ran, {} refused, in {:.1} s",
-        shapes.len(),
-        tally.ran,
-        tally.refused,
-        t0.elapsed().as_secs_f64()
-    );
-    assert!(tally.ran > 0);
+    shapes
 }
 
-/// An operand whose byte offset is not a whole number of elements is refused on every rank,
-/// naming it, at any count (0 included).
-#[test]
-fn misaligned_elements_are_refused_naming_the_operand() {
-    let results = ranks::run_emulated(2, |comm| {
+/// On 2 ranks: the errors of calls whose operands do not start on a whole element (an f32
+/// destination at byte 6, an i32 source at byte 2; counts 0, 1 and 4), per rank, in order
+/// (an empty string where a call was not refused).
+pub fn misaligned_messages(emulated: bool) -> std::result::Result<Vec<Vec<String>>, String> {
+    let one = |comm: Communicator| {
         let rank = Rank::new(comm)?;
-        let null = std::ptr::null_mut();
+        let stream = &rank.stream;
         let mut messages = Vec::new();
         for count in [0, 1, 4] {
             let (good, odd) = (Buf::new(&rank.a, 0), Buf::new(&rank.b, 6));
             let e = rank
                 .g
-                .all_reduce(good, odd, count, DataType::F32, RedOp::Sum, null)
+                .all_reduce(good, odd, count, DataType::F32, RedOp::Sum, stream)
                 .map(|_| ())
-                .unwrap_err();
-            messages.push(e.to_string());
+                .err();
+            messages.push(e.map(|e| e.to_string()).unwrap_or_default());
             let e = rank
                 .g
-                .all_gather(Buf::new(&rank.a, 2), good, count, DataType::I32, null)
-                .unwrap_err();
-            messages.push(e.to_string());
+                .all_gather(Buf::new(&rank.a, 2), good, count, DataType::I32, stream)
+                .err();
+            messages.push(e.map(|e| e.to_string()).unwrap_or_default());
         }
         Ok(messages)
-    });
-    for messages in ranks::all_ok(results).unwrap_or_else(|e| panic!("{e}")) {
-        for (k, m) in messages.iter().enumerate() {
-            let want = if k % 2 == 0 {
-                "all_reduce destination: byte offset 6 is not a whole number of f32 elements \
-                 (4 bytes each)"
-            } else {
-                "all_gather source: byte offset 2 is not a whole number of i32 elements"
-            };
-            assert!(m.contains(want), "{m}");
-        }
-    }
+    };
+    let results = if emulated {
+        ranks::run_emulated(2, one)
+    } else {
+        ranks::run_ranks(Some(2), one)
+    };
+    ranks::all_ok(results)
 }

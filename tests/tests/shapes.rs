@@ -1,0 +1,56 @@
+//! The shape matrix of `symcomm_tests::shapes` on thread ranks of the CPU emulator: 2, 3 and
+//! 4 ranks over the full matrix, 8 ranks over the subset; and the refusal of operands that do
+//! not start on a whole element.
+
+use std::time::Instant;
+
+use symcomm_tests::shapes::{full_matrix, misaligned_messages, run_matrix, subset};
+
+#[test]
+fn every_collective_and_type_over_counts_and_offsets_on_2_3_and_4_ranks() {
+    let shapes = full_matrix();
+    for n in [2, 3, 4] {
+        let t0 = Instant::now();
+        let tally = run_matrix(n, &shapes, true).unwrap_or_else(|e| panic!("{e}"));
+        println!(
+            "{n} ranks: {} shapes, {} ran (every element and guard checked), {} refused as \
+             unsupported, in {:.1} s",
+            shapes.len(),
+            tally.ran,
+            tally.refused,
+            t0.elapsed().as_secs_f64()
+        );
+        assert!(tally.ran > 0);
+    }
+}
+
+#[test]
+fn a_subset_on_8_ranks() {
+    let shapes = subset();
+    let t0 = Instant::now();
+    let tally = run_matrix(8, &shapes, true).unwrap_or_else(|e| panic!("{e}"));
+    println!(
+        "8 ranks: {} shapes, {} ran, {} refused, in {:.1} s",
+        shapes.len(),
+        tally.ran,
+        tally.refused,
+        t0.elapsed().as_secs_f64()
+    );
+    assert!(tally.ran > 0);
+}
+
+#[test]
+fn misaligned_elements_are_refused_naming_the_operand() {
+    for messages in misaligned_messages(true).unwrap_or_else(|e| panic!("{e}")) {
+        assert_eq!(messages.len(), 6);
+        for (k, m) in messages.iter().enumerate() {
+            let want = if k % 2 == 0 {
+                "all_reduce destination: byte offset 6 is not a whole number of f32 elements \
+                 (4 bytes each)"
+            } else {
+                "all_gather source: byte offset 2 is not a whole number of i32 elements"
+            };
+            assert!(m.contains(want), "{m}");
+        }
+    }
+}
