@@ -83,12 +83,14 @@ enum Protocol {
     Pipelined,
 }
 
-/// The operands of a kernel that moves packs: `packs` 16-byte packs from `src` to `dst`.
+/// The operands of a kernel: `bytes` (an all-reduce's or broadcast's buffer, a block of the
+/// others) from `src` to `dst`, which the kernels move in the 16-byte packs of the
+/// destination (any size at any element offset).
 #[derive(Clone, Copy)]
 struct Packs<'a> {
     src: Buf<'a>,
     dst: Buf<'a>,
-    packs: u64,
+    bytes: u64,
 }
 
 /// The gallery collectives of one rank (see the module docs).
@@ -305,12 +307,14 @@ impl Collectives {
             ("destination offset", dst.offset().to_string()),
         ])?;
         let bytes = bytes_of(count, t)?;
+        let aligned = is_aligned(&src, &dst, bytes);
         if check_elements("all_reduce", &src, &dst, t, count)? {
-            return Ok(self.all_reduce_algo(algo, 0, t, op, src.same_as(&dst)));
+            return Ok(self.all_reduce_algo(algo, 0, t, op, src.same_as(&dst), true));
         }
         check_operands("all_reduce", (&src, bytes), (&dst, bytes), false)?;
-        let algo = self.all_reduce_algo(algo, bytes, t, op, src.same_as(&dst));
-        let packs = (bytes as u64) / plan::PACK;
+        let algo = self.all_reduce_algo(algo, bytes, t, op, src.same_as(&dst), aligned);
+        // The packs of the destination, which the kernels work in.
+        let packs = span_packs(&dst, 0, bytes);
         let slice = plan::slice_len(packs, self.n as u64);
         // The kernel, and the packs per thread pass of its grid.
         let (kernel, protocol, work) = match algo {
@@ -322,20 +326,27 @@ impl Collectives {
             Algo::MultimemOneShot => ("all_reduce_multimem_one_shot", Protocol::Barriered, packs),
             Algo::MultimemTwoShot => ("all_reduce_multimem_two_shot", Protocol::Barriered, slice),
         };
-        if algo == Algo::TwoShotLl && 2 * slice > self.ll_cap {
+        let (over, limit) = match algo {
+            Algo::TwoShotLl => (2 * slice > self.ll_cap, "two-shot LL"),
+            Algo::OneShot => (packs > self.ll_cap, "one-shot LL"),
+            _ => (false, ""),
+        };
+        if over {
             return Err(Error::InvalidArgument(format!(
-                "all_reduce: {bytes} bytes exceed the two-shot LL scratch"
+                "all_reduce: {bytes} bytes exceed the {limit} scratch"
             )));
         }
         let kernel = reducing_kernel(kernel, t, op);
-        self.run(protocol, &kernel, Packs { src, dst, packs }, work, stream)?;
+        let bytes = bytes as u64;
+        self.run(protocol, &kernel, Packs { src, dst, bytes }, work, stream)?;
         Ok(algo)
     }
 
     /// The algorithm [`all_reduce_with`](Self::all_reduce_with) runs for `forced`, `bytes`, `t`
-    /// and `op`, in place or not: [`Tuning::all_reduce_algo_with`], after the multimem
-    /// algorithms' own conditions (a type and operator the switch reduces; the one-shot only
-    /// out of place, else the two-shot).
+    /// and `op`, in place or not, with both buffers and the size 16-byte `aligned` or not:
+    /// [`Tuning::all_reduce_algo_with`], after the multimem algorithms' own conditions (a
+    /// type and operator the switch reduces, 16-byte aligned buffers and size; the one-shot
+    /// only out of place, else the two-shot).
     pub fn all_reduce_algo(
         &self,
         forced: Option<Algo>,
@@ -343,9 +354,10 @@ impl Collectives {
         t: DataType,
         op: RedOp,
         in_place: bool,
+        aligned: bool,
     ) -> Algo {
         let forced = match forced {
-            Some(a) if a.is_multimem() && !multimem_reduces(t, op) => None,
+            Some(a) if a.is_multimem() && (!multimem_reduces(t, op) || !aligned) => None,
             Some(Algo::MultimemOneShot) if in_place => Some(Algo::MultimemTwoShot),
             a => a,
         };
@@ -378,8 +390,8 @@ impl Collectives {
         }
         let own = dst.same_as(&src.block(bytes, self.rank));
         check_operands("reduce_scatter", (&src, total), (&dst, bytes), own)?;
-        let packs = bytes as u64 / plan::PACK;
-        let (kernel, protocol) = if self.tuning.ll_for(total, bytes, self.n) {
+        let packs = span_packs(&dst, 0, bytes);
+        let (kernel, protocol) = if self.tuning.ll_for(total, packs, self.n) {
             ("reduce_scatter_ll", Protocol::Ll)
         } else if self.tuning.reduce_scatter_push(total) {
             ("reduce_scatter_push", Protocol::Pipelined)
@@ -387,7 +399,8 @@ impl Collectives {
             ("reduce_scatter", Protocol::Barriered)
         };
         let kernel = reducing_kernel(kernel, t, op);
-        self.run(protocol, &kernel, Packs { src, dst, packs }, packs, stream)
+        let bytes = bytes as u64;
+        self.run(protocol, &kernel, Packs { src, dst, bytes }, packs, stream)
     }
 
     /// Collective: block `rank` of every rank's `dst` (`size × count` elements) receives this
@@ -442,9 +455,6 @@ impl Collectives {
         }
         src.check("all_to_all", "source", total)?;
         dst.check("all_to_all", "destination", total)?;
-        // The kernels move whole packs per peer block: a block that is not one (a total that
-        // is) must be refused, not cut short.
-        crate::buffer::check_range("all_to_all", "per-peer block", 0, bytes, total)?;
         if overlaps(&src, total, &dst, total) {
             return Err(Error::InvalidArgument(
                 "all_to_all: source and destination overlap (in-place is not supported)".into(),
@@ -485,15 +495,16 @@ impl Collectives {
             return Ok(());
         }
         check_operands("broadcast", (&src, bytes), (&dst, bytes), false)?;
-        let packs = bytes as u64 / plan::PACK;
+        let packs = span_packs(&dst, 0, bytes);
         let (src, dst, root) = (src.sym(0), dst.sym(0), root as i32);
+        let bytes = bytes as u64;
         // The protocols of `run`, with the root after their own arguments.
-        if self.tuning.broadcast_ll(bytes, self.n) {
-            let args = launch_args!(self; src, dst, packs, self.scratch_sym(0), self.ll_cap, root);
+        if self.tuning.broadcast_ll(bytes as usize, packs, self.n) {
+            let args = launch_args!(self; src, dst, bytes, self.scratch_sym(0), self.ll_cap, root);
             let grid = Grid::new(Kind::Ll, self.tuning.ll_shape(packs));
             return self.launch("broadcast_ll", grid, stream, args);
         }
-        let args = launch_args!(self; src, dst, packs, root);
+        let args = launch_args!(self; src, dst, bytes, root);
         let slice = plan::bcast_slice_len(packs, self.n as u64);
         let grid = Grid::new(Kind::Other, self.tuning.shape(slice));
         self.launch("broadcast", grid, stream, args)
@@ -528,9 +539,14 @@ impl Collectives {
         if bytes == 0 {
             return Ok(());
         }
-        let packs = bytes as u64 / plan::PACK;
-        let io = Packs { src, dst, packs };
-        if self.tuning.ll_for(total, bytes, self.n) {
+        // Every rank's block of `dst` in its packs: the most any of them touches.
+        let packs = plan::block_packs(dst.offset() as u64, bytes as u64, self.n as u64);
+        let io = Packs {
+            src,
+            dst,
+            bytes: bytes as u64,
+        };
+        if self.tuning.ll_for(total, packs, self.n) {
             return self.run(Protocol::Ll, ll, io, packs, stream);
         }
         self.run(Protocol::Barriered, barriered, io, packs, stream)
@@ -546,21 +562,21 @@ impl Collectives {
         work: u64,
         stream: CUstream,
     ) -> Result<()> {
-        let (src, dst, packs) = (io.src.sym(0), io.dst.sym(0), io.packs);
+        let (src, dst, bytes) = (io.src.sym(0), io.dst.sym(0), io.bytes);
         match protocol {
             Protocol::Barriered => {
                 let grid = Grid::new(Kind::Other, self.tuning.shape(work));
-                self.launch(kernel, grid, stream, launch_args!(self; src, dst, packs))
+                self.launch(kernel, grid, stream, launch_args!(self; src, dst, bytes))
             }
             Protocol::Ll => {
                 let grid = Grid::new(Kind::Ll, self.tuning.ll_shape(work));
-                let args = launch_args!(self; src, dst, packs, self.scratch_sym(0), self.ll_cap);
+                let args = launch_args!(self; src, dst, bytes, self.scratch_sym(0), self.ll_cap);
                 self.launch(kernel, grid, stream, args)
             }
             Protocol::Pipelined => {
                 let (grid, push, chunk) = self.pipeline(kernel, work)?;
                 let slots = u64::from(self.tuning.push_slots);
-                let args = launch_args!(self; src, dst, packs, push, slots, chunk);
+                let args = launch_args!(self; src, dst, bytes, push, slots, chunk);
                 self.launch(kernel, grid, stream, args)
             }
         }
@@ -719,6 +735,20 @@ fn dev_comm(comm: &Communicator, tuning: Tuning) -> Result<(DevComm, Tuning)> {
 /// The kernel argument for byte `offset` of `window`.
 fn window_sym(window: &Window, offset: u64) -> SymPtr<u8> {
     SymPtr::new(window.handle(), offset as usize)
+}
+
+/// The packs of `bytes` bytes at byte `extra` of `buf`, where the kernels work ([`plan::span_packs`]).
+fn span_packs(buf: &Buf<'_>, extra: usize, bytes: usize) -> u64 {
+    plan::span_packs(((buf.offset() + extra) as u64) % plan::PACK, bytes as u64)
+}
+
+/// True when both buffers start and `bytes` ends on a 16-byte boundary (what the multimem
+/// kernels need).
+fn is_aligned(src: &Buf<'_>, dst: &Buf<'_>, bytes: usize) -> bool {
+    let pack = plan::PACK as usize;
+    src.offset().is_multiple_of(pack)
+        && dst.offset().is_multiple_of(pack)
+        && bytes.is_multiple_of(pack)
 }
 
 /// Bytes of `count` elements of `t`, refusing overflow.

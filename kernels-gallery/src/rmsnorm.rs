@@ -152,8 +152,8 @@ impl Collectives {
         let outs = Some((&out, &residual_out));
         self.check_fused(WHAT, forced, &x, outs, (tokens, hidden, eps))?;
         let bytes = rows_bytes(WHAT, tokens, hidden)?;
-        out.check(WHAT, "out", bytes)?;
-        residual_out.check(WHAT, "residual_out", bytes)?;
+        out.check_packs(WHAT, "out", bytes)?;
+        residual_out.check_packs(WHAT, "residual_out", bytes)?;
         let refuse = |why: &str| Err(Error::InvalidArgument(format!("{WHAT}: {why}")));
         if overlaps(&out, bytes, &residual_out, bytes) {
             return refuse("out and residual_out overlap");
@@ -225,7 +225,7 @@ impl<'a> Fused<'a> {
     ) -> Result<Fused<'a>> {
         let args = norm_args(g, bufs, tokens, hidden, eps)?;
         let bytes = rows_bytes("all_reduce_rmsnorm", tokens, hidden)?;
-        x.check("all_reduce_rmsnorm", "input", bytes)?;
+        x.check_packs("all_reduce_rmsnorm", "input", bytes)?;
         Ok(Fused {
             g,
             x,

@@ -237,7 +237,7 @@ impl Rank {
             // Small broadcasts run on the LL kernel (`Tuning::broadcast_ll`); three in a row
             // from changing roots use both LL banks and the roots' acknowledgements.
             let bytes = (2048 / n / 16 - 1) * 16;
-            assert!(self.g.tuning().broadcast_ll(bytes, n));
+            assert!(self.g.tuning().broadcast_ll(bytes, bytes as u64 / 16, n));
             for root in [0, n - 1, 0] {
                 seed += 1;
                 let count = bytes / s;

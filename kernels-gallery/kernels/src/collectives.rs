@@ -5,36 +5,62 @@
 use symcomm_device::comm::DevComm;
 
 use crate::common::{
-    Io, grid_stride, ld, ld_each, local_addr, pack_off, peer_addr, rotated, st, st_peers,
+    Io, by_shape, grid_stride, ld_each, local_addr, pack_off, peer_addr, rotated, st, stride_pairs,
 };
-use crate::plan;
+use crate::plan::{self, PACK};
+use crate::shape::{Dst, Span, Src};
 
-/// All-gather: block `rank` (`packs` packs at `dst + rank × packs × 16`) of every peer's
-/// `dst` receives this rank's `src` (`packs` packs, local). Barrier-bracketed, exit `AcqRel`
-/// (it stores into peers).
+/// All-gather: block `rank` (`bytes` at `dst + rank × bytes`) of every peer's `dst` receives
+/// this rank's `src` (`bytes`, local), in the packs of that block. Barrier-bracketed, exit
+/// `AcqRel` (it stores into peers).
 ///
 /// # Safety
-/// `src` valid for `packs` packs locally; `dst` a window of `lsa_size × packs` packs on every
-/// rank; `comm` with `grid_dim().x` barriers; the same launch on every LSA rank.
+/// `src` valid for `bytes` locally; `dst` a window of `lsa_size × bytes` on every rank;
+/// `comm` with `grid_dim().x` barriers; the same launch on every LSA rank.
 #[inline(always)]
 pub unsafe fn all_gather(comm: &DevComm, io: Io) {
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, all_gather_in(comm, io)) }
+}
+
+#[inline(always)]
+unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    let at = io.bytes * me as u64;
     // SAFETY: forwarded.
     unsafe {
-        let inp = local_addr(io.src);
-        let block = pack_off(io.packs * me as u64);
+        let span = Span::<ANY>::new(local_addr(io.dst) + at, io.bytes);
+        let from = Src::at(local_addr(io.src), span);
+        if ANY {
+            stride_pairs(0, span.packs(), |j, j2, both| {
+                let (v, w) = (
+                    from.load(j),
+                    if both { from.load(j2) } else { from.load(j) },
+                );
+                for k in 0..n {
+                    let to = Dst::at(peer_addr(io.dst, rotated(me, k, n)) + at, span);
+                    to.store(j, v);
+                    if both {
+                        to.store(j2, w);
+                    }
+                }
+            });
+            return;
+        }
         let (first, stride) = grid_stride();
         let mut j = first;
-        while j < io.packs {
-            let o = pack_off(j);
-            st_peers(io.dst, me, n, block + o, ld(inp + o));
+        while j < span.packs() {
+            let v = from.load(j);
+            for k in 0..n {
+                Dst::at(peer_addr(io.dst, rotated(me, k, n)) + at, span).store(j, v);
+            }
             j += stride;
         }
     }
 }
 
 /// All-to-all: block `p` of this rank's `src` goes to block `rank` of peer `p`'s `dst`
-/// (blocks of `packs` packs). Barrier-bracketed, exit `AcqRel`.
+/// (blocks of `bytes`), in the packs of that block. Barrier-bracketed, exit `AcqRel`.
 ///
 /// Each thread moves pack `j` of every block before it moves on to its next pack: the copy
 /// into this rank's own block (local memory) and the pushes to the peers interleave, so
@@ -43,26 +69,32 @@ pub unsafe fn all_gather(comm: &DevComm, io: Io) {
 /// first: on 2×H200 that left the all-to-all at 0.84–0.91× NCCL's bus bandwidth from 64 MiB.)
 ///
 /// # Safety
-/// `src` valid for `lsa_size × packs` packs locally; `dst` a window of that size on every
+/// `src` valid for `lsa_size × bytes` locally; `dst` a window of that size on every
 /// rank, not overlapping `src`; otherwise as [`all_gather`].
 #[inline(always)]
 pub unsafe fn all_to_all(comm: &DevComm, io: Io) {
     // SAFETY: forwarded.
     unsafe {
+        // Blocks of any other shape sit at different places in their packs: the loop over
+        // peers at run time (arrays of shifted sources would not unroll and would live in
+        // local memory).
+        if !io.aligned() {
+            return all_to_all_any::<true>(comm, io);
+        }
         match comm.lsa_size {
             2 => all_to_all_n::<2>(comm, io),
             4 => all_to_all_n::<4>(comm, io),
             8 => all_to_all_n::<8>(comm, io),
-            _ => all_to_all_any(comm, io),
+            _ => all_to_all_any::<false>(comm, io),
         }
     }
 }
 
-/// [`all_to_all`]'s body for `N` ranks: the `N` source and destination addresses computed
-/// once, the `N` loads of a pack issued before its `N` stores.
+/// [`all_to_all`]'s body for `N` ranks, 16-byte aligned blocks: the `N` source and
+/// destination addresses computed once, the `N` loads of a pack issued before its `N` stores.
 #[inline(always)]
 unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
-    let (me, packs) = (comm.lsa_rank, io.packs);
+    let (me, packs) = (comm.lsa_rank, io.bytes / PACK);
     // SAFETY: live descriptors (the caller's contract).
     let (inp, out) = unsafe { (local_addr(io.src), local_addr(io.dst)) };
     let mine = pack_off(packs * me as u64);
@@ -99,67 +131,97 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
 
 /// [`all_to_all`]'s body for any number of ranks: pack by pack, peers in rotated order.
 #[inline(always)]
-unsafe fn all_to_all_any(comm: &DevComm, io: Io) {
-    let (me, n, packs) = (comm.lsa_rank, comm.lsa_size, io.packs);
+unsafe fn all_to_all_any<const ANY: bool>(comm: &DevComm, io: Io) {
+    let (me, n, bytes) = (comm.lsa_rank, comm.lsa_size, io.bytes);
     // SAFETY: live descriptors (the caller's contract).
-    let inp = unsafe { local_addr(io.src) };
-    let mine = pack_off(packs * me as u64);
-    let (first, stride) = grid_stride();
-    let mut j = first;
-    while j < packs {
-        let o = pack_off(j);
+    let (inp, out) = unsafe { (local_addr(io.src), local_addr(io.dst)) };
+    let mine = bytes * me as u64;
+    let span = Span::<ANY>::new(out + mine, bytes);
+    stride_pairs(0, span.packs(), |j, j2, both| {
         for k in 0..n {
             let p = rotated(me, k, n);
             // SAFETY: as in `all_to_all_n`.
             unsafe {
-                let v = ld(inp + pack_off(packs * p as u64) + o);
-                st(peer_addr(io.dst, p) + mine + o, v);
+                let from = Src::at(inp + bytes * p as u64, span);
+                let (v, w) = (
+                    from.load(j),
+                    if both { from.load(j2) } else { from.load(j) },
+                );
+                let to = Dst::at(peer_addr(io.dst, p) + mine, span);
+                to.store(j, v);
+                if both {
+                    to.store(j2, w);
+                }
             }
         }
-        j += stride;
-    }
+    });
 }
 
-/// Broadcast of `root`'s `src` (a window, `packs` packs) into every rank's `dst` (a window):
-/// each rank reads its [`plan::bcast_slice`] from the root and stores it into every rank
-/// that receives (scatter + all-gather). From three ranks on, the root takes no slice and
-/// receives nothing: it copies its `src` into its own `dst` locally (nothing when in place),
-/// so it sends each byte over NVLink once. (With `n` slices, one of them the root's, the root
-/// sent `2(n − 1)/n` of the data: 1.13–1.41× NCCL's time from 32 MiB on 4×H200.)
+/// Broadcast of `root`'s `src` (a window, `bytes`) into every rank's `dst` (a window), in the
+/// packs of `dst`: each rank reads its [`plan::bcast_slice`] from the root and stores it into
+/// every rank that receives (scatter + all-gather). From three ranks on, the root takes no
+/// slice and receives nothing: it copies its `src` into its own `dst` locally (nothing when in
+/// place), so it sends each byte over NVLink once. (With `n` slices, one of them the root's,
+/// the root sent `2(n − 1)/n` of the data: 1.13–1.41× NCCL's time from 32 MiB on 4×H200.)
 /// Barrier-bracketed, exit `AcqRel`.
 ///
 /// # Safety
-/// `src` and `dst` windows of `packs` packs on every rank (`dst` may equal `src`);
-/// otherwise as [`all_gather`].
+/// `src` and `dst` windows of `bytes` on every rank (`dst` may equal `src`); otherwise as
+/// [`all_gather`].
 #[inline(always)]
 pub unsafe fn broadcast(comm: &DevComm, io: Io, root: i32) {
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, broadcast_in(comm, io, root)) }
+}
+
+#[inline(always)]
+unsafe fn broadcast_in<const ANY: bool>(comm: &DevComm, io: Io, root: i32) {
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
     let (first, stride) = grid_stride();
     let root_moves = plan::bcast_root_moves(n as u64);
     // SAFETY: forwarded.
     unsafe {
+        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
         if me == root && !root_moves {
             let (from, to) = (local_addr(io.src), local_addr(io.dst));
             if from != to {
+                let (from, to) = (Src::at(from, span), Dst::at(to, span));
                 let mut j = first;
-                while j < io.packs {
-                    let o = pack_off(j);
-                    st(to + o, ld(from + o));
+                while j < span.packs() {
+                    to.store(j, from.load(j));
                     j += stride;
                 }
             }
             return;
         }
-        let (lo, hi) = plan::bcast_slice(io.packs, n as u64, me as u64, root as u64);
-        let from = peer_addr(io.src, root);
+        let (lo, hi) = plan::bcast_slice(span.packs(), n as u64, me as u64, root as u64);
+        let from = Src::at(peer_addr(io.src, root), span);
+        if ANY {
+            stride_pairs(lo, hi, |j, j2, both| {
+                let (v, w) = (
+                    from.load(j),
+                    if both { from.load(j2) } else { from.load(j) },
+                );
+                for k in 0..n {
+                    let p = rotated(me, k, n);
+                    if p != root || root_moves {
+                        let to = Dst::at(peer_addr(io.dst, p), span);
+                        to.store(j, v);
+                        if both {
+                            to.store(j2, w);
+                        }
+                    }
+                }
+            });
+            return;
+        }
         let mut j = lo + first;
         while j < hi {
-            let o = pack_off(j);
-            let v = ld(from + o);
+            let v = from.load(j);
             for k in 0..n {
                 let p = rotated(me, k, n);
                 if p != root || root_moves {
-                    st(peer_addr(io.dst, p) + o, v);
+                    Dst::at(peer_addr(io.dst, p), span).store(j, v);
                 }
             }
             j += stride;

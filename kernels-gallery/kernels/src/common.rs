@@ -16,17 +16,45 @@ use symcomm_device::wait::WaitError;
 use crate::plan::PACK;
 
 /// The operands of a collective body: its source and destination (windows or local pointers,
-/// as each body says) and its packs (the buffer of an all-reduce or broadcast; one rank's
-/// block of an all-gather, reduce-scatter or all-to-all).
+/// as each body says) and its size in bytes (the buffer of an all-reduce or broadcast; one
+/// rank's block of an all-gather, reduce-scatter or all-to-all). Any size at any offset: the
+/// bodies move it in the packs of the destination (`shape`).
 #[derive(Clone, Copy)]
 pub struct Io {
     /// The source.
     pub src: SymPtr<u8>,
     /// The destination.
     pub dst: SymPtr<u8>,
-    /// 16-byte packs (see above).
-    pub packs: u64,
+    /// Bytes (see above).
+    pub bytes: u64,
 }
+
+impl Io {
+    /// Whether both operands and the size are 16-byte aligned (`shape::aligned`): the bodies
+    /// then run their whole-pack form (`ANY = false`).
+    ///
+    /// # Safety
+    /// `src` and `dst` are live (window descriptors or local pointers).
+    #[inline(always)]
+    pub unsafe fn aligned(&self) -> bool {
+        // SAFETY: forwarded.
+        unsafe { crate::shape::aligned(local_addr(self.src), local_addr(self.dst), self.bytes) }
+    }
+}
+
+/// Runs `$body::<false>` (whole packs) when `$io` is 16-byte aligned, else `$body::<true>`
+/// (any size at any offset), with the arguments given: the aligned calls keep the
+/// instructions they had before any-shape support.
+macro_rules! by_shape {
+    ($io:expr, $body:ident $(::<$($g:tt),*>)? ($($arg:expr),* $(,)?)) => {
+        if $io.aligned() {
+            $body::<$($($g,)*)? false>($($arg),*)
+        } else {
+            $body::<$($($g,)*)? true>($($arg),*)
+        }
+    };
+}
+pub(crate) use by_shape;
 
 // ANCHOR: pack_access
 /// Loads the pack at byte address `addr` (plain `ld.global.v4.u32`).
@@ -107,6 +135,22 @@ pub fn grid_stride() -> (u64, u64) {
         u64::from(block_idx().x) * t + u64::from(thread_idx().x),
         t * u64::from(grid_dim().x),
     )
+}
+
+/// The grid-stride loop over packs `lo..hi` of the any-shape bodies, two packs per pass:
+/// `f(j, j2, both)` with `j2 = j + stride` (`both` false when `j2` is past `hi`). The bodies
+/// issue the loads of both packs before any store: with the few blocks a collective runs,
+/// its time is the passes' load latencies, and the shifted loads of an odd size add to each
+/// pass what a second pack in flight hides.
+#[inline(always)]
+pub fn stride_pairs(lo: u64, hi: u64, mut f: impl FnMut(u64, u64, bool)) {
+    let (first, stride) = grid_stride();
+    let mut j = lo + first;
+    while j < hi {
+        let j2 = j + stride;
+        f(j, j2, j2 < hi);
+        j += 2 * stride;
+    }
 }
 
 // ANCHOR: rotated

@@ -5,7 +5,10 @@
 //! Kernels cannot be generic, so the bodies are generic over the element type and operator
 //! (`reduce_ops`, `collectives`, `rmsnorm`) and this file instantiates them as concrete
 //! entry points named `<collective>_<algorithm>_<type>_<op>`. All data moves in 16-byte packs
-//! (`plan::PACK`); sizes and offsets are multiples of 16 bytes (the host API checks).
+//! (`plan::PACK`) of the destination; sizes and offsets are any whole number of elements: the
+//! first and last pack of a range are stored in part, and a source that sits elsewhere in its
+//! packs is funnel-shifted into the destination's (`shape`). The multimem kernels alone need
+//! 16-byte multiples (the host API runs them only then).
 //!
 //! Every kernel that waits does so with a bounded wait: a barrier or LL poll that times out
 //! (or sees the abort flag) writes its code (1 = timeout, 2 = aborted) to `status`.
@@ -30,6 +33,7 @@ pub mod plan;
 mod reduce_ops;
 pub mod rmsnorm;
 pub mod rmsnorm_split;
+pub mod shape;
 
 use symcomm_device::kernel;
 use symcomm_device::mem::Ordering;
@@ -44,16 +48,16 @@ use crate::ll_path::LlLaunch;
 /// `;`, that forward to `$body` (a body in this crate) with the communicator by reference.
 /// Every entry point first waits for its predecessor on the stream (`common::enter`). One form
 /// per protocol, which fixes the parameters after the operands:
-/// - `barriered(EXIT) name [extra] => body`: `(comm, src, dst, packs, extra…, timeout_ns,
+/// - `barriered(EXIT) name [extra] => body`: `(comm, src, dst, bytes, extra…, timeout_ns,
 ///   status)`; `body(&comm, Io, extra…)` runs between the LSA barriers of
 ///   `common::bracketed`, whose exit ordering is `EXIT` (`AcqRel` for bodies that store into
 ///   peers, `Release` for those that only write their own memory);
-/// - `ll name [extra] => body`: `(comm, src, dst, packs, scratch, cap, extra…, timeout_ns,
+/// - `ll name [extra] => body`: `(comm, src, dst, bytes, scratch, cap, extra…, timeout_ns,
 ///   status)`; `body(&ll, Io, extra…)` runs in an LL launch (`LlLaunch::begin`, and
 ///   `LlLaunch::end` with the result of its waits);
 /// - `ll name(operands) => body`: the same with the listed operands in place of `src, dst,
-///   packs`, passed to the body as they are;
-/// - `push(KIND) name => body`: `(comm, src, dst, packs, push, slots, chunk, timeout_ns,
+///   bytes`, passed to the body as they are;
+/// - `push(KIND) name => body`: `(comm, src, dst, bytes, push, slots, chunk, timeout_ns,
 ///   status)`, the pipelined push kernels (`pipeline::Kind::KIND`);
 /// - `fn name(params) => call`: the parameters as listed, forwarded by `call`.
 macro_rules! entry {
@@ -72,10 +76,10 @@ macro_rules! entry {
             => $body:expr; $($rest:tt)*
     ) => {
         entry!(@kernel [$(#[$a])*] $name(
-            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs: u64,
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
             $($($x: $xt,)*)? timeout_ns: u64, status: *mut u32
         ) {
-            let io = Io { src, dst, packs };
+            let io = Io { src, dst, bytes };
             let body = || $body(&comm, io $($(, $x)*)?);
             common::bracketed(&comm, Ordering::$exit, timeout_ns, status, body)
         });
@@ -86,11 +90,11 @@ macro_rules! entry {
             => $body:expr; $($rest:tt)*
     ) => {
         entry!(@kernel [$(#[$a])*] $name(
-            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs: u64,
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
             scratch: SymPtr<u8>, cap: u64, $($($x: $xt,)*)? timeout_ns: u64, status: *mut u32
         ) {
             let ll = LlLaunch::begin(&comm, scratch, cap, timeout_ns);
-            let res = $body(&ll, Io { src, dst, packs } $($(, $x)*)?);
+            let res = $body(&ll, Io { src, dst, bytes } $($(, $x)*)?);
             ll.end(res, status)
         });
         entry!($($rest)*);
@@ -108,10 +112,10 @@ macro_rules! entry {
     };
     ($(#[$a:meta])* push($kind:ident) $name:ident => $body:expr; $($rest:tt)*) => {
         entry!(@kernel [$(#[$a])*] $name(
-            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, packs: u64,
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
             push: SymPtr<u8>, slots: u64, chunk: u64, timeout_ns: u64, status: *mut u32
         ) {
-            let io = Io { src, dst, packs };
+            let io = Io { src, dst, bytes };
             $body(pipeline::Kind::$kind, &comm, io, push, slots, chunk, timeout_ns, status)
         });
         entry!($($rest)*);
@@ -140,8 +144,8 @@ macro_rules! reducing {
                 stringify!($op), "): see `pipeline`.")]
             ///
             /// # Safety
-            /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
-            ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
+            /// - `src` (window or local pointer) holds `lsa_size × bytes` on this rank,
+            ///   `dst` `bytes` (may be this rank's block of `src`);
             /// - `push` is the gallery push scratch with room for the counters and
             ///   `grid × lsa_size × slots` slots of `chunk` packs (`plan::pipe_chunk`), used by
             ///   no other kernel; `slots ≥ 2`, `chunk ≥ 1`;
@@ -152,21 +156,21 @@ macro_rules! reducing {
                 stringify!($op), "): reduce-scatter and all-gather without a barrier.")]
             ///
             /// # Safety
-            /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
-            ///   bytes on this rank;
+            /// - `src` and `dst` (windows or local pointers; may be equal) hold `bytes` on this
+            ///   rank;
             /// - `scratch`, the LL launch order and `status` as for the one-shot all-reduce, with
-            ///   `cap ≥ 2 × ceil(packs / lsa_size)`.
+            ///   `cap ≥ 2 × ceil(packs / lsa_size)` (`packs`: those of `dst`).
             ll $twoll => reduce_ops::two_shot_ll::<$t, $op>;
 
             #[doc = concat!("LL reduce-scatter (", stringify!($t), ", ", stringify!($op),
-                "): `dst` (`packs` packs) = reduction in rank order of block `rank` of every \
+                "): `dst` (`bytes`) = reduction in rank order of block `rank` of every \
                 rank's `src`, no barrier.")]
             ///
             /// # Safety
-            /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes on this rank,
-            ///   `dst` `packs × 16` bytes (may be this rank's block of `src`);
-            /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-            ///   all-reduce.
+            /// - `src` (window or local pointer) holds `lsa_size × bytes` on this rank,
+            ///   `dst` `bytes` (may be this rank's block of `src`);
+            /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch
+            ///   order and `status` as for the one-shot all-reduce.
             ll $rsll => ll_collectives::reduce_scatter::<$t, $op>;
 
             #[doc = concat!("Two-shot all-reduce by stores only, pipelined (", stringify!($t),
@@ -178,13 +182,13 @@ macro_rules! reducing {
             push(AllReduce) $push => pipeline::push_pipeline::<$t, $op>;
 
             #[doc = concat!("Two-shot all-reduce (", stringify!($t), ", ", stringify!($op),
-                "): `dst` = reduction of every rank's `src`, `packs` 16-byte packs.")]
+                "): `dst` = reduction of every rank's `src`, `bytes` bytes.")]
             ///
             /// # Safety
-            /// - `src` and `dst` are windows (may be the same range) holding `packs × 16` bytes
+            /// - `src` and `dst` are windows (may be the same range) holding `bytes`
             ///   from their offsets on every LSA rank;
             /// - `comm` has at least `grid_dim().x` LSA barriers, and every LSA rank launches
-            ///   this kernel with the same shape and `packs`;
+            ///   this kernel with the same shape and `bytes`;
             /// - `status` is null or a valid `u32` of this device.
             barriered(AcqRel) $two => reduce_ops::two_shot::<$t, $op>;
 
@@ -192,21 +196,21 @@ macro_rules! reducing {
                 "): `dst` = reduction of every rank's `src` in rank order, no barrier.")]
             ///
             /// # Safety
-            /// - `src` and `dst` (windows or local pointers; may be equal) hold `packs × 16`
-            ///   bytes on this rank;
-            /// - `scratch` is the gallery scratch window (LL region for `cap ≥ packs` packs per
-            ///   sender, header zeroed at creation), used only by gallery LL launches, which every
-            ///   LSA rank issues in the same order with the same `packs`, each with at most
+            /// - `src` and `dst` (windows or local pointers; may be equal) hold `bytes` on this
+            ///   rank;
+            /// - `scratch` is the gallery scratch window (LL region for `cap ≥` the packs of `dst`
+            ///   per sender, header zeroed at creation), used only by gallery LL launches, which
+            ///   every LSA rank issues in the same order with the same `bytes`, each with at most
             ///   [`plan::LL_COUNTERS`] blocks;
             /// - `status` is null or a valid `u32` of this device.
             ll $one => reduce_ops::one_shot_ll::<$t, $op>;
 
             #[doc = concat!("Reduce-scatter (", stringify!($t), ", ", stringify!($op),
-                "): `dst` (`packs` packs) = reduction of slice `rank` of every rank's `src`.")]
+                "): `dst` (`bytes`) = reduction of slice `rank` of every rank's `src`.")]
             ///
             /// # Safety
-            /// - `src` is a window of `lsa_size × packs × 16` bytes on every LSA rank; `dst`
-            ///   (window or local pointer) holds `packs × 16` bytes and does not overlap slices
+            /// - `src` is a window of `lsa_size × bytes` on every LSA rank; `dst`
+            ///   (window or local pointer) holds `bytes` and does not overlap slices
             ///   of `src` other than this rank's;
             /// - barriers and launch shape as for the two-shot all-reduce; `status` as there.
             barriered(Release) $rs => reduce_ops::reduce_scatter::<$t, $op>;
@@ -226,59 +230,59 @@ reducing! {
 }
 
 entry! {
-    /// All-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's `dst`.
+    /// All-gather: `bytes` of this rank's `src` land in block `rank` of every rank's `dst`.
     ///
     /// # Safety
-    /// - `src` (window or local pointer) holds `packs × 16` bytes; `dst` is a window of
-    ///   `lsa_size × packs × 16` bytes on every LSA rank (`src` may be this rank's block of it);
+    /// - `src` (window or local pointer) holds `bytes`; `dst` is a window of
+    ///   `lsa_size × bytes` on every LSA rank (`src` may be this rank's block of it);
     /// - `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
-    ///   the same shape and `packs`; `status` is null or a valid `u32` of this device.
+    ///   the same shape and `bytes`; `status` is null or a valid `u32` of this device.
     barriered(AcqRel) all_gather => collectives::all_gather;
 
-    /// All-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of peer
+    /// All-to-all: block `p` (`bytes`) of this rank's `src` lands in block `rank` of peer
     /// `p`'s `dst`.
     ///
     /// # Safety
-    /// - `src` (window or local pointer) holds `lsa_size × packs × 16` bytes; `dst` is a window of
+    /// - `src` (window or local pointer) holds `lsa_size × bytes`; `dst` is a window of
     ///   that size on every LSA rank, not overlapping `src`;
     /// - barriers, launch shape and `status` as for [`all_gather`].
     barriered(AcqRel) all_to_all => collectives::all_to_all;
 
-    /// Broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`.
+    /// Broadcast: `bytes` of LSA rank `root`'s `src` land in every rank's `dst`.
     ///
     /// # Safety
-    /// - `src` and `dst` are windows of `packs × 16` bytes on every LSA rank (`dst` may equal
+    /// - `src` and `dst` are windows of `bytes` on every LSA rank (`dst` may equal
     ///   `src`); `root` is an LSA rank;
     /// - barriers, launch shape and `status` as for [`all_gather`].
     barriered(AcqRel) broadcast [root: i32] => collectives::broadcast;
 
-    /// LL all-gather: `packs` packs of this rank's `src` land in block `rank` of every rank's
+    /// LL all-gather: `bytes` of this rank's `src` land in block `rank` of every rank's
     /// `dst`, no barrier.
     ///
     /// # Safety
-    /// - `src` holds `packs × 16` bytes and `dst` `lsa_size × packs × 16` bytes on this rank
+    /// - `src` holds `bytes` and `dst` `lsa_size × bytes` on this rank
     ///   (windows or local pointers; `src` may be this rank's block of `dst`);
-    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-    ///   all-reduce.
+    /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch order
+    ///   and `status` as for the one-shot all-reduce.
     ll all_gather_ll => ll_collectives::all_gather;
 
-    /// LL all-to-all: block `p` (`packs` packs) of this rank's `src` lands in block `rank` of
+    /// LL all-to-all: block `p` (`bytes`) of this rank's `src` lands in block `rank` of
     /// peer `p`'s `dst`, no barrier.
     ///
     /// # Safety
-    /// - `src` and `dst` hold `lsa_size × packs × 16` bytes on this rank and do not overlap;
-    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-    ///   all-reduce.
+    /// - `src` and `dst` hold `lsa_size × bytes` on this rank and do not overlap;
+    /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch order
+    ///   and `status` as for the one-shot all-reduce.
     ll all_to_all_ll => ll_collectives::all_to_all;
 
-    /// LL broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`, no
+    /// LL broadcast: `bytes` of LSA rank `root`'s `src` land in every rank's `dst`, no
     /// barrier (the root pushes, the other ranks acknowledge: `ll_collectives::broadcast`).
     ///
     /// # Safety
-    /// - `src` (read on the root) and `dst` hold `packs × 16` bytes on this rank (windows or local
+    /// - `src` (read on the root) and `dst` hold `bytes` on this rank (windows or local
     ///   pointers; `dst` may equal `src`); `root` is an LSA rank;
-    /// - `scratch`, `cap ≥ packs`, the LL launch order and `status` as for the one-shot
-    ///   all-reduce.
+    /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch order
+    ///   and `status` as for the one-shot all-reduce.
     ll broadcast_ll [root: i32] => ll_collectives::broadcast;
 
     /// Fused all-reduce + residual add + RMSNorm, one-shot LL (bf16): see [`rmsnorm`].
@@ -380,7 +384,7 @@ macro_rules! multimem_entries {
             ///
             /// # Safety
             /// - `src` is a window bound to the LSA multicast object of `comm` (present), holding
-            ///   `packs × 16` bytes on every rank; `dst` (window or local pointer) as many here,
+            ///   `bytes` on every rank; `dst` (window or local pointer) as many here,
             ///   apart from `src` on every rank;
             /// - `comm` has `grid_dim().x` LSA barriers; every rank launches the same shape;
             ///   `status` is null or a valid `u32`; sm_90 with NVLink SHARP.

@@ -11,59 +11,82 @@ use symcomm_device::mem::U32x4;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
-use crate::common::{Io, grid_stride, ld, local_addr, pack_off, rotated, st};
+use crate::common::{Io, by_shape, grid_stride, local_addr, rotated};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
+use crate::plan;
+use crate::shape::{Dst, Span, Src};
 
-/// LL all-gather: block `rank` of every rank's `dst` receives this rank's `src`.
+/// LL all-gather: block `rank` of every rank's `dst` receives this rank's `src`, in the packs
+/// of that block.
 ///
 /// # Safety
-/// `src` holds `packs` packs and `dst` `lsa_size × packs` packs on this rank (`src` may be
-/// this rank's block of `dst`); `ll` as for the one-shot all-reduce with `cap ≥ packs`.
+/// `src` holds `bytes` and `dst` `lsa_size × bytes` on this rank (`src` may be this rank's
+/// block of `dst`); `ll` as for the one-shot all-reduce with `cap ≥` the most packs of a block
+/// (`plan::block_packs`).
 #[inline(always)]
 pub unsafe fn all_gather(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, all_gather_in(ll, io)) }
+}
+
+#[inline(always)]
+unsafe fn all_gather_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let (inp, out) = (local_addr(io.src), local_addr(io.dst));
-        let (me, packs) = (ll.me, io.packs);
+        let (me, bytes) = (ll.me, io.bytes);
+        let mine = out + me as u64 * bytes;
+        let span = Span::<ANY>::new(mine, bytes);
+        let (from, to) = (Src::at(inp, span), Dst::at(mine, span));
         // Written out rather than through `LlLaunch::send_all` with a copy: that form (the own
         // block's address hoisted out of the loop) made ptxas schedule the kernel with 54
         // registers instead of 44, and the 4 KiB all-gather took 6% longer on an H100.
         let (first, stride) = grid_stride();
         let mut j = first;
-        while j < packs {
-            let v = ld(inp + pack_off(j));
+        while j < span.packs() {
+            let v = from.load(j);
             ll.send_peers(j, v);
-            st(out + pack_off(me as u64 * packs + j), v);
+            to.store(j, v);
             j += stride;
         }
-        recv_blocks(ll, out, packs)
+        recv_blocks::<ANY>(ll, out, bytes)
     }
 }
 
-/// LL all-to-all: block `p` of this rank's `src` lands in block `rank` of peer `p`'s `dst`.
+/// LL all-to-all: block `p` of this rank's `src` lands in block `rank` of peer `p`'s `dst`,
+/// in the packs of that block.
 ///
 /// # Safety
-/// `src` and `dst` hold `lsa_size × packs` packs on this rank and do not overlap; `ll` as
-/// for [`all_gather`].
+/// `src` and `dst` hold `lsa_size × bytes` on this rank and do not overlap; `ll` as for
+/// [`all_gather`].
 #[inline(always)]
 pub unsafe fn all_to_all(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
-    let packs = io.packs;
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, all_to_all_in(ll, io)) }
+}
+
+#[inline(always)]
+unsafe fn all_to_all_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+    let bytes = io.bytes;
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let (inp, out) = (local_addr(io.src), local_addr(io.dst));
+        let mine = ll.me as u64 * bytes;
+        let span = Span::<ANY>::new(out + mine, bytes);
+        let (from, to) = (Src::at(inp + mine, span), Dst::at(out + mine, span));
         let (first, stride) = grid_stride();
-        let mine = ll.me as u64 * packs;
         let mut j = first;
-        while j < packs {
-            ll.send_blocks(inp, packs, j);
-            st(out + pack_off(mine + j), ld(inp + pack_off(mine + j)));
+        while j < span.packs() {
+            ll.send_blocks(inp, bytes, span, j);
+            to.store(j, from.load(j));
             j += stride;
         }
-        recv_blocks(ll, out, packs)
+        recv_blocks::<ANY>(ll, out, bytes)
     }
 }
 
-/// LL broadcast: `packs` packs of LSA rank `root`'s `src` land in every rank's `dst`.
+/// LL broadcast: `bytes` of LSA rank `root`'s `src` land in every rank's `dst`, in the packs
+/// of `dst`.
 ///
 /// The root pushes every pack to every peer as LL lines and copies it into its own `dst`;
 /// the other ranks poll for the root's lines. The LL double buffering needs every rank to
@@ -75,19 +98,27 @@ pub unsafe fn all_to_all(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
 /// reading launch `k`; and the other way round.
 ///
 /// # Safety
-/// `src` (on the root) and `dst` hold `packs` packs on this rank (`dst` may equal `src`);
-/// `root` is an LSA rank; `ll` as for [`all_gather`] with `cap ≥ packs`.
+/// `src` (on the root) and `dst` hold `bytes` on this rank (`dst` may equal `src`); `root` is
+/// an LSA rank; `ll` as for [`all_gather`] with `cap ≥` the packs of `dst`.
 #[inline(always)]
 pub unsafe fn broadcast(ll: &LlLaunch, io: Io, root: i32) -> Result<(), WaitError> {
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, broadcast_in(ll, io, root)) }
+}
+
+#[inline(always)]
+unsafe fn broadcast_in<const ANY: bool>(ll: &LlLaunch, io: Io, root: i32) -> Result<(), WaitError> {
     let (me, n) = (ll.me, ll.n);
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let out = local_addr(io.dst);
+        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        let out = Dst::at(local_addr(io.dst), span);
         let (first, stride) = grid_stride();
         let lead = first == 0;
         let mut res = Ok(());
         if me == root {
-            ll.send_all(local_addr(io.src), io.packs, Some(out));
+            let from = Src::at(local_addr(io.src), span);
+            ll.send_all(from, span.packs(), Some(out));
             if lead {
                 // The acknowledgements carry nothing: only their arrival matters.
                 for k in 1..n {
@@ -99,10 +130,10 @@ pub unsafe fn broadcast(ll: &LlLaunch, io: Io, root: i32) -> Result<(), WaitErro
                 send_pack(ll, root, 0, U32x4::default());
             }
             let mut j = first;
-            while j < io.packs && res.is_ok() {
+            while j < span.packs() && res.is_ok() {
                 let v = ll.pack_of(root, U32x4::default(), j, &mut res);
                 if res.is_ok() {
-                    st(out + pack_off(j), v);
+                    out.store(j, v);
                 }
                 j += stride;
             }
@@ -111,35 +142,47 @@ pub unsafe fn broadcast(ll: &LlLaunch, io: Io, root: i32) -> Result<(), WaitErro
     }
 }
 
-/// LL reduce-scatter: `dst` (`packs` packs) = reduction, in rank order, of block `rank` of
-/// every rank's `src`.
+/// LL reduce-scatter: `dst` (`bytes`) = reduction, in rank order, of block `rank` of every
+/// rank's `src`, in the packs of `dst`.
 ///
 /// # Safety
-/// `src` holds `lsa_size × packs` packs on this rank, `dst` `packs` packs (may be this rank's
-/// block of `src`); `ll` as for [`all_gather`].
+/// `src` holds `lsa_size × bytes` on this rank, `dst` `bytes` (may be this rank's block of
+/// `src`); `ll` as for [`all_gather`] with `cap ≥` the packs of `dst`.
 #[inline(always)]
 pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
     ll: &LlLaunch,
     io: Io,
 ) -> Result<(), WaitError> {
-    let packs = io.packs;
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, reduce_scatter_in::<T, O>(ll, io)) }
+}
+
+#[inline(always)]
+unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(
+    ll: &LlLaunch,
+    io: Io,
+) -> Result<(), WaitError> {
+    let bytes = io.bytes;
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let (inp, out) = (local_addr(io.src), local_addr(io.dst));
+        let span = Span::<ANY>::new(out, bytes);
+        let (own, out) = (
+            Src::at(inp + ll.me as u64 * bytes, span),
+            Dst::at(out, span),
+        );
         let (first, stride) = grid_stride();
         let mut j = first;
-        while j < packs {
-            ll.send_blocks(inp, packs, j);
+        while j < span.packs() {
+            ll.send_blocks(inp, bytes, span, j);
             j += stride;
         }
-        let mine = ll.me as u64 * packs;
         let mut res = Ok(());
         j = first;
-        while j < packs && res.is_ok() {
-            let own = ld(inp + pack_off(mine + j));
-            let acc = ll.reduce::<T, O>(j, own, &mut res);
+        while j < span.packs() && res.is_ok() {
+            let acc = ll.reduce::<T, O>(j, own.load(j), &mut res);
             if res.is_ok() {
-                st(out + pack_off(j), acc.finish());
+                out.store(j, acc.finish());
             }
             j += stride;
         }
@@ -148,26 +191,39 @@ pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
 }
 
 /// Receives, for each of this thread's packs `j` (grid-stride), pack `j` of every peer `s`
-/// (visited rotated) into block `s` (`packs` packs) of `out`; stops at the first wait that
-/// fails and returns its error.
+/// (visited rotated) into block `s` (`bytes` at byte `s × bytes`) of `out`, in that block's
+/// packs; stops at the first wait that fails and returns its error.
 ///
 /// # Safety
-/// `out` holds `lsa_size × packs` packs on this rank; every peer sends packs `0..packs` in
-/// this launch of `ll`.
+/// `out` holds `lsa_size × bytes` on this rank; every peer `s` sends the packs of its block
+/// in this launch of `ll`.
 #[inline(always)]
-unsafe fn recv_blocks(ll: &LlLaunch, out: u64, packs: u64) -> Result<(), WaitError> {
+unsafe fn recv_blocks<const ANY: bool>(
+    ll: &LlLaunch,
+    out: u64,
+    bytes: u64,
+) -> Result<(), WaitError> {
     let (me, n) = (ll.me, ll.n);
     let (first, stride) = grid_stride();
+    let most = if ANY {
+        plan::block_packs(out, bytes, n as u64)
+    } else {
+        bytes / plan::PACK
+    };
     let mut res = Ok(());
     let mut j = first;
-    'packs: while j < packs {
+    'packs: while j < most {
         for k in 1..n {
             let s = rotated(me, k, n);
-            // SAFETY: j < packs ≤ cap, sent by peer `s`; block `s` of `out` holds pack `j`
-            // (caller's contract).
+            let block = out + s as u64 * bytes;
+            let span = Span::<ANY>::new(block, bytes);
+            if j >= span.packs() {
+                continue;
+            }
+            // SAFETY: j < the packs of block `s`, sent by peer `s` (caller's contract).
             unsafe {
                 match recv_pack(ll, s, j) {
-                    Ok(v) => st(out + pack_off(s as u64 * packs + j), v),
+                    Ok(v) => Dst::at(block, span).store(j, v),
                     Err(e) => {
                         res = Err(e);
                         break 'packs;

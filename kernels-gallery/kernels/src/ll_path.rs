@@ -28,8 +28,9 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
-use crate::common::{Acc, grid_stride, ld, local_addr, pack_off, peer_addr, report, rotated, st};
+use crate::common::{Acc, grid_stride, local_addr, peer_addr, report, rotated};
 use crate::plan;
+use crate::shape::{Dst, Span, Src};
 
 /// State of one LL launch, the same on every thread.
 pub struct LlLaunch {
@@ -145,50 +146,69 @@ impl LlLaunch {
         }
     }
 
-    /// Sends packs `0..packs` of the local range `inp` to every peer (slot = pack index;
-    /// grid-stride over the packs), and stores each into the local range `copy` as well when
-    /// one is given.
+    /// Sends packs `0..packs` of the local source `src` to every peer (slot = pack index;
+    /// grid-stride over the packs), and stores each into the local destination `copy` as well
+    /// when one is given.
     ///
     /// # Safety
-    /// `packs ≤ cap`; `inp` (and `copy`) valid for `packs` packs.
+    /// `packs ≤ cap`; `src` (and `copy`) valid for `packs` packs.
     #[inline(always)]
-    pub unsafe fn send_all(&self, inp: u64, packs: u64, copy: Option<u64>) {
+    pub unsafe fn send_all<const ANY: bool>(
+        &self,
+        src: Src<ANY>,
+        packs: u64,
+        copy: Option<Dst<ANY>>,
+    ) {
         let (first, stride) = grid_stride();
         let mut j = first;
         while j < packs {
             // SAFETY: j < packs (caller's contract).
             unsafe {
-                let v = ld(inp + pack_off(j));
+                let v = src.load(j);
                 self.send_peers(j, v);
                 if let Some(to) = copy {
-                    st(to + pack_off(j), v);
+                    to.store(j, v);
                 }
             }
             j += stride;
         }
     }
 
-    /// Sends every peer `p` pack `j` of its block of the local range `inp` (blocks of `packs`
-    /// packs, block `p` at pack `p × packs`) into slot `j`.
+    /// Sends every peer `p` pack `j` of its block of the local range `inp` (blocks of `bytes`,
+    /// block `p` at byte `p × bytes`), in the packs of `span` (the destination block it lands
+    /// in), into slot `j`.
     ///
     /// # Safety
-    /// `j < packs ≤ cap`; `inp` valid for `lsa_size × packs` packs.
+    /// `j < span.packs() ≤ cap`; `inp` valid for `lsa_size × bytes`.
     #[inline(always)]
-    pub unsafe fn send_blocks(&self, inp: u64, packs: u64, j: u64) {
+    pub unsafe fn send_blocks<const ANY: bool>(
+        &self,
+        inp: u64,
+        bytes: u64,
+        span: Span<ANY>,
+        j: u64,
+    ) {
         for k in 1..self.n {
             let p = rotated(self.me, k, self.n);
             // SAFETY: forwarded.
-            unsafe { send_pack(self, p, j, ld(inp + pack_off(p as u64 * packs + j))) };
+            unsafe {
+                let v = Src::at(inp + p as u64 * bytes, span).load(j);
+                send_pack(self, p, j, v)
+            };
         }
     }
 
-    /// Sends every peer `p` its slice of the local range `inp`, `(first, len) = slice(p)` in
+    /// Sends every peer `p` its slice of the local source `src`, `(first, len) = slice(p)` in
     /// packs, into its slots `0..len`: peer by peer ([`rotated`]), grid-stride within a slice.
     ///
     /// # Safety
-    /// Every slice lies in `inp` and has `len ≤ cap`.
+    /// Every slice lies in `src` and has `len ≤ cap`.
     #[inline(always)]
-    pub unsafe fn send_slices(&self, inp: u64, slice: impl Fn(i32) -> (u64, u64)) {
+    pub unsafe fn send_slices<const ANY: bool>(
+        &self,
+        src: Src<ANY>,
+        slice: impl Fn(i32) -> (u64, u64),
+    ) {
         let (first, stride) = grid_stride();
         for k in 1..self.n {
             let p = rotated(self.me, k, self.n);
@@ -196,7 +216,7 @@ impl LlLaunch {
             let mut j = first;
             while j < len {
                 // SAFETY: forwarded.
-                unsafe { send_pack(self, p, j, ld(inp + pack_off(lo + j))) };
+                unsafe { send_pack(self, p, j, src.load(lo + j)) };
                 j += stride;
             }
         }

@@ -143,7 +143,7 @@ pub unsafe fn one_shot<P: McPack>(comm: &DevComm, io: Io) {
         let out = local_addr(io.dst);
         let (first, stride) = grid_stride();
         let mut j = first;
-        while j < io.packs {
+        while j < io.bytes / plan::PACK {
             let o = pack_off(j);
             st(out + o, P::ld_reduce(mc + o));
             j += stride;
@@ -159,7 +159,8 @@ pub unsafe fn one_shot<P: McPack>(comm: &DevComm, io: Io) {
 /// As [`one_shot`], with `dst` also a window bound to the multicast object.
 #[inline(always)]
 pub unsafe fn two_shot<P: McPack>(comm: &DevComm, io: Io) {
-    let (lo, hi) = plan::slice(io.packs, comm.lsa_size as u64, comm.lsa_rank as u64);
+    let packs = io.bytes / plan::PACK;
+    let (lo, hi) = plan::slice(packs, comm.lsa_size as u64, comm.lsa_rank as u64);
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let (smc, dmc) = (

@@ -37,22 +37,23 @@ use symcomm_device::ptr::SymPtr;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::{Spin, WaitError};
 
-use crate::common::{Acc, Io, ld, local_addr, pack_off, peer_addr, report, rotated, st, st_peers};
+use crate::common::{Acc, Io, by_shape, ld, local_addr, pack_off, peer_addr, report, rotated, st};
 use crate::plan;
+use crate::shape::{Dst, Span, Src};
 
 /// What a pipelined kernel computes.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// All-reduce of `packs` packs: slice `p` = `plan::slice(packs, n, p)`; results go to
-    /// every rank's `dst` at the slice's offset.
+    /// All-reduce of `bytes`: slice `p` = `plan::slice(packs, n, p)` of the packs of `dst`;
+    /// results go to every rank's `dst` at the slice's offset.
     AllReduce,
-    /// Reduce-scatter of `n × packs` packs: slice `p` = block `p` of `src` (`packs` packs);
-    /// the result goes to this rank's `dst` (`packs` packs).
+    /// Reduce-scatter of `n × bytes`: slice `p` = block `p` of `src` (`bytes`) in the packs of
+    /// `dst`; the result goes to this rank's `dst` (`bytes`).
     ReduceScatter,
 }
 
 /// One block's view of a pipelined launch.
-struct Pipe {
+struct Pipe<const ANY: bool> {
     kind: Kind,
     me: i32,
     n: i32,
@@ -60,7 +61,12 @@ struct Pipe {
     b: u64,
     t: u64,
     nt: u64,
+    /// Packs of `dst` (all-reduce) or of this rank's `dst` (reduce-scatter).
     packs: u64,
+    /// Bytes of `dst`.
+    bytes: u64,
+    /// Where `dst` lies in its packs.
+    span: Span<ANY>,
     /// Packs of the largest slice (every slice but the last ones of an all-reduce).
     slice: u64,
     /// Packs of each block's part of a slice (of the largest one; smaller slices are cut).
@@ -74,9 +80,9 @@ struct Pipe {
     timeout_ns: u64,
 }
 
-impl Pipe {
-    /// `(first pack, packs)` of slice `p` in `src` (and, for the all-reduce, in `dst`):
-    /// `plan::slice` without its division (hoisted into `slice`).
+impl<const ANY: bool> Pipe<ANY> {
+    /// `(first pack, packs)` of slice `p` in the packs of `dst` (all-reduce) or of block `p`
+    /// (reduce-scatter): `plan::slice` without its division (hoisted into `slice`).
     #[inline(always)]
     fn slice_of(&self, p: i32) -> (u64, u64) {
         match self.kind {
@@ -84,7 +90,16 @@ impl Pipe {
                 let lo = (p as u64 * self.slice).min(self.packs);
                 (lo, (lo + self.slice).min(self.packs) - lo)
             }
-            Kind::ReduceScatter => (p as u64 * self.packs, self.packs),
+            Kind::ReduceScatter => (0, self.packs),
+        }
+    }
+
+    /// The local source of slice `p`, read in the packs of `dst`.
+    #[inline(always)]
+    fn src_of(&self, p: i32) -> Src<ANY> {
+        match self.kind {
+            Kind::AllReduce => Src::at(self.inp, self.span),
+            Kind::ReduceScatter => Src::at(self.inp + p as u64 * self.bytes, self.span),
         }
     }
 
@@ -197,12 +212,12 @@ impl Pipe {
                 let p = rotated(self.me, k, self.n);
                 let (off, _) = self.slice_of(p);
                 let (lo, hi) = self.part(p);
-                let from = self.inp + pack_off(off + lo + base);
+                let (from, first) = (self.src_of(p), off + lo + base);
                 let to = self.peer_slot(p, q);
                 let len = (hi - lo).saturating_sub(base).min(self.chunk);
                 let mut j = self.t;
                 while j < len {
-                    st(to + pack_off(j), ld(from + pack_off(j)));
+                    st(to + pack_off(j), from.load(first + j));
                     j += self.nt;
                 }
             }
@@ -232,20 +247,17 @@ impl Pipe {
         let (off, _) = self.slice_of(self.me);
         let (lo, hi) = self.part(self.me);
         let len = (hi - lo).saturating_sub(base).min(self.chunk);
-        let own = self.inp + pack_off(off + lo + base);
-        // Where the result of pack j of this step goes, relative to a copy of `dst`.
-        let out_off = match self.kind {
-            Kind::AllReduce => pack_off(off + lo + base),
-            Kind::ReduceScatter => pack_off(lo + base),
-        };
+        let (own, first) = (self.src_of(self.me), off + lo + base);
+        // Pack j of this step is pack `first + j` of `dst` (all-reduce: every rank's; else ours).
         // SAFETY: the kernel's contract (windows, sizes).
         unsafe {
             let mut j = self.t;
             while j < len {
                 let o = pack_off(j);
+                let mine = own.load(first + j);
                 let at = |s: i32| {
                     if s == self.me {
-                        ld(own + o)
+                        mine
                     } else {
                         ld(self.local_slot(s, q) + o)
                     }
@@ -263,8 +275,13 @@ impl Pipe {
                     acc.finish()
                 };
                 match self.kind {
-                    Kind::AllReduce => st_peers(dst, self.me, self.n, out_off + o, v),
-                    Kind::ReduceScatter => st(local_addr(dst) + out_off + o, v),
+                    Kind::AllReduce => {
+                        for k in 0..self.n {
+                            let p = rotated(self.me, k, self.n);
+                            Dst::at(peer_addr(dst, p), self.span).store(first + j, v);
+                        }
+                    }
+                    Kind::ReduceScatter => Dst::at(local_addr(dst), self.span).store(first + j, v),
                 }
                 j += self.nt;
             }
@@ -281,9 +298,9 @@ impl Pipe {
 /// A pipelined push all-reduce or reduce-scatter (see the module docs).
 ///
 /// # Safety
-/// - all-reduce: `src` and `dst` hold `packs` packs on this rank (`dst` a window, may equal
-///   `src`); reduce-scatter: `src` holds `lsa_size × packs` packs on this rank, `dst`
-///   `packs` packs (may be this rank's block of `src`);
+/// - all-reduce: `src` and `dst` hold `bytes` on this rank (`dst` a window, may equal
+///   `src`); reduce-scatter: `src` holds `lsa_size × bytes` on this rank, `dst` `bytes`
+///   (may be this rank's block of `src`);
 /// - `push` is the gallery push scratch, a window of at least
 ///   `plan::pipe_slot_off(g, n, slots, chunk, g, 0, 0)` bytes on every LSA rank (`g` =
 ///   `grid_dim().x`), used by no other kernel while this one runs; `slots ≥ 2` (a block
@@ -302,10 +319,37 @@ pub unsafe fn push_pipeline<T: Element, O: ReduceOp>(
     timeout_ns: u64,
     status: *mut u32,
 ) {
-    let Io { src, dst, packs } = io;
+    // SAFETY: forwarded.
+    unsafe {
+        by_shape!(
+            io,
+            push_pipeline_in::<T, O>(kind, comm, io, push, slots, chunk, timeout_ns, status)
+        )
+    }
+}
+
+#[inline(always)]
+unsafe fn push_pipeline_in<T: Element, O: ReduceOp, const ANY: bool>(
+    kind: Kind,
+    comm: &DevComm,
+    io: Io,
+    push: SymPtr<u8>,
+    slots: u64,
+    chunk: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    let Io { src, dst, bytes } = io;
     let cta = Cta::new();
     // SAFETY: live windows (caller's contract).
-    let (inp, push_local) = unsafe { (local_addr(src), local_addr(push)) };
+    let (inp, push_local, span) = unsafe {
+        (
+            local_addr(src),
+            local_addr(push),
+            Span::<ANY>::new(local_addr(dst), bytes),
+        )
+    };
+    let packs = span.packs();
     let g = u64::from(grid_dim().x);
     let largest = match kind {
         Kind::AllReduce => plan::slice_len(packs, comm.lsa_size as u64),
@@ -320,6 +364,8 @@ pub unsafe fn push_pipeline<T: Element, O: ReduceOp>(
         t: u64::from(cta.thread_rank()),
         nt: u64::from(cta.size()),
         packs,
+        bytes,
+        span,
         slice: largest,
         part: largest.div_ceil(g),
         slots,

@@ -27,6 +27,34 @@ const _: () = assert!(LL_COUNTERS * 4 <= LL_HEADER);
 pub const LL_PACK: u64 = 32;
 // ANCHOR_END: pack_consts
 
+/// Packs touched by `len` bytes that start at byte `lead` (`0..16`) of a pack: 0 for none.
+#[inline(always)]
+pub const fn span_packs(lead: u64, len: u64) -> u64 {
+    if len == 0 {
+        0
+    } else {
+        (lead + len).div_ceil(PACK)
+    }
+}
+
+/// The most packs any of blocks `0..n` touches when block `k` is the `bytes` bytes at byte
+/// `first + k × bytes` (the per-rank blocks of an all-gather, reduce-scatter or all-to-all
+/// buffer starting at byte offset `first`): what every rank's loop over packs covers.
+#[inline(always)]
+pub const fn block_packs(first: u64, bytes: u64, n: u64) -> u64 {
+    let mut most = 0;
+    let mut k = 0;
+    // Leads repeat after 16 blocks.
+    while k < n && k < PACK {
+        let p = span_packs((first + k * bytes) % PACK, bytes);
+        if p > most {
+            most = p;
+        }
+        k += 1;
+    }
+    most
+}
+
 // ANCHOR: slice
 /// `(first, end)` of the packs rank `rank` of `n` owns when `packs` are split into `n`
 /// contiguous slices of `ceil(packs / n)` (the last ones may be shorter or empty).

@@ -18,12 +18,15 @@ use symcomm_device::comm::DevComm;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
+use symcomm_device::ptr::SymPtr;
+
 use crate::common::{
-    Acc, Io, grid_stride, ld, ld_each, local_addr, pack_off, peer_addrs, pull, reduce_packs,
-    rotated, st, st_peers,
+    Acc, Io, by_shape, grid_stride, local_addr, peer_addr, peer_addrs, reduce_packs, rotated,
+    stride_pairs,
 };
 use crate::ll_path::{LlLaunch, recv_pack};
 use crate::plan;
+use crate::shape::{Dst, Shift, Span, Src, floor, floor_each};
 
 // ANCHOR: two_shot
 /// Two-shot all-reduce of `packs` packs from `src` into `dst` (both windows; may be equal).
@@ -37,10 +40,12 @@ use crate::plan;
 pub unsafe fn two_shot<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
     // SAFETY: forwarded.
     unsafe {
-        if comm.lsa_size == 8 {
-            two_shot_n::<T, O, 8>(comm, io)
+        // Any other shape takes the loop over peers at run time: arrays of shifted loads
+        // would not unroll and would live in local memory.
+        if comm.lsa_size == 8 && io.aligned() {
+            two_shot_n::<T, O, 8, false>(comm, io)
         } else {
-            two_shot_any::<T, O>(comm, io)
+            by_shape!(io, two_shot_any::<T, O>(comm, io))
         }
     }
 }
@@ -48,28 +53,33 @@ pub unsafe fn two_shot<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
 
 // ANCHOR: two_shot_n
 #[inline(always)]
-unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize>(comm: &DevComm, io: Io) {
+unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize, const ANY: bool>(
+    comm: &DevComm,
+    io: Io,
+) {
     let me = comm.lsa_rank;
-    let (lo, hi) = plan::slice(io.packs, N as u64, me as u64);
-    // Every rank's copy of both (rotated), computed once.
     // SAFETY: live descriptors (caller's contract).
-    let (sb, db) = unsafe {
+    let (sb, db, span, shift) = unsafe {
+        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        // Every rank's copy of both (rotated), computed once: the address of pack 0.
         (
-            peer_addrs::<N>(io.src, me, 0),
-            peer_addrs::<N>(io.dst, me, 0),
+            floor_each(peer_addrs::<N>(io.src, me, 0)),
+            floor_each(peer_addrs::<N>(io.dst, me, 0)),
+            span,
+            Shift::new(local_addr(io.src), span),
         )
     };
+    let (lo, hi) = plan::slice(span.packs(), N as u64, me as u64);
     let (first, stride) = grid_stride();
     let mut j = lo + first;
     while j < hi {
-        let o = pack_off(j);
-        // SAFETY: j < packs, inside every peer's source.
-        let r = reduce_packs::<T, O, N>(&unsafe { ld_each(&sb, o) });
+        // SAFETY: pack j of every peer's source.
+        let r = reduce_packs::<T, O, N>(&unsafe { shift.load_each(&sb, j) });
         let mut k = 0;
         while k < N {
-            // SAFETY: j < packs, inside every peer's destination; only this thread of this
-            // rank touches pack j of any copy.
-            unsafe { st(db[k] + o, r) };
+            // SAFETY: pack j of every peer's destination; only this thread of this rank
+            // writes it.
+            unsafe { Dst { base: db[k], span }.store(j, r) };
             k += 1;
         }
         j += stride;
@@ -78,46 +88,147 @@ unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize>(comm: &DevComm, io
 // ANCHOR_END: two_shot_n
 
 #[inline(always)]
-unsafe fn two_shot_any<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
+unsafe fn two_shot_any<T: Element, O: ReduceOp, const ANY: bool>(comm: &DevComm, io: Io) {
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
-    let (lo, hi) = plan::slice(io.packs, n as u64, me as u64);
+    // SAFETY: live descriptors (caller's contract).
+    let (span, shift) = unsafe {
+        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        (span, Shift::new(local_addr(io.src), span))
+    };
+    let (lo, hi) = plan::slice(span.packs(), n as u64, me as u64);
+    if ANY {
+        stride_pairs(lo, hi, |j, j2, both| {
+            // SAFETY: as in two_shot_n.
+            unsafe {
+                let (a, b) = pull_pair::<T, O, ANY>(io.src, 0, shift, me, n, j, j2, both);
+                let (r, q) = (a.finish(), b.finish());
+                for k in 0..n {
+                    let to = Dst::at(peer_addr(io.dst, rotated(me, k, n)), span);
+                    to.store(j, r);
+                    if both {
+                        to.store(j2, q);
+                    }
+                }
+            }
+        });
+        return;
+    }
     let (first, stride) = grid_stride();
     let mut j = lo + first;
     while j < hi {
-        let o = pack_off(j);
         // SAFETY: as in two_shot_n.
-        unsafe { st_peers(io.dst, me, n, o, pull::<T, O>(io.src, me, n, o).finish()) };
+        unsafe {
+            let r = pull_shifted::<T, O, ANY>(io.src, 0, shift, me, n, j).finish();
+            for k in 0..n {
+                Dst::at(peer_addr(io.dst, rotated(me, k, n)), span).store(j, r);
+            }
+        }
         j += stride;
     }
 }
 
-/// Reduce-scatter: `dst` (this rank's, `packs` packs) = reduction over every peer of slice
-/// `rank` (`packs` packs at `src + rank × packs × 16`). Barrier-bracketed, exit `Release`
-/// (it stores only into its own memory).
+/// The reduction of destination pack `j` of the source range at byte `off` of `src` in every
+/// LSA rank's copy (`n` ranks, read through `shift`): ours first, then the peers [`rotated`]
+/// from `me`, one load at a time.
 ///
 /// # Safety
-/// As [`two_shot`]; `src` holds `lsa_size × packs` packs, `dst` (may be a local pointer)
-/// `packs` packs on every rank.
+/// `src.window` is a live window descriptor; the range is valid for reads in every copy.
 #[inline(always)]
-pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
-    let (me, n) = (comm.lsa_rank, comm.lsa_size);
-    let slice = pack_off(io.packs * me as u64);
+unsafe fn pull_shifted<T: Element, O: ReduceOp, const ANY: bool>(
+    src: SymPtr<u8>,
+    off: u64,
+    shift: Shift<ANY>,
+    me: i32,
+    n: i32,
+    j: u64,
+) -> Acc<T, O> {
     // SAFETY: forwarded.
     unsafe {
-        let out = local_addr(io.dst);
+        let mut acc = Acc::<T, O>::new(shift.load(floor(peer_addr(src, me) + off), j));
+        for k in 1..n {
+            acc.add(shift.load(floor(peer_addr(src, rotated(me, k, n)) + off), j));
+        }
+        acc
+    }
+}
+
+/// [`pull_shifted`] of packs `j` and `j2` together (`j2` only when `both`): for each rank,
+/// the loads of both packs before either is folded in.
+///
+/// # Safety
+/// As [`pull_shifted`].
+#[inline(always)]
+unsafe fn pull_pair<T: Element, O: ReduceOp, const ANY: bool>(
+    src: SymPtr<u8>,
+    off: u64,
+    shift: Shift<ANY>,
+    me: i32,
+    n: i32,
+    j: u64,
+    j2: u64,
+    both: bool,
+) -> (Acc<T, O>, Acc<T, O>) {
+    let j2 = if both { j2 } else { j };
+    // SAFETY: forwarded.
+    unsafe {
+        let base = floor(peer_addr(src, me) + off);
+        let (x, y) = (shift.load(base, j), shift.load(base, j2));
+        let (mut a, mut b) = (Acc::<T, O>::new(x), Acc::<T, O>::new(y));
+        for k in 1..n {
+            let base = floor(peer_addr(src, rotated(me, k, n)) + off);
+            let (x, y) = (shift.load(base, j), shift.load(base, j2));
+            a.add(x);
+            b.add(y);
+        }
+        (a, b)
+    }
+}
+
+/// Reduce-scatter: `dst` (this rank's, `bytes`) = reduction over every peer of block `rank`
+/// (`bytes` at `src + rank × bytes`), in the packs of `dst`. Barrier-bracketed, exit
+/// `Release` (it stores only into its own memory).
+///
+/// # Safety
+/// As [`two_shot`]; `src` holds `lsa_size × bytes`, `dst` (may be a local pointer) `bytes` on
+/// every rank.
+#[inline(always)]
+pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, reduce_scatter_in::<T, O>(comm, io)) }
+}
+
+#[inline(always)]
+unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &DevComm, io: Io) {
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    let block = io.bytes * me as u64;
+    // SAFETY: forwarded.
+    unsafe {
+        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        let out = Dst::at(local_addr(io.dst), span);
+        let shift = Shift::new(local_addr(io.src) + block, span);
         let (first, stride) = grid_stride();
         let mut j = first;
-        if n == 8 {
-            let sb = peer_addrs::<8>(io.src, me, slice);
-            while j < io.packs {
-                let o = pack_off(j);
-                st(out + o, reduce_packs::<T, O, 8>(&ld_each(&sb, o)));
+        // (Any other shape: the loop over peers at run time, as in `two_shot`.)
+        if n == 8 && !ANY {
+            let sb = floor_each(peer_addrs::<8>(io.src, me, block));
+            while j < span.packs() {
+                out.store(j, reduce_packs::<T, O, 8>(&shift.load_each(&sb, j)));
                 j += stride;
             }
+        } else if ANY {
+            stride_pairs(0, span.packs(), |j, j2, both| {
+                let (a, b) = pull_pair::<T, O, ANY>(io.src, block, shift, me, n, j, j2, both);
+                out.store(j, a.finish());
+                if both {
+                    out.store(j2, b.finish());
+                }
+            });
         } else {
-            while j < io.packs {
-                let o = pack_off(j);
-                st(out + o, pull::<T, O>(io.src, me, n, o + slice).finish());
+            while j < span.packs() {
+                out.store(
+                    j,
+                    pull_shifted::<T, O, ANY>(io.src, block, shift, me, n, j).finish(),
+                );
                 j += stride;
             }
         }
@@ -125,27 +236,43 @@ pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
 }
 
 // ANCHOR: one_shot_ll
-/// One-shot LL all-reduce of `packs` packs: `dst` (this rank's; may equal `src`, may be a
-/// local pointer) = reduction over every rank's `src`, folded in rank order. The result of
-/// the waits goes back to the entry point, which ends the launch (`ll.end`).
+/// One-shot LL all-reduce of `bytes`: `dst` (this rank's; may equal `src`, may be a local
+/// pointer) = reduction over every rank's `src`, folded in rank order, in the packs of `dst`
+/// (every rank sends its input in them). The result of the waits goes back to the entry point,
+/// which ends the launch (`ll.end`).
 ///
 /// # Safety
-/// `src` is a valid local range of `packs` packs (its window is not needed); `ll` was begun
-/// on the gallery scratch window with room for `cap ≥ packs` packs per sender; every LSA rank
+/// `src` is a valid local range of `bytes` (its window is not needed); `ll` was begun on the
+/// gallery scratch window with room for `cap ≥` the packs of `dst` per sender; every LSA rank
 /// runs the same sequence of LL launches.
 #[inline(always)]
 pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
-    let (me, n, packs) = (ll.me, ll.n, io.packs);
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, one_shot_ll_in::<T, O>(ll, io)) }
+}
+
+#[inline(always)]
+unsafe fn one_shot_ll_in<T: Element, O: ReduceOp, const ANY: bool>(
+    ll: &LlLaunch,
+    io: Io,
+) -> Result<(), WaitError> {
+    let (me, n) = (ll.me, ll.n);
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let (inp, out) = (local_addr(io.src), local_addr(io.dst));
+        let out = local_addr(io.dst);
+        let span = Span::<ANY>::new(out, io.bytes);
+        let (inp, out, packs) = (
+            Src::at(local_addr(io.src), span),
+            Dst::at(out, span),
+            span.packs(),
+        );
         // Every pack to every peer, starting with the next rank (`rotated`).
         ll.send_all(inp, packs, None);
         let (first, stride) = grid_stride();
         let mut res = Ok(());
         let mut j = first;
         'packs: while j < packs {
-            let own = ld(inp + pack_off(j));
+            let own = inp.load(j);
             let first_v = if me == 0 {
                 own
             } else {
@@ -172,7 +299,7 @@ pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Res
                 };
                 acc.add(v);
             }
-            st(out + pack_off(j), acc.finish());
+            out.store(j, acc.finish());
             j += stride;
         }
         res
@@ -182,24 +309,39 @@ pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Res
 
 /// Two-shot all-reduce on LL lines, no barrier: rank `r` sends slice `p` of its input to peer
 /// `p` (reduce-scatter), reduces slice `r` in rank order as its lines arrive, then sends the
-/// result to every peer (all-gather). LL slots `[0, slice)` of each sender carry the first
-/// phase, `[slice, 2 slice)` the second.
+/// result to every peer (all-gather). Slices are of the packs of `dst`. LL slots
+/// `[0, slice)` of each sender carry the first phase, `[slice, 2 slice)` the second.
 ///
 /// # Safety
-/// As [`one_shot_ll`] with `src` and `dst` holding `packs` packs on this rank and
+/// As [`one_shot_ll`] with `src` and `dst` holding `bytes` on this rank and
 /// `cap ≥ 2 × ceil(packs / lsa_size)`.
 #[inline(always)]
 pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
-    let (me, n, packs) = (ll.me, ll.n, io.packs);
-    let chunk = plan::slice_len(packs, n as u64);
-    // `(first, len)` of slice `p`.
-    let slice = |p: i32| {
-        let (lo, hi) = plan::slice(packs, n as u64, p as u64);
-        (lo, hi - lo)
-    };
+    // SAFETY: forwarded.
+    unsafe { by_shape!(io, two_shot_ll_in::<T, O>(ll, io)) }
+}
+
+#[inline(always)]
+unsafe fn two_shot_ll_in<T: Element, O: ReduceOp, const ANY: bool>(
+    ll: &LlLaunch,
+    io: Io,
+) -> Result<(), WaitError> {
+    let (me, n) = (ll.me, ll.n);
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let (inp, out) = (local_addr(io.src), local_addr(io.dst));
+        let out = local_addr(io.dst);
+        let span = Span::<ANY>::new(out, io.bytes);
+        let (inp, out, packs) = (
+            Src::at(local_addr(io.src), span),
+            Dst::at(out, span),
+            span.packs(),
+        );
+        let chunk = plan::slice_len(packs, n as u64);
+        // `(first, len)` of slice `p`.
+        let slice = |p: i32| {
+            let (lo, hi) = plan::slice(packs, n as u64, p as u64);
+            (lo, hi - lo)
+        };
         // Reduce-scatter: slice p (pack j of it) to peer p.
         ll.send_slices(inp, slice);
         let (first, stride) = grid_stride();
@@ -208,12 +350,12 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Res
         let (lo, len) = slice(me);
         let mut j = first;
         while j < len && res.is_ok() {
-            let own = ld(inp + pack_off(lo + j));
+            let own = inp.load(lo + j);
             let acc = ll.reduce::<T, O>(j, own, &mut res);
             // ANCHOR: two_shot_ll_forward
             let v = acc.finish();
             ll.send_peers(chunk + j, v);
-            st(out + pack_off(lo + j), v);
+            out.store(lo + j, v);
             j += stride;
             // ANCHOR_END: two_shot_ll_forward
         }
@@ -227,7 +369,7 @@ pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Res
                     break 'peers;
                 }
                 match recv_pack(ll, s, chunk + j) {
-                    Ok(v) => st(out + pack_off(lo + j), v),
+                    Ok(v) => out.store(lo + j, v),
                     Err(e) => res = Err(e),
                 }
                 j += stride;

@@ -180,14 +180,14 @@ fn on_ranks(flat: &Flat, launch: impl Fn(u32, *mut u32) + Sync) {
     assert!(st.iter().all(|&s| s == 0), "{st:?}");
 }
 
-/// Host form of an LL kernel: `(comm, src, dst, packs, scratch, cap, timeout, status)`.
+/// Host form of an LL kernel: `(comm, src, dst, bytes, scratch, cap, timeout, status)`.
 type LlKernel = unsafe fn(DevComm, SymPtr<u8>, SymPtr<u8>, u64, SymPtr<u8>, u64, u64, *mut u32);
 
-/// Host form of a barrier kernel: `(comm, src, dst, packs, timeout, status)`.
+/// Host form of a barrier kernel: `(comm, src, dst, bytes, timeout, status)`.
 type BarrierKernel = unsafe fn(DevComm, SymPtr<u8>, SymPtr<u8>, u64, u64, *mut u32);
 
 /// Host form of a pipelined push kernel:
-/// `(comm, src, dst, packs, push, slots, chunk, timeout, status)`.
+/// `(comm, src, dst, bytes, push, slots, chunk, timeout, status)`.
 type PushKernel =
     unsafe fn(DevComm, SymPtr<u8>, SymPtr<u8>, u64, SymPtr<u8>, u64, u64, u64, *mut u32);
 
@@ -202,7 +202,18 @@ fn run_ll(flat: &Flat, kernel: LlKernel, dst: u64, packs: u64, cap: u64) {
         );
         // SAFETY: every caller sizes A, `dst` and the LL region of every rank for `packs`
         // packs of this kernel (see each test) and every rank runs the same launch.
-        unsafe { kernel(flat.comm(r, 1), src, dst, packs, ll, cap, TIMEOUT, status) };
+        unsafe {
+            kernel(
+                flat.comm(r, 1),
+                src,
+                dst,
+                packs * 16,
+                ll,
+                cap,
+                TIMEOUT,
+                status,
+            )
+        };
     })
 }
 
@@ -213,7 +224,7 @@ fn run_barrier(flat: &Flat, kernel: BarrierKernel, dst: u64, packs: u64) {
         let (src, dst) = (flat.sym(r, A, 0), flat.sym(r, dst, 0));
         // SAFETY: every caller sizes A and `dst` of every rank for `packs` packs of this
         // kernel (see each test) and every rank runs the same launch.
-        unsafe { kernel(flat.comm(r, 1), src, dst, packs, TIMEOUT, status) };
+        unsafe { kernel(flat.comm(r, 1), src, dst, packs * 16, TIMEOUT, status) };
     })
 }
 
@@ -239,7 +250,19 @@ fn run_push(
         // SAFETY: every caller sizes A and the destination of every rank for `packs` packs of
         // this kernel (see each test); the push region (8 MiB) holds the counters and
         // n × slots slots of `chunk` packs of one block; every rank runs the same launch.
-        unsafe { kernel(comm, src, dst, packs, push, slots, chunk, TIMEOUT, status) };
+        unsafe {
+            kernel(
+                comm,
+                src,
+                dst,
+                packs * 16,
+                push,
+                slots,
+                chunk,
+                TIMEOUT,
+                status,
+            )
+        };
     })
 }
 
@@ -410,7 +433,7 @@ fn reduce_scatter_all_gather_all_to_all_and_broadcast_move_the_right_blocks() {
                 flat.comm(r, 1),
                 src,
                 dst,
-                (total / 4) as u64,
+                (total * 4) as u64,
                 2,
                 TIMEOUT,
                 status,
@@ -460,7 +483,7 @@ fn a_missing_peer_makes_the_barrier_time_out_with_status_1() {
     let wa = flat.sym(0, A, 0);
     let mut status = 0u32;
     // SAFETY: windows exist; rank 1 never launches, so rank 0's entry barrier times out.
-    unsafe { k::all_reduce_two_shot_f16_sum(flat.comm(0, 1), wa, wa, 4, 20_000_000, &mut status) };
+    unsafe { k::all_reduce_two_shot_f16_sum(flat.comm(0, 1), wa, wa, 64, 20_000_000, &mut status) };
     assert_eq!(status, 1);
 }
 

@@ -1,8 +1,6 @@
 //! The choice by size: which algorithm or protocol a collective of a given size runs, from the
 //! limits of [`Tuning`] (a forced `SYMCOMM_ALGO` first, where it can run).
 
-use symcomm_gallery_kernels::plan;
-
 use super::algo::Algo;
 use super::knobs::Tuning;
 
@@ -62,19 +60,20 @@ impl Tuning {
 
     /// True when a data-movement collective (all-gather, reduce-scatter, all-to-all) of
     /// `total` bytes (the larger of its per-rank input and output, as nccl-tests counts
-    /// size) with `per_peer` bytes per peer block, over `n` ranks, uses its LL
-    /// (barrier-free) kernel.
-    pub fn ll_for(&self, total: usize, per_peer: usize, n: usize) -> bool {
-        total <= self.ll_max && per_peer as u64 <= self.ll_cap_packs(n) * plan::PACK
+    /// size) whose per-peer blocks touch at most `packs` 16-byte packs
+    /// ([`block_packs`](symcomm_gallery_kernels::plan::block_packs)), over `n` ranks, uses its LL (barrier-free) kernel.
+    pub fn ll_for(&self, total: usize, packs: u64, n: usize) -> bool {
+        total <= self.ll_max && packs <= self.ll_cap_packs(n)
     }
 
-    /// Whether a broadcast of `bytes` over `n` ranks runs on the LL kernel: its root sends
-    /// what an all-gather rank sends for a block of `bytes`, so the all-gather's limit applies
-    /// to `n × bytes` (2 ranks: up to 128 KiB by default; 8 ranks: 32 KiB).
-    pub fn broadcast_ll(&self, bytes: usize, n: usize) -> bool {
+    /// Whether a broadcast of `bytes` (`packs` packs of the destination) over `n` ranks runs
+    /// on the LL kernel: its root sends what an all-gather rank sends for a block of `bytes`,
+    /// so the all-gather's limit applies to `n × bytes` (2 ranks: up to 128 KiB by default;
+    /// 8 ranks: 32 KiB).
+    pub fn broadcast_ll(&self, bytes: usize, packs: u64, n: usize) -> bool {
         bytes
             .checked_mul(n)
-            .is_some_and(|total| self.ll_for(total, bytes, n))
+            .is_some_and(|total| self.ll_for(total, packs, n))
     }
 
     /// Whether a reduce-scatter of `total` bytes (the nccl-tests size: the input) that does

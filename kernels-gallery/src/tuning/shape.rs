@@ -59,10 +59,13 @@ impl Tuning {
             .one_shot_max
             .max(self.fused_one_shot_max)
             .max(self.ll_max.div_ceil(n));
+        // A range that starts inside a pack touches one pack more than its size in packs,
+        // which spreads over the slices of the two-shot: two more packs cover both.
         (bytes as u64)
             .div_ceil(plan::PACK)
             .max(two_shot_ll(self.two_shot_ll_max))
             .max(two_shot_ll(self.fused_two_shot_ll_max))
             .max(1)
+            + 2
     }
 }

@@ -101,10 +101,13 @@ fn agreed_knobs_are_named_by_the_variables_that_set_them() {
 #[test]
 fn broadcasts_use_the_ll_kernel_below_the_all_gather_limit_of_n_blocks() {
     let t = Tuning::default();
-    assert!(t.broadcast_ll(16, 8) && t.broadcast_ll(32 << 10, 8));
-    assert!(!t.broadcast_ll((32 << 10) + 16, 8));
-    assert!(t.broadcast_ll(128 << 10, 2) && !t.broadcast_ll(256 << 10, 2));
-    assert!(!t.broadcast_ll(usize::MAX / 2, 4));
+    let ll = |bytes: usize, n| t.broadcast_ll(bytes, bytes.div_ceil(16) as u64, n);
+    assert!(ll(16, 8) && ll(32 << 10, 8));
+    assert!(!ll((32 << 10) + 16, 8));
+    assert!(ll(128 << 10, 2) && !ll(256 << 10, 2));
+    assert!(!ll(usize::MAX / 2, 4));
+    // Any size: 7 bytes starting inside a pack still take the LL kernel.
+    assert!(t.broadcast_ll(7, 2, 8));
 }
 
 #[test]
@@ -174,8 +177,9 @@ fn the_environment_forces_an_algorithm_within_the_scratch_capacity() {
     assert_eq!(t.all_reduce_algo(65536 + 16), Algo::TwoShotLl);
     assert_eq!(t.all_reduce_algo(4 << 20), Algo::TwoShot);
     // The two-shot LL limit (two slices of 1 MiB / 8 per sender) sizes the scratch.
-    assert_eq!(t.ll_cap_packs(8), 16384);
-    assert_eq!(t.ll_cap_packs(1), 131072);
+    // (Two packs more: a range that starts inside a pack touches one more.)
+    assert_eq!(t.ll_cap_packs(8), 16384 + 2);
+    assert_eq!(t.ll_cap_packs(1), 131072 + 2);
 }
 
 #[test]
@@ -297,8 +301,10 @@ fn the_fused_direct_limit_is_inclusive_and_zero_turns_it_off() {
 #[test]
 fn small_data_movement_uses_ll_within_the_scratch() {
     let t = Tuning::default();
-    assert!(t.ll_for(256 << 10, 32 << 10, 8));
-    assert!(!t.ll_for((256 << 10) + 128, 32 << 10, 8));
+    assert!(t.ll_for(256 << 10, (32 << 10) / 16, 8));
+    assert!(!t.ll_for((256 << 10) + 128, (32 << 10) / 16, 8));
+    // Blocks that touch more packs than a sender's LL slots hold take the barrier kernel.
+    assert!(!t.ll_for(1024, t.ll_cap_packs(8) + 1, 8));
     let t = Tuning::from_lookup(lookup(&[
         ("SYMCOMM_LL_MAX", "0"),
         ("SYMCOMM_ONE_SHOT_MAX", "0"),
@@ -307,8 +313,8 @@ fn small_data_movement_uses_ll_within_the_scratch() {
         ("SYMCOMM_FUSED_TWO_SHOT_LL_MAX", "0"),
     ]))
     .unwrap();
-    assert!(!t.ll_for(4096, 512, 8));
-    assert_eq!(t.ll_cap_packs(8), 1);
+    assert!(!t.ll_for(4096, 32, 8));
+    assert_eq!(t.ll_cap_packs(8), 3);
 }
 
 #[test]

@@ -15,6 +15,7 @@ use crate::common::{grid_stride, ld, local_addr, pack_off, rotated};
 use crate::ll_path::{LlLaunch, recv_pack, send_pack};
 use crate::plan;
 use crate::rmsnorm_split::MAX_PACKS;
+use crate::shape::Src;
 
 /// Fused one-shot (LL): see the module docs of [`rmsnorm`](super). Block `b` takes items
 /// `b, b + grid, …` of `tokens × segs`.
@@ -33,7 +34,7 @@ pub unsafe fn fused_one_shot(ll: &LlLaunch, x: SymPtr<u8>, a: NormArgs) -> Resul
         let inp = local_addr(x);
         let join = RowJoin::new(a.segs(), ll.timeout_ns);
         // Send every pack first (grid-stride, as the one-shot all-reduce), so peers can start.
-        ll.send_all(inp, a.tokens * ppr, None);
+        ll.send_all(Src::aligned(inp), a.tokens * ppr, None);
         let mut res = Ok(());
         normalise_items(a, join, &mut res, |row, p, res| {
             let row_off = pack_off(row * ppr);
@@ -84,7 +85,7 @@ pub unsafe fn fused_two_shot_ll(
         let join = RowJoin::new(a.segs(), ll.timeout_ns);
         let chunk = plan::slice_len(tokens, n as u64) * ppr;
         // 1. Each owner gets its rows of our x.
-        ll.send_slices(inp, |p| {
+        ll.send_slices(Src::aligned(inp), |p| {
             let (lo, hi) = plan::slice(tokens, n as u64, p as u64);
             (lo * ppr, (hi - lo) * ppr)
         });

@@ -1,0 +1,395 @@
+//! Any count at any element offset: how a body moves a byte range in 16-byte packs.
+//!
+//! A body works in the packs of its **destination**: pack `j` is the 16 bytes at
+//! `floor16(dst) + 16 j`, and a range of `len` bytes touches [`Span::packs`] of them. Whole
+//! packs are stored with one `st.v4`; the first and the last pack of a range that does not
+//! start or end on a pack boundary are stored byte by byte ([`Dst::store`]), so no byte
+//! outside the range is ever written (another rank's block, or the user's data next to the
+//! buffer).
+//!
+//! The source is read in the destination's packs ([`Shift`]). Where it sits at the same
+//! position within its pack as the destination (every 16-byte aligned call, every in-place
+//! call), destination pack `j` is source pack `j`: one load. Otherwise its 16 bytes straddle two
+//! source packs; both are loaded and funnel-shifted into place. A load never touches a pack
+//! that holds no byte of the source range, and such packs lie inside the window's mapping
+//! (windows are mapped in whole granules, so the pack holding a window's last byte is mapped
+//! whole). Loaded bytes outside the range are garbage: reductions fold them lane by lane like
+//! the others (any value: NaN, integer overflow wraps) and no store writes them, so every rank
+//! still gets the same bits for every byte of the range.
+//!
+//! The 16-byte aligned case takes the same instructions as before plus, per pack, the test
+//! that the pack is whole ([`Span::whole`]) and that the shift is zero: both the same for every
+//! thread of a launch.
+
+use symcomm_device::mem::U32x4;
+
+use crate::common::{ld, pack_off, st};
+use crate::plan::{self, PACK};
+
+/// The address of the pack holding byte address `addr`.
+#[inline(always)]
+pub const fn floor(addr: u64) -> u64 {
+    addr & !(PACK - 1)
+}
+
+/// [`floor`] of each of `N` addresses (a loop with a constant bound: unrolled, the addresses
+/// stay in registers).
+#[inline(always)]
+pub fn floor_each<const N: usize>(mut a: [u64; N]) -> [u64; N] {
+    let mut k = 0;
+    while k < N {
+        a[k] = floor(a[k]);
+        k += 1;
+    }
+    a
+}
+
+/// Whether a call with source `src`, destination `dst` (addresses) and `bytes` (per block)
+/// is 16-byte aligned throughout: then every body runs its `ANY = false` form, the
+/// instructions of whole packs only.
+#[inline(always)]
+pub const fn aligned(src: u64, dst: u64, bytes: u64) -> bool {
+    (src | dst | bytes).is_multiple_of(PACK)
+}
+
+/// A destination range: `len` bytes from byte `lead` of its first pack. With `ANY = false`
+/// the caller promises a 16-byte aligned range (`lead == 0`, `len` a multiple of 16) and every
+/// test below folds away.
+#[derive(Clone, Copy)]
+pub struct Span<const ANY: bool> {
+    /// Position of the first byte in its pack (`0..16`).
+    pub lead: u64,
+    /// Bytes.
+    pub len: u64,
+}
+
+impl<const ANY: bool> Span<ANY> {
+    /// The range of `len` bytes from address `addr` (any copy: windows are symmetric, so the
+    /// position within a pack is the same in every rank's copy).
+    #[inline(always)]
+    pub const fn new(addr: u64, len: u64) -> Self {
+        Span {
+            lead: addr % PACK,
+            len,
+        }
+    }
+
+    /// The packs the range touches ([`plan::span_packs`]).
+    #[inline(always)]
+    pub const fn packs(self) -> u64 {
+        if ANY {
+            plan::span_packs(self.lead, self.len)
+        } else {
+            self.len / PACK
+        }
+    }
+
+    /// Whether every byte of pack `j` (`j < packs()`) is in the range.
+    #[inline(always)]
+    pub const fn whole(self, j: u64) -> bool {
+        !ANY || (j > 0 || self.lead == 0) && self.lead + self.len >= pack_off(j + 1)
+    }
+
+    /// `(first, end)` of the bytes of pack `j` (`j < packs()`) that are in the range.
+    #[inline(always)]
+    pub const fn part(self, j: u64) -> (u32, u32) {
+        let lo = if j == 0 { self.lead } else { 0 };
+        let end = self.lead + self.len - pack_off(j);
+        (lo as u32, if end < PACK { end as u32 } else { PACK as u32 })
+    }
+}
+
+/// A destination copy: the address of its pack 0 and its [`Span`].
+#[derive(Clone, Copy)]
+pub struct Dst<const ANY: bool> {
+    /// Address of pack 0 (16-byte aligned).
+    pub base: u64,
+    /// The range.
+    pub span: Span<ANY>,
+}
+
+impl<const ANY: bool> Dst<ANY> {
+    /// The copy whose first byte is at address `addr`, of range `span`.
+    #[inline(always)]
+    pub const fn at(addr: u64, span: Span<ANY>) -> Self {
+        Dst {
+            base: if ANY { floor(addr) } else { addr },
+            span,
+        }
+    }
+
+    /// Stores the bytes of `v` that belong to the range into pack `j` (`j < span.packs()`):
+    /// one `st.v4` when the pack is whole, else byte by byte.
+    ///
+    /// # Safety
+    /// The range is valid for writes in this copy; no other thread writes its bytes of pack `j`.
+    #[inline(always)]
+    pub unsafe fn store(self, j: u64, v: U32x4) {
+        let at = self.base + pack_off(j);
+        if self.span.whole(j) {
+            // SAFETY: a whole pack of the range.
+            unsafe { st(at, v) }
+        } else {
+            let (lo, hi) = self.span.part(j);
+            // SAFETY: bytes lo..hi of the pack are in the range.
+            unsafe { st_bytes(at, v.0[0], v.0[1], v.0[2], v.0[3], lo, hi) }
+        }
+    }
+}
+
+/// How a source range is read in the packs of a destination [`Span`] of the same length.
+#[derive(Clone, Copy)]
+pub struct Shift<const ANY: bool> {
+    /// Bytes from the start of source pack `j + k0` to destination pack `j`'s first byte.
+    sh: u32,
+    /// `0`, or `u64::MAX` (−1) when the source's lead is smaller than the destination's.
+    k0: u64,
+    /// Packs the source range touches.
+    packs: u64,
+}
+
+impl<const ANY: bool> Shift<ANY> {
+    /// The source range that starts at address `src` (any copy) read in the packs of `dst`.
+    #[inline(always)]
+    pub const fn new(src: u64, dst: Span<ANY>) -> Self {
+        let lead = src % PACK;
+        let q = lead.wrapping_sub(dst.lead);
+        Shift {
+            sh: (q % PACK) as u32,
+            k0: if lead < dst.lead { u64::MAX } else { 0 },
+            packs: plan::span_packs(lead, dst.len),
+        }
+    }
+
+    /// The bytes of destination pack `j` (`j` below the destination's packs), read from the
+    /// source copy whose pack 0 is at `base`: one load when the source sits where the
+    /// destination does in its packs (`sh == 0`, the same for every thread), else
+    /// [`load_flat`](Self::load_flat). Bytes outside the range are unspecified.
+    ///
+    /// # Safety
+    /// The source range is valid for reads in that copy.
+    #[inline(always)]
+    pub unsafe fn load(self, base: u64, j: u64) -> U32x4 {
+        if !ANY || self.sh == 0 {
+            // SAFETY: destination pack j is source pack j, which holds bytes of the range.
+            return unsafe { ld(base + pack_off(j)) };
+        }
+        // SAFETY: forwarded.
+        unsafe { self.load_flat(base, j) }
+    }
+
+    /// [`load`](Self::load) without a branch: the two source packs that destination pack `j`
+    /// straddles (each index clamped into the source's packs: a pack outside holds no byte
+    /// of the range, so the one loaded instead is as good), funnel-shifted by `sh` with
+    /// selects. Loops with a constant bound over it unroll, so their arrays stay in
+    /// registers.
+    ///
+    /// # Safety
+    /// As [`load`](Self::load).
+    #[inline(always)]
+    pub unsafe fn load_flat(self, base: u64, j: u64) -> U32x4 {
+        let last = self.packs.saturating_sub(1);
+        let k = j.wrapping_add(self.k0);
+        // Without a shift the second pack is the first again (a cache hit, not a new line).
+        let next = if self.sh == 0 { k } else { k.wrapping_add(1) };
+        let (k, k1) = (k.min(last), next.min(last));
+        // SAFETY: packs 0..packs of the source, each holding bytes of the range.
+        let (a, b) = unsafe { (ld(base + pack_off(k)), ld(base + pack_off(k1))) };
+        funnel(a, b, self.sh)
+    }
+
+    /// [`load`](Self::load) of pack `j` from each of the `N` copies `base`, every load issued
+    /// before any is used ([`load_flat`](Self::load_flat) for any shape: no branch in the
+    /// loop, so it unrolls and the packs stay in registers).
+    ///
+    /// # Safety
+    /// As [`load`](Self::load), for every copy.
+    #[inline(always)]
+    pub unsafe fn load_each<const N: usize>(self, base: &[u64; N], j: u64) -> [U32x4; N] {
+        if !ANY {
+            // SAFETY: forwarded.
+            return unsafe { crate::common::ld_each(base, pack_off(j)) };
+        }
+        let mut v = [U32x4::default(); N];
+        let mut k = 0;
+        while k < N {
+            // SAFETY: forwarded.
+            v[k] = unsafe { self.load_flat(base[k], j) };
+            k += 1;
+        }
+        v
+    }
+}
+
+/// A source copy read in a destination's packs: the address of its pack 0 and its [`Shift`].
+#[derive(Clone, Copy)]
+pub struct Src<const ANY: bool> {
+    /// Address of the pack holding the first byte.
+    pub base: u64,
+    /// The shift to the destination's packs.
+    pub shift: Shift<ANY>,
+}
+
+impl<const ANY: bool> Src<ANY> {
+    /// The copy whose first byte is at address `addr`, read in the packs of `dst`.
+    #[inline(always)]
+    pub const fn at(addr: u64, dst: Span<ANY>) -> Self {
+        Src {
+            base: if ANY { floor(addr) } else { addr },
+            shift: Shift::new(addr, dst),
+        }
+    }
+
+    /// Destination pack `j` ([`Shift::load`]).
+    ///
+    /// # Safety
+    /// As [`Shift::load`].
+    #[inline(always)]
+    pub unsafe fn load(self, j: u64) -> U32x4 {
+        // SAFETY: forwarded.
+        unsafe { self.shift.load(self.base, j) }
+    }
+}
+
+impl Src<false> {
+    /// A 16-byte aligned source read pack for pack (`addr` a multiple of 16, and so is the
+    /// destination's start): what the fused kernels' rows are.
+    #[inline(always)]
+    pub const fn aligned(addr: u64) -> Self {
+        Src {
+            base: addr,
+            shift: Shift {
+                sh: 0,
+                k0: 0,
+                packs: u64::MAX,
+            },
+        }
+    }
+}
+
+/// Bytes `sh..sh + 16` of the 32 bytes `a` then `b` (`sh` in `0..16`), with selects and
+/// shifts only (no branch, no array indexed at run time).
+#[inline(always)]
+fn funnel(a: U32x4, b: U32x4, sh: u32) -> U32x4 {
+    let join = |lo: u32, hi: u32| (u64::from(hi) << 32) | u64::from(lo);
+    let (a_lo, a_hi) = (join(a.0[0], a.0[1]), join(a.0[2], a.0[3]));
+    let (b_lo, b_hi) = (join(b.0[0], b.0[1]), join(b.0[2], b.0[3]));
+    // 64-bit words from bit `8 sh`: whole words first, then the bits within one.
+    let (x0, x1, x2) = if sh >= 8 {
+        (a_hi, b_lo, b_hi)
+    } else {
+        (a_lo, a_hi, b_lo)
+    };
+    let r = (sh % 8) * 8;
+    let cat = |lo: u64, hi: u64| {
+        if r == 0 {
+            lo
+        } else {
+            (lo >> r) | (hi << ((64 - r) & 63))
+        }
+    };
+    let (lo, hi) = (cat(x0, x1), cat(x1, x2));
+    U32x4([lo as u32, (lo >> 32) as u32, hi as u32, (hi >> 32) as u32])
+}
+
+/// Stores bytes `lo..hi` of the pack of words `w0..w3` at the same bytes of the pack at `at`, one byte at a time
+/// (each word apart: no array indexed at run time, so nothing goes through local memory).
+///
+/// # Safety
+/// Those bytes are valid for writes; no other thread writes them concurrently.
+#[inline(always)]
+#[allow(clippy::too_many_arguments)]
+unsafe fn st_bytes(at: u64, w0: u32, w1: u32, w2: u32, w3: u32, lo: u32, hi: u32) {
+    // SAFETY: forwarded.
+    unsafe {
+        st_word_bytes(at, w0, 0, lo, hi);
+        st_word_bytes(at, w1, 4, lo, hi);
+        st_word_bytes(at, w2, 8, lo, hi);
+        st_word_bytes(at, w3, 12, lo, hi);
+    }
+}
+
+/// The bytes of word `w` (bytes `first..first + 4` of the pack at `at`) that lie in `lo..hi`.
+///
+/// # Safety
+/// As [`st_bytes`].
+#[inline(always)]
+unsafe fn st_word_bytes(at: u64, w: u32, first: u32, lo: u32, hi: u32) {
+    let mut b = 0;
+    while b < 4 {
+        let i = first + b;
+        if lo <= i && i < hi {
+            // SAFETY: forwarded.
+            unsafe { st_u8(at + u64::from(i), (w >> (8 * b)) as u8) };
+        }
+        b += 1;
+    }
+}
+
+/// A plain byte store (`st.u8`). On the host (the emulator) a relaxed atomic byte store: the
+/// other bytes of the pack may be read at the same time by other threads as whole packs.
+#[inline(always)]
+unsafe fn st_u8(addr: u64, b: u8) {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: forwarded.
+    unsafe {
+        *(addr as *mut u8) = b;
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    // SAFETY: forwarded; a byte is always aligned for `AtomicU8`.
+    unsafe {
+        core::sync::atomic::AtomicU8::from_ptr(addr as *mut u8)
+            .store(b, core::sync::atomic::Ordering::Relaxed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    /// Every destination lead, source lead and length up to 3 packs: the destination's bytes
+    /// after a copy through `Src::load` and `Dst::store` equal the source's, and bytes around
+    /// them stay untouched (0xee).
+    #[test]
+    fn copies_through_the_pack_form_move_every_byte_and_nothing_else() {
+        #[repr(align(16))]
+        struct Buf([u8; 96]);
+        for dl in 0..16u64 {
+            for sl in 0..16u64 {
+                for len in 0..50u64 {
+                    let mut src = Buf([0; 96]);
+                    for (i, b) in src.0.iter_mut().enumerate() {
+                        *b = (i as u8).wrapping_mul(7).wrapping_add(1);
+                    }
+                    let mut dst = Buf([0xee; 96]);
+                    let s0 = src.0.as_ptr() as u64 + 16 + sl;
+                    let d0 = dst.0.as_mut_ptr() as u64 + 16 + dl;
+                    let span = Span::<true>::new(d0, len);
+                    let (from, to) = (Src::at(s0, span), Dst::at(d0, span));
+                    let mut wrote = Vec::new();
+                    for j in 0..span.packs() {
+                        // SAFETY: inside the buffers (2 packs of room around the ranges).
+                        unsafe { to.store(j, from.load(j)) };
+                        wrote.push(span.whole(j));
+                    }
+                    let what = std::format!("dst lead {dl}, src lead {sl}, {len} bytes");
+                    for i in 0..96u64 {
+                        let inside = i >= 16 + dl && i < 16 + dl + len;
+                        let want = if inside {
+                            src.0[(i - dl + sl) as usize]
+                        } else {
+                            0xee
+                        };
+                        assert_eq!(dst.0[i as usize], want, "{what}: byte {i}");
+                    }
+                    if dl == 0 && len % 16 == 0 {
+                        assert!(wrote.iter().all(|&w| w), "{what}: aligned packs are whole");
+                    }
+                    let packs = if len == 0 { 0 } else { (dl + len).div_ceil(16) };
+                    assert_eq!(span.packs(), packs, "{what}");
+                }
+            }
+        }
+    }
+}
