@@ -53,12 +53,12 @@ impl Coll {
         matches!(self, Coll::AllReduce | Coll::ReduceScatter)
     }
 
-    /// The sizes (bytes, nccl-tests' size) a case of this collective over `n` ranks takes:
-    /// multiples of 16 bytes per rank block.
-    pub fn unit(self, n: usize) -> usize {
+    /// The sizes (bytes, nccl-tests' size) a case of this collective over `n` ranks with
+    /// elements of `elem` bytes takes: whole elements per rank block (any count runs).
+    pub fn unit(self, n: usize, elem: usize) -> usize {
         match self {
-            Coll::AllReduce | Coll::Broadcast => 16,
-            _ => 16 * n,
+            Coll::AllReduce | Coll::Broadcast => elem,
+            _ => elem * n,
         }
     }
 }

@@ -10,11 +10,15 @@
 //! - `--types LIST`: `f32,bf16,f16,i32` (default `f32,bf16`); `--ops LIST`: `sum,min,max`
 //!   (default `sum`)
 //! - `--min BYTES`, `--max BYTES` (suffixes K, M, G; default 4K and 1G), sizes double; or
-//!   `--sizes LIST`: these byte counts, in this order (a size the gallery cannot run for a
-//!   collective is named in a `#` line instead of a row)
+//!   `--sizes LIST`: these byte counts, in this order (any count of elements: a size that is
+//!   not whole elements per rank block is named in a `#` line instead of a row)
 //! - `--iters N` ops captured per CUDA graph (20), `--replays N` timed replays (20),
 //!   `--warmup N` untimed replays (5)
 //! - `--inplace`: in-place variants; `--no-nccl`: symcomm only
+//! - `--vs-aligned`: each size that is not whole 16-byte packs per rank block (an odd element
+//!   count) is timed against the next size that is: both checked, both captured, and their
+//!   graph replays interleaved (A, B, A, B, …) so that clocks and neighbours treat them alike;
+//!   a `#` line after the two rows gives the ratio and the difference of their medians
 //! - `--fused-windows`: the fused rows write `out` and `residual_out` in a registered window
 //!   (`all_reduce_rmsnorm_into`: up to `SYMCOMM_FUSED_DIRECT_MAX` the two-shot pushes the
 //!   rows directly, algo `direct`) instead of plain device buffers

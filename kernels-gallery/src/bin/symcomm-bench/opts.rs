@@ -10,6 +10,7 @@ pub const USAGE: &str = "usage: symcomm-bench [--threads N] [--coll LIST|all] \
                          [--types f32,bf16,f16,i32] [--ops sum,min,max] [--min 4K] [--max 1G] \
                          [--sizes LIST] \
                          [--iters 20] [--replays 20] [--warmup 5] [--inplace] [--no-nccl] \
+                         [--vs-aligned] \
                          [--algos auto,one_shot,two_shot_ll,two_shot,two_shot_push,\
                          multimem_one_shot,multimem_two_shot]";
 
@@ -37,6 +38,9 @@ pub struct Opts {
     pub nccl: bool,
     pub algos: Vec<Option<Algo>>,
     pub fused_windows: bool,
+    /// `--vs-aligned`: each size that is not whole 16-byte packs per rank block is timed
+    /// against the next size that is, their graph replays interleaved.
+    pub vs_aligned: bool,
 }
 
 /// Parses the arguments after the program name; `small`: the defaults of a device that runs
@@ -59,6 +63,7 @@ pub fn parse_args(mut args: Vec<String>, small: bool) -> Result<Opts, String> {
         nccl: true,
         algos: vec![None],
         fused_windows: false,
+        vs_aligned: false,
     };
     args.reverse();
     while let Some(a) = args.pop() {
@@ -90,6 +95,7 @@ pub fn parse_args(mut args: Vec<String>, small: bool) -> Result<Opts, String> {
             "--eager" => o.eager = true,
             "--no-nccl" => o.nccl = false,
             "--fused-windows" => o.fused_windows = true,
+            "--vs-aligned" => o.vs_aligned = true,
             "--algos" => {
                 o.algos = parse_list(&value()?, |x| {
                     if x == "auto" {
@@ -110,6 +116,13 @@ pub fn parse_args(mut args: Vec<String>, small: bool) -> Result<Opts, String> {
         }
         o.min = list.iter().copied().min().unwrap_or(1);
         o.max = list.iter().copied().max().unwrap_or(1);
+    }
+    if o.vs_aligned {
+        if o.eager {
+            return Err("--vs-aligned interleaves graph replays: not with --eager".into());
+        }
+        // Room for the aligned partner of the largest size (16 bytes × up to 256 ranks).
+        o.max = o.max.next_multiple_of(4096);
     }
     if o.threads == Some(0) || o.iters == 0 || o.replays == 0 || o.min == 0 || o.min > o.max {
         return Err("--threads, --iters, --replays must be positive and --min ≤ --max".into());

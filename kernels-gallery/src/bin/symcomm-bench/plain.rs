@@ -4,6 +4,7 @@
 
 use symcomm::Result;
 use symcomm_gallery::{Algo, Buf, RedOp};
+use symcomm_gallery_kernels::plan;
 
 use crate::coll::{Case, Coll};
 use crate::error::fail;
@@ -28,14 +29,14 @@ pub fn rows(r: &Rank<'_>, coll: Coll, seed: &mut u32, report: &mut Report) -> Re
         for &op in &ops {
             for bytes in opts.byte_sizes() {
                 *seed = seed.wrapping_add(1);
-                if !bytes.is_multiple_of(coll.unit(r.n())) {
+                let unit = coll.unit(r.n(), t.size());
+                if !bytes.is_multiple_of(unit) {
                     if opts.sizes.is_some() {
                         // Asked for by name: say why there is no row.
                         report.note(&format!(
-                            "# {} {t}: {bytes} bytes skipped (not a multiple of {} bytes, \
-                             the gallery's unit for {} ranks)",
+                            "# {} {t}: {bytes} bytes skipped (not a multiple of {unit} bytes, \
+                             whole {t} elements per rank block for {} ranks)",
                             coll.name(),
-                            coll.unit(r.n()),
                             r.n()
                         ));
                     }
@@ -48,7 +49,16 @@ pub fn rows(r: &Rank<'_>, coll: Coll, seed: &mut u32, report: &mut Report) -> Re
                         seed: *seed,
                         algo: None,
                     };
-                    size_rows(r, base, &algos, report)?;
+                    let whole = coll.unit(r.n(), 16);
+                    if opts.vs_aligned && !bytes.is_multiple_of(whole) {
+                        let aligned = Case {
+                            bytes: bytes.next_multiple_of(whole),
+                            ..base
+                        };
+                        pair_rows(r, base, aligned, report)?;
+                    } else {
+                        size_rows(r, base, &algos, report)?;
+                    }
                 }
             }
         }
@@ -74,19 +84,51 @@ fn size_rows(r: &Rank<'_>, base: Case, algos: &[Option<Algo>], report: &mut Repo
     Ok(())
 }
 
+/// `--vs-aligned`: case `odd` (not whole packs per rank block) and case `aligned` (the next
+/// size that is), each checked, then timed with their replays interleaved; a row each and a
+/// `#` line with the ratio and the difference of the times.
+fn pair_rows(r: &Rank<'_>, odd: Case, aligned: Case, report: &mut Report) -> Result<()> {
+    let mut wrong = [0u64; 2];
+    for (k, c) in [odd, aligned].iter().enumerate() {
+        prepare(r, c)?;
+        r.barrier()?;
+        r.gallery.clear_status();
+        launch(r, c, false)?;
+        r.sync()?;
+        r.gallery.check_status()?;
+        wrong[k] = r.sum(verify(r, c, "symcomm")?)?;
+    }
+    let (ta, tb) = r.time_pair(|| launch(r, &odd, false), || launch(r, &aligned, false))?;
+    r.gallery.check_status()?;
+    for (c, us, w) in [(&odd, ta, wrong[0]), (&aligned, tb, wrong[1])] {
+        let line = report::row(c, r.n(), algo_label(r, c), Measured { us, wrong: w }, None);
+        report.row(&line, w);
+    }
+    report.note(&format!(
+        "# {} {}: {} B vs {} B (replays interleaved): {:.3}x, {:+.2} us",
+        odd.coll.name(),
+        odd.t,
+        odd.bytes,
+        aligned.bytes,
+        ta / tb,
+        ta - tb
+    ));
+    Ok(())
+}
+
 /// What symcomm runs for `c`: the all-reduce's algorithm, `ll` for the LL kernels of the
 /// others, else `push` (stores to peers) or `pull` (loads from peers).
 fn algo_label(r: &Rank<'_>, c: &Case) -> &'static str {
     let (g, n, bytes) = (&r.gallery, r.n(), c.bytes);
     if c.coll == Coll::AllReduce {
         return g
-            .all_reduce_algo(c.algo, bytes, c.t, c.op, r.opts.inplace)
+            .all_reduce_algo(c.algo, bytes, c.t, c.op, r.opts.inplace, bytes % 16 == 0)
             .name();
     }
     let tuning = g.tuning();
     let ll = match c.coll {
-        Coll::Broadcast => tuning.broadcast_ll(bytes, n),
-        _ => tuning.ll_for(bytes, bytes / n, n),
+        Coll::Broadcast => tuning.broadcast_ll(bytes, bytes.div_ceil(16) as u64, n),
+        _ => tuning.ll_for(bytes, plan::block_packs(0, (bytes / n) as u64, n as u64), n),
     };
     match c.coll {
         _ if ll => "ll",

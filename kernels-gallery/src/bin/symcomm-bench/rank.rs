@@ -146,6 +146,22 @@ impl<'a> Rank<'a> {
         self.mean(clock.median_us(op)?)
     }
 
+    /// Collective: the median times of `a` and `b` in µs, their replays interleaved
+    /// ([`Clock::paired_us`]), each averaged over the ranks.
+    pub fn time_pair(
+        &self,
+        a: impl Fn() -> Result<()>,
+        b: impl Fn() -> Result<()>,
+    ) -> Result<(f64, f64)> {
+        let clock = Clock {
+            comm: &self.comm,
+            stream: &self.stream,
+            opts: self.opts,
+        };
+        let (ta, tb) = clock.paired_us(a, b)?;
+        Ok((self.mean(ta)?, self.mean(tb)?))
+    }
+
     /// Collective: the mean of `v` over the ranks.
     pub fn mean(&self, v: f64) -> Result<f64> {
         let all = self.gather(v.to_le_bytes())?;

@@ -42,6 +42,47 @@ impl Clock<'_> {
         self.rounds(|| graph.launch())
     }
 
+    /// The median times of one `a` and one `b` in µs, their graphs' replays interleaved: each
+    /// captured as [`Clock::median_us`] does, both warmed up, then `replays` rounds of a
+    /// replay of `a` and a replay of `b`, an event between any two replays.
+    pub fn paired_us(
+        &self,
+        a: impl Fn() -> Result<()>,
+        b: impl Fn() -> Result<()>,
+    ) -> Result<(f64, f64)> {
+        let s = self.stream;
+        let ga = s.capture(|_| (0..self.opts.iters).try_for_each(|_| a()))?;
+        let gb = s.capture(|_| (0..self.opts.iters).try_for_each(|_| b()))?;
+        ga.upload()?;
+        gb.upload()?;
+        self.comm.bootstrap().barrier()?;
+        for _ in 0..self.opts.warmup {
+            ga.launch()?;
+            gb.launch()?;
+        }
+        s.synchronize()?;
+        self.comm.bootstrap().barrier()?;
+        let mut events = vec![s.record()?];
+        for _ in 0..self.opts.replays {
+            ga.launch()?;
+            events.push(s.record()?);
+            gb.launch()?;
+            events.push(s.record()?);
+        }
+        s.synchronize()?;
+        let mut ta = Vec::new();
+        let mut tb = Vec::new();
+        for (k, w) in events.windows(2).enumerate() {
+            let ms = w[0].elapsed_ms(&w[1])?;
+            if k % 2 == 0 { &mut ta } else { &mut tb }.push(ms);
+        }
+        let median = |mut v: Vec<f32>| {
+            v.sort_by(f32::total_cmp);
+            f64::from(v[v.len() / 2]) * 1000.0 / f64::from(self.opts.iters)
+        };
+        Ok((median(ta), median(tb)))
+    }
+
     /// `--eager`: `warmup` rounds, a barrier, then [`Clock::rounds`] of `iters` ops launched
     /// one by one on the stream.
     fn eager(&self, op: impl Fn() -> Result<()>) -> Result<f64> {
