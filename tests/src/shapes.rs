@@ -3,21 +3,22 @@
 //! on one GPU shared by the ranks in the GPU suite (`gpu_shapes`).
 //!
 //! Each call's input is written at its element offset in window `a`, and its output goes to
-//! the same element offset in window `b`. Both windows are poisoned first. Afterwards:
+//! its own element offset in window `b`. Both windows are poisoned first. Afterwards:
 //! - every output element is checked against the host reference, and an all-reduce's output
 //!   is compared bit for bit across the ranks;
 //! - the guard bytes before the output and for `GUARD` bytes after it must still be poison;
 //! - the input window must be unchanged.
 //!
-//! The gallery runs shapes whose per-rank byte counts and offsets are multiples of 16 bytes
-//! ([`supported`]). Any other shape must be refused before anything runs, with the same clear
-//! error on every rank, and must leave every byte as it was. Any-count support changes only
-//! [`supported`], and the matrix then checks those shapes' results too.
+//! Every shape runs: any count at any element offset (the kernels store partial packs at the
+//! ends, and read a source that sits elsewhere in its packs than the destination through
+//! funnel shifts: `symcomm_gallery_kernels::shape`).
 //!
 //! The matrix ([`full_matrix`]): 6 calls (all-reduce sum and max, reduce-scatter sum,
 //! all-gather, broadcast from the last rank, all-to-all) × f32 and bf16 × counts [`COUNTS`] ×
-//! offsets [`OFFSETS`]; [`subset`] for 8 ranks: f32, counts 0, 1, 13 and 1024, offsets 0
-//! and 3.
+//! (input, output) element offsets [`PLACES`]: the same offset on both sides (0, 1, 3, 7, 8)
+//! and four pairs that differ (the source sits elsewhere in its packs than the
+//! destination). Counts × offsets is the full product for every call and type. [`subset`] for
+//! 8 ranks: f32, counts 0, 1, 13 and 1024, offsets (0, 0), (3, 3) and (1, 0).
 
 use symcomm::ranks;
 use symcomm::{Communicator, Device, Result, Stream, SymmetricMemory, Window};
@@ -28,8 +29,18 @@ use symcomm_gallery_kernels::pattern;
 /// Element counts: 0, 1, small primes, aligned sizes that reach the LL, barrier and pipelined
 /// kernels, and a large odd count.
 pub const COUNTS: [usize; 12] = [0, 1, 2, 3, 5, 7, 13, 8, 64, 1024, 4096, 4099];
-/// Element offsets of the input and the output in their windows.
-pub const OFFSETS: [usize; 5] = [0, 1, 3, 7, 8];
+/// Element offsets of the input and of the output in their windows.
+pub const PLACES: [(usize, usize); 9] = [
+    (0, 0),
+    (1, 1),
+    (3, 3),
+    (7, 7),
+    (8, 8),
+    (1, 0),
+    (0, 3),
+    (3, 7),
+    (7, 1),
+];
 /// Guard bytes checked after each output.
 const GUARD: usize = 256;
 /// Window size: the largest all-gather / all-to-all (4 ranks × 4099 f32 at offset 8) plus the
@@ -86,15 +97,10 @@ pub struct Shape {
     pub t: DataType,
     /// Elements (per rank block for the block-structured collectives).
     pub count: usize,
-    /// Element offset of the input and of the output in their windows.
+    /// Element offset of the input in window `a`.
     pub offset: usize,
-}
-
-/// Whether the gallery runs `s` today: an empty call at any element offset, else per-rank
-/// bytes and the byte offset that are multiples of 16. (What issue 30 turns into `true`.)
-pub fn supported(s: Shape) -> bool {
-    let size = s.t.size();
-    s.count == 0 || (s.count * size).is_multiple_of(16) && (s.offset * size).is_multiple_of(16)
+    /// Element offset of the output in window `b`.
+    pub out_offset: usize,
 }
 
 /// One rank's windows (dropped before the communicator, and the device last).
@@ -116,8 +122,6 @@ struct Rank {
 pub struct Tally {
     /// Calls that ran (every element, the guards and the input checked).
     pub ran: usize,
-    /// Calls refused as unsupported (with the expected message, nothing written).
-    pub refused: usize,
     /// Wrong elements, changed guard or input bytes, unexpected outcomes.
     pub wrong: usize,
 }
@@ -173,7 +177,7 @@ impl Rank {
         let (n, r) = (self.comm.size(), self.comm.rank() as u32);
         let size = s.t.size();
         let (in_len, out_len) = self.lens(s);
-        let off = s.offset * size;
+        let (off, out) = (s.offset * size, s.out_offset * size);
         // Poison both windows; the input at its offset in `a`.
         let mut a_host = vec![0x7fu8; WINDOW];
         for i in 0..in_len {
@@ -184,7 +188,7 @@ impl Rank {
         self.stream.fill_bytes(&self.b_mem, 0x7f)?;
         self.comm.bootstrap().barrier()?;
 
-        let (src, dst) = (Buf::new(&self.a, off), Buf::new(&self.b, off));
+        let (src, dst) = (Buf::new(&self.a, off), Buf::new(&self.b, out));
         let stream = &self.stream;
         let t = s.t;
         let res = match s.coll {
@@ -206,13 +210,13 @@ impl Rank {
         let report = |what: String| {
             eprintln!("rank {r} of {n}: {s:?}: {what}");
         };
-        let out_end = off + out_len * size;
-        match (supported(s), res) {
-            (true, Ok(())) => {
+        let out_end = out + out_len * size;
+        match res {
+            Ok(()) => {
                 self.g.check_status()?;
                 tally.ran += 1;
                 let m = find_wrong(
-                    &b_host[off..out_end],
+                    &b_host[out..out_end],
                     t,
                     out_len,
                     |i| self.want(s, seed, i),
@@ -228,7 +232,7 @@ impl Rank {
                 // An all-reduce leaves the same bits on every rank (each reduces in rank
                 // order): compared across ranks, not only with the reference.
                 if let Coll::AllReduce(_) = s.coll {
-                    let mine = &b_host[off..out_end];
+                    let mine = &b_host[out..out_end];
                     let all = self.comm.bootstrap().all_gather(mine)?;
                     if all.iter().any(|other| other.as_slice() != mine) {
                         report("ranks hold different bits".into());
@@ -236,28 +240,11 @@ impl Rank {
                     }
                 }
             }
-            (false, Err(e)) => {
-                tally.refused += 1;
-                let msg = e.to_string();
-                if !msg.contains("must be multiples of 16 bytes") {
-                    report(format!("refused without saying why: {msg}"));
-                    tally.wrong += 1;
-                }
-                // Refused before anything ran: the output region is poison too.
-                if b_host[off..out_end].iter().any(|&x| x != 0x7f) {
-                    report("a refused call wrote its output".into());
-                    tally.wrong += 1;
-                }
-            }
-            (true, Err(e)) => return Err(e),
-            (false, Ok(())) => {
-                report("ran although the gallery does not support the shape".into());
-                tally.wrong += 1;
-            }
+            Err(e) => return Err(e),
         }
         // The guards around the output, and the whole input window.
         let after = (out_end + GUARD).min(WINDOW);
-        let spoiled = b_host[..off]
+        let spoiled = b_host[..out]
             .iter()
             .chain(&b_host[out_end..after])
             .filter(|&&x| x != 0x7f)
@@ -303,15 +290,12 @@ pub fn run_matrix(
         return Err(format!("{n} ranks: {wrong} wrong (see the lines above)"));
     }
     let first = tallies.first().copied().unwrap_or_default();
-    if tallies
-        .iter()
-        .any(|t| (t.ran, t.refused) != (first.ran, first.refused))
-    {
+    if tallies.iter().any(|t| t.ran != first.ran) {
         return Err(format!(
             "{n} ranks: the ranks counted different outcomes: {tallies:?}"
         ));
     }
-    if first.ran + first.refused != shapes.len() {
+    if first.ran != shapes.len() {
         return Err(format!("{n} ranks: {first:?} for {} shapes", shapes.len()));
     }
     Ok(first)
@@ -323,12 +307,13 @@ pub fn full_matrix() -> Vec<Shape> {
     for coll in COLLS {
         for t in [DataType::F32, DataType::Bf16] {
             for count in COUNTS {
-                for offset in OFFSETS {
+                for (offset, out_offset) in PLACES {
                     shapes.push(Shape {
                         coll,
                         t,
                         count,
                         offset,
+                        out_offset,
                     });
                 }
             }
@@ -337,17 +322,18 @@ pub fn full_matrix() -> Vec<Shape> {
     shapes
 }
 
-/// The subset for 8 ranks: f32, counts 0, 1, 13 and 1024, offsets 0 and 3.
+/// The subset for 8 ranks: f32, counts 0, 1, 13 and 1024, offsets (0, 0), (3, 3) and (1, 0).
 pub fn subset() -> Vec<Shape> {
     let mut shapes = Vec::new();
     for coll in COLLS {
         for count in [0, 1, 13, 1024] {
-            for offset in [0, 3] {
+            for (offset, out_offset) in [(0, 0), (3, 3), (1, 0)] {
                 shapes.push(Shape {
                     coll,
                     t: DataType::F32,
                     count,
                     offset,
+                    out_offset,
                 });
             }
         }
