@@ -516,7 +516,7 @@ impl Rank {
                     dev.raw(),
                     self.a.sym::<u8>(0),
                     self.b.sym::<u8>(0),
-                    (AR_BYTES / 16) as u64,
+                    AR_BYTES as u64,
                     60_000_000_000u64,
                     status.as_mut_ptr(),
                 );
