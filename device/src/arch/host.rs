@@ -74,6 +74,19 @@ fn epoch() -> &'static Instant {
     static START: OnceLock<Instant> = OnceLock::new();
     START.get_or_init(Instant::now)
 }
+pub fn byte_perm(a: u32, b: u32, sel: u32) -> u32 {
+    let x = (u64::from(b) << 32) | u64::from(a);
+    (0..4).fold(0, |r, i| {
+        let nib = (sel >> (4 * i)) & 0xf;
+        let byte = (x >> (8 * (nib & 7))) as u8;
+        let byte = if nib & 8 != 0 {
+            if byte & 0x80 != 0 { 0xff } else { 0 }
+        } else {
+            byte
+        };
+        r | (u32::from(byte) << (8 * i))
+    })
+}
 pub fn globaltimer() -> u64 {
     emu::poll();
     epoch().elapsed().as_nanos() as u64

@@ -314,6 +314,17 @@ pub fn ballot(mask: u32, pred: bool) -> u32 {
     backend::ballot(mask, pred)
 }
 
+/// Four bytes picked from the eight of `a` (bytes 0–3) and `b` (bytes 4–7): result byte `i`
+/// is the byte that nibble `i` of `sel` names (bits 0–2; with bit 3 set, that byte's sign bit
+/// replicated instead). One `prmt.b32` on the GPU (CUDA's `__byte_perm`); e.g.
+/// `sel = 0x3210 + 0x1111 × s` gives bytes `s..s + 4` of `b:a`, a funnel shift by `s` bytes.
+#[doc(alias = "__byte_perm")]
+#[doc(alias = "prmt")]
+#[inline(always)]
+pub fn byte_perm(a: u32, b: u32, sel: u32) -> u32 {
+    backend::byte_perm(a, b, sel)
+}
+
 /// A global nanosecond clock, comparable across the SMs of one GPU (`%globaltimer`).
 ///
 /// Its resolution is about a microsecond on current GPUs; use it for timeouts, not for
@@ -465,4 +476,18 @@ impl<T> HostShared<T> {
 pub fn host_shared_array<T>(name: &'static str, fallback: *mut HostShared<T>) -> *mut u8 {
     let layout = core::alloc::Layout::new::<HostShared<T>>();
     crate::emu::static_shared(name, layout.size(), layout.align()).unwrap_or(fallback.cast::<u8>())
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn byte_perm_picks_bytes_of_b_then_a_and_replicates_signs() {
+        let (a, b) = (0x8382_8180_u32, 0x0706_0504_u32);
+        assert_eq!(super::byte_perm(a, b, 0x3210), a);
+        assert_eq!(super::byte_perm(a, b, 0x7654), b);
+        // A funnel shift by one byte: bytes 1..5 of b:a.
+        assert_eq!(super::byte_perm(a, b, 0x3210 + 0x1111), 0x0483_8281);
+        // Bit 3 of a nibble: the named byte's sign, replicated (0x81 and 0x80 negative).
+        assert_eq!(super::byte_perm(a, b, 0x0859), 0x80ff_05ff);
+    }
 }

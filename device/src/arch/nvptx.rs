@@ -208,6 +208,16 @@ pub fn ballot(mask: u32, pred: bool) -> u32 {
     unsafe { vote_ballot_sync(mask, pred) }
 }
 #[inline(always)]
+pub fn byte_perm(a: u32, b: u32, sel: u32) -> u32 {
+    let r: u32;
+    // SAFETY: a register-only instruction.
+    unsafe {
+        asm!("prmt.b32 {r}, {a}, {b}, {s};", r = out(reg32) r, a = in(reg32) a, b = in(reg32) b,
+             s = in(reg32) sel, options(pure, nomem, nostack))
+    };
+    r
+}
+#[inline(always)]
 pub fn globaltimer() -> u64 {
     let t: u64;
     // SAFETY: reading the timer has no preconditions; volatile (not pure) on purpose.
