@@ -496,18 +496,19 @@ impl Collectives {
         }
         check_operands("broadcast", (&src, bytes), (&dst, bytes), false)?;
         let packs = span_packs(&dst, 0, bytes);
+        let aligned = is_aligned(&src, &dst, bytes);
         let (src, dst, root) = (src.sym(0), dst.sym(0), root as i32);
         let bytes = bytes as u64;
         // The protocols of `run`, with the root after their own arguments.
         if self.tuning.broadcast_ll(bytes as usize, packs, self.n) {
             let args = launch_args!(self; src, dst, bytes, self.scratch_sym(0), self.ll_cap, root);
             let grid = Grid::new(Kind::Ll, self.tuning.ll_shape(packs));
-            return self.launch("broadcast_ll", grid, stream, args);
+            return self.launch(&shaped("broadcast_ll", aligned), grid, stream, args);
         }
         let args = launch_args!(self; src, dst, bytes, root);
         let slice = plan::bcast_slice_len(packs, self.n as u64);
         let grid = Grid::new(Kind::Other, self.tuning.shape(slice));
-        self.launch("broadcast", grid, stream, args)
+        self.launch(&shaped("broadcast", aligned), grid, stream, args)
     }
 
     /// `(bytes, total)` of collective `what` on blocks of `count` elements of `t`, one per rank:
@@ -562,6 +563,7 @@ impl Collectives {
         work: u64,
         stream: CUstream,
     ) -> Result<()> {
+        let kernel = &shaped(kernel, is_aligned(&io.src, &io.dst, io.bytes as usize));
         let (src, dst, bytes) = (io.src.sym(0), io.dst.sym(0), io.bytes);
         match protocol {
             Protocol::Barriered => {
@@ -742,8 +744,19 @@ fn span_packs(buf: &Buf<'_>, extra: usize, bytes: usize) -> u64 {
     plan::span_packs(((buf.offset() + extra) as u64) % plan::PACK, bytes as u64)
 }
 
-/// True when both buffers start and `bytes` ends on a 16-byte boundary (what the multimem
-/// kernels need).
+/// The entry point of gallery kernel `kernel` for a call that is 16-byte `aligned` (its
+/// buffers' offsets and its size, per block) or not: `kernel` itself, which moves whole packs
+/// only (the instructions of the gallery before it took any shape), else `{kernel}_any`.
+fn shaped(kernel: &str, aligned: bool) -> String {
+    if aligned {
+        kernel.to_owned()
+    } else {
+        format!("{kernel}_any")
+    }
+}
+
+/// True when both buffers start and `bytes` ends on a 16-byte boundary (what the whole-pack
+/// entry points and the multimem kernels need).
 fn is_aligned(src: &Buf<'_>, dst: &Buf<'_>, bytes: usize) -> bool {
     let pack = plan::PACK as usize;
     src.offset().is_multiple_of(pack)

@@ -5,7 +5,8 @@
 use symcomm_device::comm::DevComm;
 
 use crate::common::{
-    Io, by_shape, grid_stride, ld_each, local_addr, pack_off, peer_addr, rotated, st, stride_pairs,
+    Io, by_shape, grid_stride, ld, ld_each, local_addr, pack_off, peer_addr, rotated, st, st_peers,
+    stride_pairs,
 };
 use crate::plan::{self, PACK};
 use crate::shape::{Dst, Span, Src};
@@ -18,9 +19,9 @@ use crate::shape::{Dst, Span, Src};
 /// `src` valid for `bytes` locally; `dst` a window of `lsa_size × bytes` on every rank;
 /// `comm` with `grid_dim().x` barriers; the same launch on every LSA rank.
 #[inline(always)]
-pub unsafe fn all_gather(comm: &DevComm, io: Io) {
+pub unsafe fn all_gather(comm: &DevComm, io: Io, any: bool) {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, all_gather_in(comm, io)) }
+    unsafe { by_shape!(any, all_gather_in(comm, io)) }
 }
 
 #[inline(always)]
@@ -29,7 +30,7 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
     let at = io.bytes * me as u64;
     // SAFETY: forwarded.
     unsafe {
-        let span = Span::<ANY>::new(local_addr(io.dst) + at, io.bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64 + at, io.bytes);
         let from = Src::at(local_addr(io.src), span);
         if ANY {
             stride_pairs(0, span.packs(), |j, j2, both| {
@@ -47,13 +48,13 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
             });
             return;
         }
+        // Whole packs: the loop of before any shape was taken.
+        let inp = local_addr(io.src);
         let (first, stride) = grid_stride();
         let mut j = first;
         while j < span.packs() {
-            let v = from.load(j);
-            for k in 0..n {
-                Dst::at(peer_addr(io.dst, rotated(me, k, n)) + at, span).store(j, v);
-            }
+            let o = pack_off(j);
+            st_peers(io.dst, me, n, at + o, ld(inp + o));
             j += stride;
         }
     }
@@ -72,13 +73,13 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
 /// `src` valid for `lsa_size × bytes` locally; `dst` a window of that size on every
 /// rank, not overlapping `src`; otherwise as [`all_gather`].
 #[inline(always)]
-pub unsafe fn all_to_all(comm: &DevComm, io: Io) {
+pub unsafe fn all_to_all(comm: &DevComm, io: Io, any: bool) {
     // SAFETY: forwarded.
     unsafe {
         // Blocks of any other shape sit at different places in their packs: the loop over
         // peers at run time (arrays of shifted sources would not unroll and would live in
         // local memory).
-        if !io.aligned() {
+        if any {
             return all_to_all_any::<true>(comm, io);
         }
         match comm.lsa_size {
@@ -134,9 +135,27 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
 unsafe fn all_to_all_any<const ANY: bool>(comm: &DevComm, io: Io) {
     let (me, n, bytes) = (comm.lsa_rank, comm.lsa_size, io.bytes);
     // SAFETY: live descriptors (the caller's contract).
-    let (inp, out) = unsafe { (local_addr(io.src), local_addr(io.dst)) };
+    let inp = unsafe { local_addr(io.src) };
     let mine = bytes * me as u64;
-    let span = Span::<ANY>::new(out + mine, bytes);
+    let span = Span::<ANY>::new(io.dst.offset as u64 + mine, bytes);
+    if !ANY {
+        // Whole packs: the loop of before any shape was taken.
+        let (first, stride) = grid_stride();
+        let mut j = first;
+        while j < span.packs() {
+            let o = pack_off(j);
+            for k in 0..n {
+                let p = rotated(me, k, n);
+                // SAFETY: as in `all_to_all_n`.
+                unsafe {
+                    let v = ld(inp + bytes * p as u64 + o);
+                    st(peer_addr(io.dst, p) + mine + o, v);
+                }
+            }
+            j += stride;
+        }
+        return;
+    }
     stride_pairs(0, span.packs(), |j, j2, both| {
         for k in 0..n {
             let p = rotated(me, k, n);
@@ -169,9 +188,9 @@ unsafe fn all_to_all_any<const ANY: bool>(comm: &DevComm, io: Io) {
 /// `src` and `dst` windows of `bytes` on every rank (`dst` may equal `src`); otherwise as
 /// [`all_gather`].
 #[inline(always)]
-pub unsafe fn broadcast(comm: &DevComm, io: Io, root: i32) {
+pub unsafe fn broadcast(comm: &DevComm, io: Io, root: i32, any: bool) {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, broadcast_in(comm, io, root)) }
+    unsafe { by_shape!(any, broadcast_in(comm, io, root)) }
 }
 
 #[inline(always)]
@@ -181,7 +200,7 @@ unsafe fn broadcast_in<const ANY: bool>(comm: &DevComm, io: Io, root: i32) {
     let root_moves = plan::bcast_root_moves(n as u64);
     // SAFETY: forwarded.
     unsafe {
-        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64, io.bytes);
         if me == root && !root_moves {
             let (from, to) = (local_addr(io.src), local_addr(io.dst));
             if from != to {

@@ -30,27 +30,25 @@ pub struct Io {
 }
 
 impl Io {
-    /// Whether both operands and the size are 16-byte aligned (`shape::aligned`): the bodies
-    /// then run their whole-pack form (`ANY = false`).
-    ///
-    /// # Safety
-    /// `src` and `dst` are live (window descriptors or local pointers).
+    /// Whether both operands and the size are 16-byte aligned (`shape::aligned`): calls that
+    /// the whole-pack entry points take. From the offsets, which sit where the addresses do
+    /// within a pack (a window's byte 0 is 16-byte aligned in every copy; a local pointer's
+    /// offset is its address).
     #[inline(always)]
-    pub unsafe fn aligned(&self) -> bool {
-        // SAFETY: forwarded.
-        unsafe { crate::shape::aligned(local_addr(self.src), local_addr(self.dst), self.bytes) }
+    pub fn aligned(&self) -> bool {
+        crate::shape::aligned(self.src.offset as u64, self.dst.offset as u64, self.bytes)
     }
 }
 
-/// Runs `$body::<false>` (whole packs) when `$io` is 16-byte aligned, else `$body::<true>`
-/// (any size at any offset), with the arguments given: the aligned calls keep the
-/// instructions they had before any-shape support.
+/// Runs `$body::<true>` (any size at any offset) when `$any`, else `$body::<false>` (whole
+/// packs), with the arguments given. Each entry point passes a constant (`entry!` in `lib.rs`),
+/// so only one form is compiled into it.
 macro_rules! by_shape {
-    ($io:expr, $body:ident $(::<$($g:tt),*>)? ($($arg:expr),* $(,)?)) => {
-        if $io.aligned() {
-            $body::<$($($g,)*)? false>($($arg),*)
-        } else {
+    ($any:expr, $body:ident $(::<$($g:tt),*>)? ($($arg:expr),* $(,)?)) => {
+        if $any {
             $body::<$($($g,)*)? true>($($arg),*)
+        } else {
+            $body::<$($($g,)*)? false>($($arg),*)
         }
     };
 }

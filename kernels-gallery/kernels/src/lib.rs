@@ -60,6 +60,12 @@ use crate::ll_path::LlLaunch;
 /// - `push(KIND) name => body`: `(comm, src, dst, bytes, push, slots, chunk, timeout_ns,
 ///   status)`, the pipelined push kernels (`pipeline::Kind::KIND`);
 /// - `fn name(params) => call`: the parameters as listed, forwarded by `call`.
+///
+/// `barriered`, `ll` and `push` take `name | name_any`: two entry points, `name` for 16-byte
+/// aligned offsets and size, which calls `body(…, false)` (whole packs only: the instructions
+/// of the gallery before it took any shape), and `name_any` for any other shape, which calls
+/// `body(…, true)`. The host picks one per call; the flag is a constant in each, so neither
+/// carries the other's code.
 macro_rules! entry {
     (@kernel [$(#[$a:meta])*] $name:ident($($params:tt)*) $body:block) => {
         $(#[$a])*
@@ -70,34 +76,77 @@ macro_rules! entry {
             unsafe { $body }
         }
     };
+    // The two forms of a body that moves `bytes` from `src` to `dst`: `$name` for 16-byte
+    // aligned calls (the body's `any = false`: whole packs only) and `$any` for any other shape
+    // (`any = true`), each documented by the attributes given plus a line naming its shapes.
+    (@both [$(#[$a:meta])*] $form:ident $args:tt $name:ident $any:ident $x:tt
+        => $body:expr; $($rest:tt)*) => {
+        entry!(@$form [$(#[$a])*
+            #[doc = ""]
+            #[doc = concat!("For offsets and a size that are multiples of 16 bytes; any other \
+                shape: [`", stringify!($any), "`].")]
+        ] $args $name $x (false) => $body;);
+        entry!(@$form [$(#[$a])*
+            #[doc = ""]
+            #[doc = concat!("Any element count at any element offset (the form of [`",
+                stringify!($name), "`] that stores partial packs and shifts sources).")]
+        ] $args $any $x (true) => $body;);
+        entry!($($rest)*);
+    };
+    (@barriered [$(#[$a:meta])*] ($exit:ident) $name:ident [$($x:ident: $xt:ty),*]
+        ($($any:expr)?) => $body:expr;) => {
+        entry!(@kernel [$(#[$a])*] $name(
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
+            $($x: $xt,)* timeout_ns: u64, status: *mut u32
+        ) {
+            let io = Io { src, dst, bytes };
+            let body = || $body(&comm, io $(, $x)* $(, $any)?);
+            common::bracketed(&comm, Ordering::$exit, timeout_ns, status, body)
+        });
+    };
+    (@ll [$(#[$a:meta])*] () $name:ident [$($x:ident: $xt:ty),*]
+        ($($any:expr)?) => $body:expr;) => {
+        entry!(@kernel [$(#[$a])*] $name(
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
+            scratch: SymPtr<u8>, cap: u64, $($x: $xt,)* timeout_ns: u64, status: *mut u32
+        ) {
+            let ll = LlLaunch::begin(&comm, scratch, cap, timeout_ns);
+            let res = $body(&ll, Io { src, dst, bytes } $(, $x)* $(, $any)?);
+            ll.end(res, status)
+        });
+    };
+    (@push [$(#[$a:meta])*] ($kind:ident) $name:ident [] ($($any:expr)?) => $body:expr;) => {
+        entry!(@kernel [$(#[$a])*] $name(
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
+            push: SymPtr<u8>, slots: u64, chunk: u64, timeout_ns: u64, status: *mut u32
+        ) {
+            let io = Io { src, dst, bytes };
+            $body(
+                pipeline::Kind::$kind, &comm, io, push, slots, chunk, timeout_ns, status
+                $(, $any)?
+            )
+        });
+    };
     () => {};
+    (
+        $(#[$a:meta])* barriered($exit:ident) $name:ident | $any:ident
+            $([$($x:ident: $xt:ty),*])? => $body:expr; $($rest:tt)*
+    ) => {
+        entry!(@both [$(#[$a])*] barriered ($exit) $name $any [$($($x: $xt),*)?] => $body;
+            $($rest)*);
+    };
     (
         $(#[$a:meta])* barriered($exit:ident) $name:ident $([$($x:ident: $xt:ty),*])?
             => $body:expr; $($rest:tt)*
     ) => {
-        entry!(@kernel [$(#[$a])*] $name(
-            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
-            $($($x: $xt,)*)? timeout_ns: u64, status: *mut u32
-        ) {
-            let io = Io { src, dst, bytes };
-            let body = || $body(&comm, io $($(, $x)*)?);
-            common::bracketed(&comm, Ordering::$exit, timeout_ns, status, body)
-        });
+        entry!(@barriered [$(#[$a])*] ($exit) $name [$($($x: $xt),*)?] () => $body;);
         entry!($($rest)*);
     };
     (
-        $(#[$a:meta])* ll $name:ident $([$($x:ident: $xt:ty),*])?
+        $(#[$a:meta])* ll $name:ident | $any:ident $([$($x:ident: $xt:ty),*])?
             => $body:expr; $($rest:tt)*
     ) => {
-        entry!(@kernel [$(#[$a])*] $name(
-            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
-            scratch: SymPtr<u8>, cap: u64, $($($x: $xt,)*)? timeout_ns: u64, status: *mut u32
-        ) {
-            let ll = LlLaunch::begin(&comm, scratch, cap, timeout_ns);
-            let res = $body(&ll, Io { src, dst, bytes } $($(, $x)*)?);
-            ll.end(res, status)
-        });
-        entry!($($rest)*);
+        entry!(@both [$(#[$a])*] ll () $name $any [$($($x: $xt),*)?] => $body; $($rest)*);
     };
     ($(#[$a:meta])* ll $name:ident($($p:ident: $t:ty),*) => $body:expr; $($rest:tt)*) => {
         entry!(@kernel [$(#[$a])*] $name(
@@ -110,15 +159,8 @@ macro_rules! entry {
         });
         entry!($($rest)*);
     };
-    ($(#[$a:meta])* push($kind:ident) $name:ident => $body:expr; $($rest:tt)*) => {
-        entry!(@kernel [$(#[$a])*] $name(
-            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
-            push: SymPtr<u8>, slots: u64, chunk: u64, timeout_ns: u64, status: *mut u32
-        ) {
-            let io = Io { src, dst, bytes };
-            $body(pipeline::Kind::$kind, &comm, io, push, slots, chunk, timeout_ns, status)
-        });
-        entry!($($rest)*);
+    ($(#[$a:meta])* push($kind:ident) $name:ident | $any:ident => $body:expr; $($rest:tt)*) => {
+        entry!(@both [$(#[$a])*] push ($kind) $name $any [] => $body; $($rest)*);
     };
     ($(#[$a:meta])* fn $name:ident($($p:ident: $t:ty),* $(,)?) => $call:expr; $($rest:tt)*) => {
         entry!(@kernel [$(#[$a])*] $name($($p: $t),*) { $call });
@@ -131,13 +173,13 @@ macro_rules! entry {
 macro_rules! reducing {
     (
         types: $(($t:ty, $op:ty)),*;
-        two_shot: $($two:ident),*;
-        one_shot_ll: $($one:ident),*;
-        reduce_scatter: $($rs:ident),*;
-        two_shot_push: $($push:ident),*;
-        reduce_scatter_ll: $($rsll:ident),*;
-        two_shot_ll: $($twoll:ident),*;
-        reduce_scatter_push: $($rspush:ident),*;
+        two_shot: $($two:ident | $two_any:ident),*;
+        one_shot_ll: $($one:ident | $one_any:ident),*;
+        reduce_scatter: $($rs:ident | $rs_any:ident),*;
+        two_shot_push: $($push:ident | $push_any:ident),*;
+        reduce_scatter_ll: $($rsll:ident | $rsll_any:ident),*;
+        two_shot_ll: $($twoll:ident | $twoll_any:ident),*;
+        reduce_scatter_push: $($rspush:ident | $rspush_any:ident),*;
     ) => {$(
         entry! {
             #[doc = concat!("Reduce-scatter by stores only, pipelined (", stringify!($t), ", ",
@@ -150,7 +192,7 @@ macro_rules! reducing {
             ///   `grid × lsa_size × slots` slots of `chunk` packs (`plan::pipe_chunk`), used by
             ///   no other kernel; `slots ≥ 2`, `chunk ≥ 1`;
             /// - barriers, launch shape and `status` as for the two-shot all-reduce.
-            push(ReduceScatter) $rspush => pipeline::push_pipeline::<$t, $op>;
+            push(ReduceScatter) $rspush | $rspush_any => pipeline::push_pipeline::<$t, $op>;
 
             #[doc = concat!("Two-shot all-reduce on LL lines (", stringify!($t), ", ",
                 stringify!($op), "): reduce-scatter and all-gather without a barrier.")]
@@ -160,7 +202,7 @@ macro_rules! reducing {
             ///   rank;
             /// - `scratch`, the LL launch order and `status` as for the one-shot all-reduce, with
             ///   `cap ≥ 2 × ceil(packs / lsa_size)` (`packs`: those of `dst`).
-            ll $twoll => reduce_ops::two_shot_ll::<$t, $op>;
+            ll $twoll | $twoll_any => reduce_ops::two_shot_ll::<$t, $op>;
 
             #[doc = concat!("LL reduce-scatter (", stringify!($t), ", ", stringify!($op),
                 "): `dst` (`bytes`) = reduction in rank order of block `rank` of every \
@@ -171,7 +213,7 @@ macro_rules! reducing {
             ///   `dst` `bytes` (may be this rank's block of `src`);
             /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch
             ///   order and `status` as for the one-shot all-reduce.
-            ll $rsll => ll_collectives::reduce_scatter::<$t, $op>;
+            ll $rsll | $rsll_any => ll_collectives::reduce_scatter::<$t, $op>;
 
             #[doc = concat!("Two-shot all-reduce by stores only, pipelined (", stringify!($t),
                 ", ", stringify!($op), "): see `pipeline`.")]
@@ -179,7 +221,7 @@ macro_rules! reducing {
             /// # Safety
             /// - as the two-shot all-reduce (`src` may be a local pointer here);
             /// - `push` as for the pipelined reduce-scatter.
-            push(AllReduce) $push => pipeline::push_pipeline::<$t, $op>;
+            push(AllReduce) $push | $push_any => pipeline::push_pipeline::<$t, $op>;
 
             #[doc = concat!("Two-shot all-reduce (", stringify!($t), ", ", stringify!($op),
                 "): `dst` = reduction of every rank's `src`, `bytes` bytes.")]
@@ -190,7 +232,7 @@ macro_rules! reducing {
             /// - `comm` has at least `grid_dim().x` LSA barriers, and every LSA rank launches
             ///   this kernel with the same shape and `bytes`;
             /// - `status` is null or a valid `u32` of this device.
-            barriered(AcqRel) $two => reduce_ops::two_shot::<$t, $op>;
+            barriered(AcqRel) $two | $two_any => reduce_ops::two_shot::<$t, $op>;
 
             #[doc = concat!("One-shot LL all-reduce (", stringify!($t), ", ", stringify!($op),
                 "): `dst` = reduction of every rank's `src` in rank order, no barrier.")]
@@ -203,7 +245,7 @@ macro_rules! reducing {
             ///   every LSA rank issues in the same order with the same `bytes`, each with at most
             ///   [`plan::LL_COUNTERS`] blocks;
             /// - `status` is null or a valid `u32` of this device.
-            ll $one => reduce_ops::one_shot_ll::<$t, $op>;
+            ll $one | $one_any => reduce_ops::one_shot_ll::<$t, $op>;
 
             #[doc = concat!("Reduce-scatter (", stringify!($t), ", ", stringify!($op),
                 "): `dst` (`bytes`) = reduction of slice `rank` of every rank's `src`.")]
@@ -213,20 +255,20 @@ macro_rules! reducing {
             ///   (window or local pointer) holds `bytes` and does not overlap slices
             ///   of `src` other than this rank's;
             /// - barriers and launch shape as for the two-shot all-reduce; `status` as there.
-            barriered(Release) $rs => reduce_ops::reduce_scatter::<$t, $op>;
+            barriered(Release) $rs | $rs_any => reduce_ops::reduce_scatter::<$t, $op>;
         }
     )*};
 }
 
 reducing! {
     types: (f32, Sum), (f32, Min), (f32, Max), (Bf16, Sum), (Bf16, Min), (Bf16, Max), (F16, Sum), (F16, Min), (F16, Max), (i32, Sum), (i32, Min), (i32, Max);
-    two_shot: all_reduce_two_shot_f32_sum, all_reduce_two_shot_f32_min, all_reduce_two_shot_f32_max, all_reduce_two_shot_bf16_sum, all_reduce_two_shot_bf16_min, all_reduce_two_shot_bf16_max, all_reduce_two_shot_f16_sum, all_reduce_two_shot_f16_min, all_reduce_two_shot_f16_max, all_reduce_two_shot_i32_sum, all_reduce_two_shot_i32_min, all_reduce_two_shot_i32_max;
-    one_shot_ll: all_reduce_one_shot_f32_sum, all_reduce_one_shot_f32_min, all_reduce_one_shot_f32_max, all_reduce_one_shot_bf16_sum, all_reduce_one_shot_bf16_min, all_reduce_one_shot_bf16_max, all_reduce_one_shot_f16_sum, all_reduce_one_shot_f16_min, all_reduce_one_shot_f16_max, all_reduce_one_shot_i32_sum, all_reduce_one_shot_i32_min, all_reduce_one_shot_i32_max;
-    reduce_scatter: reduce_scatter_f32_sum, reduce_scatter_f32_min, reduce_scatter_f32_max, reduce_scatter_bf16_sum, reduce_scatter_bf16_min, reduce_scatter_bf16_max, reduce_scatter_f16_sum, reduce_scatter_f16_min, reduce_scatter_f16_max, reduce_scatter_i32_sum, reduce_scatter_i32_min, reduce_scatter_i32_max;
-    two_shot_push: all_reduce_two_shot_push_f32_sum, all_reduce_two_shot_push_f32_min, all_reduce_two_shot_push_f32_max, all_reduce_two_shot_push_bf16_sum, all_reduce_two_shot_push_bf16_min, all_reduce_two_shot_push_bf16_max, all_reduce_two_shot_push_f16_sum, all_reduce_two_shot_push_f16_min, all_reduce_two_shot_push_f16_max, all_reduce_two_shot_push_i32_sum, all_reduce_two_shot_push_i32_min, all_reduce_two_shot_push_i32_max;
-    reduce_scatter_ll: reduce_scatter_ll_f32_sum, reduce_scatter_ll_f32_min, reduce_scatter_ll_f32_max, reduce_scatter_ll_bf16_sum, reduce_scatter_ll_bf16_min, reduce_scatter_ll_bf16_max, reduce_scatter_ll_f16_sum, reduce_scatter_ll_f16_min, reduce_scatter_ll_f16_max, reduce_scatter_ll_i32_sum, reduce_scatter_ll_i32_min, reduce_scatter_ll_i32_max;
-    two_shot_ll: all_reduce_two_shot_ll_f32_sum, all_reduce_two_shot_ll_f32_min, all_reduce_two_shot_ll_f32_max, all_reduce_two_shot_ll_bf16_sum, all_reduce_two_shot_ll_bf16_min, all_reduce_two_shot_ll_bf16_max, all_reduce_two_shot_ll_f16_sum, all_reduce_two_shot_ll_f16_min, all_reduce_two_shot_ll_f16_max, all_reduce_two_shot_ll_i32_sum, all_reduce_two_shot_ll_i32_min, all_reduce_two_shot_ll_i32_max;
-    reduce_scatter_push: reduce_scatter_push_f32_sum, reduce_scatter_push_f32_min, reduce_scatter_push_f32_max, reduce_scatter_push_bf16_sum, reduce_scatter_push_bf16_min, reduce_scatter_push_bf16_max, reduce_scatter_push_f16_sum, reduce_scatter_push_f16_min, reduce_scatter_push_f16_max, reduce_scatter_push_i32_sum, reduce_scatter_push_i32_min, reduce_scatter_push_i32_max;
+    two_shot: all_reduce_two_shot_f32_sum | all_reduce_two_shot_f32_sum_any, all_reduce_two_shot_f32_min | all_reduce_two_shot_f32_min_any, all_reduce_two_shot_f32_max | all_reduce_two_shot_f32_max_any, all_reduce_two_shot_bf16_sum | all_reduce_two_shot_bf16_sum_any, all_reduce_two_shot_bf16_min | all_reduce_two_shot_bf16_min_any, all_reduce_two_shot_bf16_max | all_reduce_two_shot_bf16_max_any, all_reduce_two_shot_f16_sum | all_reduce_two_shot_f16_sum_any, all_reduce_two_shot_f16_min | all_reduce_two_shot_f16_min_any, all_reduce_two_shot_f16_max | all_reduce_two_shot_f16_max_any, all_reduce_two_shot_i32_sum | all_reduce_two_shot_i32_sum_any, all_reduce_two_shot_i32_min | all_reduce_two_shot_i32_min_any, all_reduce_two_shot_i32_max | all_reduce_two_shot_i32_max_any;
+    one_shot_ll: all_reduce_one_shot_f32_sum | all_reduce_one_shot_f32_sum_any, all_reduce_one_shot_f32_min | all_reduce_one_shot_f32_min_any, all_reduce_one_shot_f32_max | all_reduce_one_shot_f32_max_any, all_reduce_one_shot_bf16_sum | all_reduce_one_shot_bf16_sum_any, all_reduce_one_shot_bf16_min | all_reduce_one_shot_bf16_min_any, all_reduce_one_shot_bf16_max | all_reduce_one_shot_bf16_max_any, all_reduce_one_shot_f16_sum | all_reduce_one_shot_f16_sum_any, all_reduce_one_shot_f16_min | all_reduce_one_shot_f16_min_any, all_reduce_one_shot_f16_max | all_reduce_one_shot_f16_max_any, all_reduce_one_shot_i32_sum | all_reduce_one_shot_i32_sum_any, all_reduce_one_shot_i32_min | all_reduce_one_shot_i32_min_any, all_reduce_one_shot_i32_max | all_reduce_one_shot_i32_max_any;
+    reduce_scatter: reduce_scatter_f32_sum | reduce_scatter_f32_sum_any, reduce_scatter_f32_min | reduce_scatter_f32_min_any, reduce_scatter_f32_max | reduce_scatter_f32_max_any, reduce_scatter_bf16_sum | reduce_scatter_bf16_sum_any, reduce_scatter_bf16_min | reduce_scatter_bf16_min_any, reduce_scatter_bf16_max | reduce_scatter_bf16_max_any, reduce_scatter_f16_sum | reduce_scatter_f16_sum_any, reduce_scatter_f16_min | reduce_scatter_f16_min_any, reduce_scatter_f16_max | reduce_scatter_f16_max_any, reduce_scatter_i32_sum | reduce_scatter_i32_sum_any, reduce_scatter_i32_min | reduce_scatter_i32_min_any, reduce_scatter_i32_max | reduce_scatter_i32_max_any;
+    two_shot_push: all_reduce_two_shot_push_f32_sum | all_reduce_two_shot_push_f32_sum_any, all_reduce_two_shot_push_f32_min | all_reduce_two_shot_push_f32_min_any, all_reduce_two_shot_push_f32_max | all_reduce_two_shot_push_f32_max_any, all_reduce_two_shot_push_bf16_sum | all_reduce_two_shot_push_bf16_sum_any, all_reduce_two_shot_push_bf16_min | all_reduce_two_shot_push_bf16_min_any, all_reduce_two_shot_push_bf16_max | all_reduce_two_shot_push_bf16_max_any, all_reduce_two_shot_push_f16_sum | all_reduce_two_shot_push_f16_sum_any, all_reduce_two_shot_push_f16_min | all_reduce_two_shot_push_f16_min_any, all_reduce_two_shot_push_f16_max | all_reduce_two_shot_push_f16_max_any, all_reduce_two_shot_push_i32_sum | all_reduce_two_shot_push_i32_sum_any, all_reduce_two_shot_push_i32_min | all_reduce_two_shot_push_i32_min_any, all_reduce_two_shot_push_i32_max | all_reduce_two_shot_push_i32_max_any;
+    reduce_scatter_ll: reduce_scatter_ll_f32_sum | reduce_scatter_ll_f32_sum_any, reduce_scatter_ll_f32_min | reduce_scatter_ll_f32_min_any, reduce_scatter_ll_f32_max | reduce_scatter_ll_f32_max_any, reduce_scatter_ll_bf16_sum | reduce_scatter_ll_bf16_sum_any, reduce_scatter_ll_bf16_min | reduce_scatter_ll_bf16_min_any, reduce_scatter_ll_bf16_max | reduce_scatter_ll_bf16_max_any, reduce_scatter_ll_f16_sum | reduce_scatter_ll_f16_sum_any, reduce_scatter_ll_f16_min | reduce_scatter_ll_f16_min_any, reduce_scatter_ll_f16_max | reduce_scatter_ll_f16_max_any, reduce_scatter_ll_i32_sum | reduce_scatter_ll_i32_sum_any, reduce_scatter_ll_i32_min | reduce_scatter_ll_i32_min_any, reduce_scatter_ll_i32_max | reduce_scatter_ll_i32_max_any;
+    two_shot_ll: all_reduce_two_shot_ll_f32_sum | all_reduce_two_shot_ll_f32_sum_any, all_reduce_two_shot_ll_f32_min | all_reduce_two_shot_ll_f32_min_any, all_reduce_two_shot_ll_f32_max | all_reduce_two_shot_ll_f32_max_any, all_reduce_two_shot_ll_bf16_sum | all_reduce_two_shot_ll_bf16_sum_any, all_reduce_two_shot_ll_bf16_min | all_reduce_two_shot_ll_bf16_min_any, all_reduce_two_shot_ll_bf16_max | all_reduce_two_shot_ll_bf16_max_any, all_reduce_two_shot_ll_f16_sum | all_reduce_two_shot_ll_f16_sum_any, all_reduce_two_shot_ll_f16_min | all_reduce_two_shot_ll_f16_min_any, all_reduce_two_shot_ll_f16_max | all_reduce_two_shot_ll_f16_max_any, all_reduce_two_shot_ll_i32_sum | all_reduce_two_shot_ll_i32_sum_any, all_reduce_two_shot_ll_i32_min | all_reduce_two_shot_ll_i32_min_any, all_reduce_two_shot_ll_i32_max | all_reduce_two_shot_ll_i32_max_any;
+    reduce_scatter_push: reduce_scatter_push_f32_sum | reduce_scatter_push_f32_sum_any, reduce_scatter_push_f32_min | reduce_scatter_push_f32_min_any, reduce_scatter_push_f32_max | reduce_scatter_push_f32_max_any, reduce_scatter_push_bf16_sum | reduce_scatter_push_bf16_sum_any, reduce_scatter_push_bf16_min | reduce_scatter_push_bf16_min_any, reduce_scatter_push_bf16_max | reduce_scatter_push_bf16_max_any, reduce_scatter_push_f16_sum | reduce_scatter_push_f16_sum_any, reduce_scatter_push_f16_min | reduce_scatter_push_f16_min_any, reduce_scatter_push_f16_max | reduce_scatter_push_f16_max_any, reduce_scatter_push_i32_sum | reduce_scatter_push_i32_sum_any, reduce_scatter_push_i32_min | reduce_scatter_push_i32_min_any, reduce_scatter_push_i32_max | reduce_scatter_push_i32_max_any;
 }
 
 entry! {
@@ -237,7 +279,7 @@ entry! {
     ///   `lsa_size × bytes` on every LSA rank (`src` may be this rank's block of it);
     /// - `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
     ///   the same shape and `bytes`; `status` is null or a valid `u32` of this device.
-    barriered(AcqRel) all_gather => collectives::all_gather;
+    barriered(AcqRel) all_gather | all_gather_any => collectives::all_gather;
 
     /// All-to-all: block `p` (`bytes`) of this rank's `src` lands in block `rank` of peer
     /// `p`'s `dst`.
@@ -246,7 +288,7 @@ entry! {
     /// - `src` (window or local pointer) holds `lsa_size × bytes`; `dst` is a window of
     ///   that size on every LSA rank, not overlapping `src`;
     /// - barriers, launch shape and `status` as for [`all_gather`].
-    barriered(AcqRel) all_to_all => collectives::all_to_all;
+    barriered(AcqRel) all_to_all | all_to_all_any => collectives::all_to_all;
 
     /// Broadcast: `bytes` of LSA rank `root`'s `src` land in every rank's `dst`.
     ///
@@ -254,7 +296,7 @@ entry! {
     /// - `src` and `dst` are windows of `bytes` on every LSA rank (`dst` may equal
     ///   `src`); `root` is an LSA rank;
     /// - barriers, launch shape and `status` as for [`all_gather`].
-    barriered(AcqRel) broadcast [root: i32] => collectives::broadcast;
+    barriered(AcqRel) broadcast | broadcast_any [root: i32] => collectives::broadcast;
 
     /// LL all-gather: `bytes` of this rank's `src` land in block `rank` of every rank's
     /// `dst`, no barrier.
@@ -264,7 +306,7 @@ entry! {
     ///   (windows or local pointers; `src` may be this rank's block of `dst`);
     /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch order
     ///   and `status` as for the one-shot all-reduce.
-    ll all_gather_ll => ll_collectives::all_gather;
+    ll all_gather_ll | all_gather_ll_any => ll_collectives::all_gather;
 
     /// LL all-to-all: block `p` (`bytes`) of this rank's `src` lands in block `rank` of
     /// peer `p`'s `dst`, no barrier.
@@ -273,7 +315,7 @@ entry! {
     /// - `src` and `dst` hold `lsa_size × bytes` on this rank and do not overlap;
     /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch order
     ///   and `status` as for the one-shot all-reduce.
-    ll all_to_all_ll => ll_collectives::all_to_all;
+    ll all_to_all_ll | all_to_all_ll_any => ll_collectives::all_to_all;
 
     /// LL broadcast: `bytes` of LSA rank `root`'s `src` land in every rank's `dst`, no
     /// barrier (the root pushes, the other ranks acknowledge: `ll_collectives::broadcast`).
@@ -283,7 +325,7 @@ entry! {
     ///   pointers; `dst` may equal `src`); `root` is an LSA rank;
     /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch order
     ///   and `status` as for the one-shot all-reduce.
-    ll broadcast_ll [root: i32] => ll_collectives::broadcast;
+    ll broadcast_ll | broadcast_ll_any [root: i32] => ll_collectives::broadcast;
 
     /// Fused all-reduce + residual add + RMSNorm, one-shot LL (bf16): see [`rmsnorm`].
     ///

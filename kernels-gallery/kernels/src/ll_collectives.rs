@@ -24,9 +24,9 @@ use crate::shape::{Dst, Span, Src};
 /// block of `dst`); `ll` as for the one-shot all-reduce with `cap ≥` the most packs of a block
 /// (`plan::block_packs`).
 #[inline(always)]
-pub unsafe fn all_gather(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+pub unsafe fn all_gather(ll: &LlLaunch, io: Io, any: bool) -> Result<(), WaitError> {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, all_gather_in(ll, io)) }
+    unsafe { by_shape!(any, all_gather_in(ll, io)) }
 }
 
 #[inline(always)]
@@ -36,7 +36,7 @@ unsafe fn all_gather_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), Wa
         let (inp, out) = (local_addr(io.src), local_addr(io.dst));
         let (me, bytes) = (ll.me, io.bytes);
         let mine = out + me as u64 * bytes;
-        let span = Span::<ANY>::new(mine, bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64 + me as u64 * bytes, bytes);
         let (from, to) = (Src::at(inp, span), Dst::at(mine, span));
         // Written out rather than through `LlLaunch::send_all` with a copy: that form (the own
         // block's address hoisted out of the loop) made ptxas schedule the kernel with 54
@@ -60,9 +60,9 @@ unsafe fn all_gather_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), Wa
 /// `src` and `dst` hold `lsa_size × bytes` on this rank and do not overlap; `ll` as for
 /// [`all_gather`].
 #[inline(always)]
-pub unsafe fn all_to_all(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+pub unsafe fn all_to_all(ll: &LlLaunch, io: Io, any: bool) -> Result<(), WaitError> {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, all_to_all_in(ll, io)) }
+    unsafe { by_shape!(any, all_to_all_in(ll, io)) }
 }
 
 #[inline(always)]
@@ -72,7 +72,7 @@ unsafe fn all_to_all_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), Wa
     unsafe {
         let (inp, out) = (local_addr(io.src), local_addr(io.dst));
         let mine = ll.me as u64 * bytes;
-        let span = Span::<ANY>::new(out + mine, bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64 + mine, bytes);
         let (from, to) = (Src::at(inp + mine, span), Dst::at(out + mine, span));
         let (first, stride) = grid_stride();
         let mut j = first;
@@ -101,9 +101,9 @@ unsafe fn all_to_all_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), Wa
 /// `src` (on the root) and `dst` hold `bytes` on this rank (`dst` may equal `src`); `root` is
 /// an LSA rank; `ll` as for [`all_gather`] with `cap ≥` the packs of `dst`.
 #[inline(always)]
-pub unsafe fn broadcast(ll: &LlLaunch, io: Io, root: i32) -> Result<(), WaitError> {
+pub unsafe fn broadcast(ll: &LlLaunch, io: Io, root: i32, any: bool) -> Result<(), WaitError> {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, broadcast_in(ll, io, root)) }
+    unsafe { by_shape!(any, broadcast_in(ll, io, root)) }
 }
 
 #[inline(always)]
@@ -111,7 +111,7 @@ unsafe fn broadcast_in<const ANY: bool>(ll: &LlLaunch, io: Io, root: i32) -> Res
     let (me, n) = (ll.me, ll.n);
     // SAFETY: forwarded (caller's contract).
     unsafe {
-        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64, io.bytes);
         let out = Dst::at(local_addr(io.dst), span);
         let (first, stride) = grid_stride();
         let lead = first == 0;
@@ -152,9 +152,10 @@ unsafe fn broadcast_in<const ANY: bool>(ll: &LlLaunch, io: Io, root: i32) -> Res
 pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
     ll: &LlLaunch,
     io: Io,
+    any: bool,
 ) -> Result<(), WaitError> {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, reduce_scatter_in::<T, O>(ll, io)) }
+    unsafe { by_shape!(any, reduce_scatter_in::<T, O>(ll, io)) }
 }
 
 #[inline(always)]
@@ -166,7 +167,7 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let (inp, out) = (local_addr(io.src), local_addr(io.dst));
-        let span = Span::<ANY>::new(out, bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64, bytes);
         let (own, out) = (
             Src::at(inp + ll.me as u64 * bytes, span),
             Dst::at(out, span),

@@ -262,10 +262,12 @@ impl<const ANY: bool> Pipe<ANY> {
                         ld(self.local_slot(s, q) + o)
                     }
                 };
-                // 8 and 4 ranks: every load in flight before the first add.
-                let v = if self.n == 8 {
+                // 8 and 4 ranks: every load in flight before the first add (whole packs only:
+                // with the any-shape loads too, the registers would pass what 512-thread
+                // blocks allow).
+                let v = if !ANY && self.n == 8 {
                     crate::common::reduce_packs::<T, O, 8>(&core::array::from_fn(|s| at(s as i32)))
-                } else if self.n == 4 {
+                } else if !ANY && self.n == 4 {
                     crate::common::reduce_packs::<T, O, 4>(&core::array::from_fn(|s| at(s as i32)))
                 } else {
                     let mut acc = Acc::<T, O>::new(at(0));
@@ -318,11 +320,12 @@ pub unsafe fn push_pipeline<T: Element, O: ReduceOp>(
     chunk: u64,
     timeout_ns: u64,
     status: *mut u32,
+    any: bool,
 ) {
     // SAFETY: forwarded.
     unsafe {
         by_shape!(
-            io,
+            any,
             push_pipeline_in::<T, O>(kind, comm, io, push, slots, chunk, timeout_ns, status)
         )
     }
@@ -346,7 +349,7 @@ unsafe fn push_pipeline_in<T: Element, O: ReduceOp, const ANY: bool>(
         (
             local_addr(src),
             local_addr(push),
-            Span::<ANY>::new(local_addr(dst), bytes),
+            Span::<ANY>::new(dst.offset as u64, bytes),
         )
     };
     let packs = span.packs();

@@ -26,7 +26,7 @@ use crate::common::{
 };
 use crate::ll_path::{LlLaunch, recv_pack};
 use crate::plan;
-use crate::shape::{Dst, Shift, Span, Src, floor, floor_each};
+use crate::shape::{Dst, Shift, Span, Src, floor_each};
 
 // ANCHOR: two_shot
 /// Two-shot all-reduce of `packs` packs from `src` into `dst` (both windows; may be equal).
@@ -37,15 +37,15 @@ use crate::shape::{Dst, Shift, Span, Src, floor, floor_each};
 /// See the entry points: windows of at least `packs × 16` bytes from the offsets on every
 /// rank, `comm` with `grid_dim().x` barriers, the same launch on every LSA rank.
 #[inline(always)]
-pub unsafe fn two_shot<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
+pub unsafe fn two_shot<T: Element, O: ReduceOp>(comm: &DevComm, io: Io, any: bool) {
     // SAFETY: forwarded.
     unsafe {
         // Any other shape takes the loop over peers at run time: arrays of shifted loads
         // would not unroll and would live in local memory.
-        if comm.lsa_size == 8 && io.aligned() {
+        if comm.lsa_size == 8 && !any {
             two_shot_n::<T, O, 8, false>(comm, io)
         } else {
-            by_shape!(io, two_shot_any::<T, O>(comm, io))
+            by_shape!(any, two_shot_any::<T, O>(comm, io))
         }
     }
 }
@@ -60,7 +60,7 @@ unsafe fn two_shot_n<T: Element, O: ReduceOp, const N: usize, const ANY: bool>(
     let me = comm.lsa_rank;
     // SAFETY: live descriptors (caller's contract).
     let (sb, db, span, shift) = unsafe {
-        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64, io.bytes);
         // Every rank's copy of both (rotated), computed once: the address of pack 0.
         (
             floor_each(peer_addrs::<N>(io.src, me, 0)),
@@ -92,7 +92,7 @@ unsafe fn two_shot_any<T: Element, O: ReduceOp, const ANY: bool>(comm: &DevComm,
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
     // SAFETY: live descriptors (caller's contract).
     let (span, shift) = unsafe {
-        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64, io.bytes);
         (span, Shift::new(local_addr(io.src), span))
     };
     let (lo, hi) = plan::slice(span.packs(), n as u64, me as u64);
@@ -144,9 +144,9 @@ unsafe fn pull_shifted<T: Element, O: ReduceOp, const ANY: bool>(
 ) -> Acc<T, O> {
     // SAFETY: forwarded.
     unsafe {
-        let mut acc = Acc::<T, O>::new(shift.load(floor(peer_addr(src, me) + off), j));
+        let mut acc = Acc::<T, O>::new(shift.load(shift.base(peer_addr(src, me) + off), j));
         for k in 1..n {
-            acc.add(shift.load(floor(peer_addr(src, rotated(me, k, n)) + off), j));
+            acc.add(shift.load(shift.base(peer_addr(src, rotated(me, k, n)) + off), j));
         }
         acc
     }
@@ -171,11 +171,11 @@ unsafe fn pull_pair<T: Element, O: ReduceOp, const ANY: bool>(
     let j2 = if both { j2 } else { j };
     // SAFETY: forwarded.
     unsafe {
-        let base = floor(peer_addr(src, me) + off);
+        let base = shift.base(peer_addr(src, me) + off);
         let (x, y) = (shift.load(base, j), shift.load(base, j2));
         let (mut a, mut b) = (Acc::<T, O>::new(x), Acc::<T, O>::new(y));
         for k in 1..n {
-            let base = floor(peer_addr(src, rotated(me, k, n)) + off);
+            let base = shift.base(peer_addr(src, rotated(me, k, n)) + off);
             let (x, y) = (shift.load(base, j), shift.load(base, j2));
             a.add(x);
             b.add(y);
@@ -192,9 +192,9 @@ unsafe fn pull_pair<T: Element, O: ReduceOp, const ANY: bool>(
 /// As [`two_shot`]; `src` holds `lsa_size × bytes`, `dst` (may be a local pointer) `bytes` on
 /// every rank.
 #[inline(always)]
-pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(comm: &DevComm, io: Io) {
+pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(comm: &DevComm, io: Io, any: bool) {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, reduce_scatter_in::<T, O>(comm, io)) }
+    unsafe { by_shape!(any, reduce_scatter_in::<T, O>(comm, io)) }
 }
 
 #[inline(always)]
@@ -203,7 +203,7 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &Dev
     let block = io.bytes * me as u64;
     // SAFETY: forwarded.
     unsafe {
-        let span = Span::<ANY>::new(local_addr(io.dst), io.bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64, io.bytes);
         let out = Dst::at(local_addr(io.dst), span);
         let shift = Shift::new(local_addr(io.src) + block, span);
         let (first, stride) = grid_stride();
@@ -246,9 +246,13 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &Dev
 /// gallery scratch window with room for `cap ≥` the packs of `dst` per sender; every LSA rank
 /// runs the same sequence of LL launches.
 #[inline(always)]
-pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+pub unsafe fn one_shot_ll<T: Element, O: ReduceOp>(
+    ll: &LlLaunch,
+    io: Io,
+    any: bool,
+) -> Result<(), WaitError> {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, one_shot_ll_in::<T, O>(ll, io)) }
+    unsafe { by_shape!(any, one_shot_ll_in::<T, O>(ll, io)) }
 }
 
 #[inline(always)]
@@ -260,7 +264,7 @@ unsafe fn one_shot_ll_in<T: Element, O: ReduceOp, const ANY: bool>(
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let out = local_addr(io.dst);
-        let span = Span::<ANY>::new(out, io.bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64, io.bytes);
         let (inp, out, packs) = (
             Src::at(local_addr(io.src), span),
             Dst::at(out, span),
@@ -316,9 +320,13 @@ unsafe fn one_shot_ll_in<T: Element, O: ReduceOp, const ANY: bool>(
 /// As [`one_shot_ll`] with `src` and `dst` holding `bytes` on this rank and
 /// `cap ≥ 2 × ceil(packs / lsa_size)`.
 #[inline(always)]
-pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(ll: &LlLaunch, io: Io) -> Result<(), WaitError> {
+pub unsafe fn two_shot_ll<T: Element, O: ReduceOp>(
+    ll: &LlLaunch,
+    io: Io,
+    any: bool,
+) -> Result<(), WaitError> {
     // SAFETY: forwarded.
-    unsafe { by_shape!(io, two_shot_ll_in::<T, O>(ll, io)) }
+    unsafe { by_shape!(any, two_shot_ll_in::<T, O>(ll, io)) }
 }
 
 #[inline(always)]
@@ -330,7 +338,7 @@ unsafe fn two_shot_ll_in<T: Element, O: ReduceOp, const ANY: bool>(
     // SAFETY: forwarded (caller's contract).
     unsafe {
         let out = local_addr(io.dst);
-        let span = Span::<ANY>::new(out, io.bytes);
+        let span = Span::<ANY>::new(io.dst.offset as u64, io.bytes);
         let (inp, out, packs) = (
             Src::at(local_addr(io.src), span),
             Dst::at(out, span),

@@ -21,6 +21,7 @@
 //! that the pack is whole ([`Span::whole`]) and that the shift is zero: both the same for every
 //! thread of a launch.
 
+use symcomm_device::arch::byte_perm;
 use symcomm_device::mem::U32x4;
 
 use crate::common::{ld, pack_off, st};
@@ -52,6 +53,7 @@ pub const fn aligned(src: u64, dst: u64, bytes: u64) -> bool {
     (src | dst | bytes).is_multiple_of(PACK)
 }
 
+// ANCHOR: span
 /// A destination range: `len` bytes from byte `lead` of its first pack. With `ANY = false`
 /// the caller promises a 16-byte aligned range (`lead == 0`, `len` a multiple of 16) and every
 /// test below folds away.
@@ -64,8 +66,10 @@ pub struct Span<const ANY: bool> {
 }
 
 impl<const ANY: bool> Span<ANY> {
-    /// The range of `len` bytes from address `addr` (any copy: windows are symmetric, so the
-    /// position within a pack is the same in every rank's copy).
+    /// The range of `len` bytes from address or window offset `addr` (only its position in a
+    /// pack matters, the same in every rank's copy and for the offset: a window's byte 0 is
+    /// 16-byte aligned in every copy). Bodies pass the offset: the range's packs, and so the
+    /// loop bounds, are then known before any descriptor is read.
     #[inline(always)]
     pub const fn new(addr: u64, len: u64) -> Self {
         Span {
@@ -99,6 +103,8 @@ impl<const ANY: bool> Span<ANY> {
     }
 }
 
+// ANCHOR_END: span
+
 /// A destination copy: the address of its pack 0 and its [`Span`].
 #[derive(Clone, Copy)]
 pub struct Dst<const ANY: bool> {
@@ -118,6 +124,7 @@ impl<const ANY: bool> Dst<ANY> {
         }
     }
 
+    // ANCHOR: dst_store
     /// Stores the bytes of `v` that belong to the range into pack `j` (`j < span.packs()`):
     /// one `st.v4` when the pack is whole, else byte by byte.
     ///
@@ -135,6 +142,7 @@ impl<const ANY: bool> Dst<ANY> {
             unsafe { st_bytes(at, v.0[0], v.0[1], v.0[2], v.0[3], lo, hi) }
         }
     }
+    // ANCHOR_END: dst_store
 }
 
 /// How a source range is read in the packs of a destination [`Span`] of the same length.
@@ -161,6 +169,14 @@ impl<const ANY: bool> Shift<ANY> {
         }
     }
 
+    /// The address of pack 0 of the source copy whose first byte is at `addr` (`addr` itself
+    /// in the whole-pack form).
+    #[inline(always)]
+    pub const fn base(self, addr: u64) -> u64 {
+        if ANY { floor(addr) } else { addr }
+    }
+
+    // ANCHOR: shift_load
     /// The bytes of destination pack `j` (`j` below the destination's packs), read from the
     /// source copy whose pack 0 is at `base`: one load when the source sits where the
     /// destination does in its packs (`sh == 0`, the same for every thread), else
@@ -197,6 +213,8 @@ impl<const ANY: bool> Shift<ANY> {
         let (a, b) = unsafe { (ld(base + pack_off(k)), ld(base + pack_off(k1))) };
         funnel(a, b, self.sh)
     }
+
+    // ANCHOR_END: shift_load
 
     /// [`load`](Self::load) of pack `j` from each of the `N` copies `base`, every load issued
     /// before any is used ([`load_flat`](Self::load_flat) for any shape: no branch in the
@@ -267,37 +285,34 @@ impl Src<false> {
     }
 }
 
-/// Bytes `sh..sh + 16` of the 32 bytes `a` then `b` (`sh` in `0..16`), with selects and
-/// shifts only (no branch, no array indexed at run time).
+/// Bytes `sh..sh + 16` of the 32 bytes `a` then `b` (`sh` in `0..16`): four byte permutes
+/// (`prmt`) of the words that the whole-word part of the shift picks (the same choice for
+/// every thread of a launch). No array is indexed at run time.
 #[inline(always)]
 fn funnel(a: U32x4, b: U32x4, sh: u32) -> U32x4 {
-    let join = |lo: u32, hi: u32| (u64::from(hi) << 32) | u64::from(lo);
-    let (a_lo, a_hi) = (join(a.0[0], a.0[1]), join(a.0[2], a.0[3]));
-    let (b_lo, b_hi) = (join(b.0[0], b.0[1]), join(b.0[2], b.0[3]));
-    // 64-bit words from bit `8 sh`: whole words first, then the bits within one.
-    let (x0, x1, x2) = if sh >= 8 {
-        (a_hi, b_lo, b_hi)
-    } else {
-        (a_lo, a_hi, b_lo)
-    };
-    let r = (sh % 8) * 8;
-    let cat = |lo: u64, hi: u64| {
-        if r == 0 {
-            lo
-        } else {
-            (lo >> r) | (hi << ((64 - r) & 63))
-        }
-    };
-    let (lo, hi) = (cat(x0, x1), cat(x1, x2));
-    U32x4([lo as u32, (lo >> 32) as u32, hi as u32, (hi >> 32) as u32])
+    let [a0, a1, a2, a3] = a.0;
+    let [b0, b1, b2, b3] = b.0;
+    let sel = 0x3210 + 0x1111 * (sh % 4);
+    let f = |lo: u32, hi: u32| byte_perm(lo, hi, sel);
+    U32x4(match sh / 4 {
+        0 => [f(a0, a1), f(a1, a2), f(a2, a3), f(a3, b0)],
+        1 => [f(a1, a2), f(a2, a3), f(a3, b0), f(b0, b1)],
+        2 => [f(a2, a3), f(a3, b0), f(b0, b1), f(b1, b2)],
+        _ => [f(a3, b0), f(b0, b1), f(b1, b2), f(b2, b3)],
+    })
 }
 
 /// Stores bytes `lo..hi` of the pack of words `w0..w3` at the same bytes of the pack at `at`, one byte at a time
 /// (each word apart: no array indexed at run time, so nothing goes through local memory).
 ///
+/// Not inlined: it runs for at most two packs of a range, and inlined into every store
+/// site its byte extraction raised the any-shape kernels' registers (the pipelined push
+/// all-reduce past the 128 that 512-thread blocks allow). Scalar arguments, so nothing is
+/// passed through local memory.
+///
 /// # Safety
 /// Those bytes are valid for writes; no other thread writes them concurrently.
-#[inline(always)]
+#[inline(never)]
 #[allow(clippy::too_many_arguments)]
 unsafe fn st_bytes(at: u64, w0: u32, w1: u32, w2: u32, w3: u32, lo: u32, hi: u32) {
     // SAFETY: forwarded.
