@@ -144,7 +144,7 @@ fn rank(comm: Communicator) -> Result<Vec<String>> {
             // multicast range; BLOCKS barriers; every rank launches the same shape.
             unsafe {
                 emulated_launch(BLOCKS, THREADS, || {
-                    kernel(raw, s_ptr, o_ptr, PACKS, TIMEOUT_NS, st)
+                    kernel(raw, s_ptr, o_ptr, PACKS * 16, TIMEOUT_NS, st)
                 })?
             };
             comm.bootstrap().barrier()?;

@@ -3,13 +3,14 @@
 //! order rotated by rank.
 
 use symcomm_device::comm::DevComm;
+use symcomm_device::mem::U32x4;
 
 use crate::common::{
     Io, by_shape, grid_stride, ld, ld_each, local_addr, pack_off, peer_addr, rotated, st, st_peers,
-    stride_pairs,
+    stride_pairs, unroll,
 };
 use crate::plan::{self, PACK};
-use crate::shape::{Dst, Span, Src};
+use crate::shape::{Dst, Span, Src, floor};
 
 /// All-gather: block `rank` (`bytes` at `dst + rank × bytes`) of every peer's `dst` receives
 /// this rank's `src` (`bytes`, local), in the packs of that block. Barrier-bracketed, exit
@@ -32,6 +33,12 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
     unsafe {
         let span = Span::<ANY>::new(io.dst.offset as u64 + at, io.bytes);
         let from = Src::at(local_addr(io.src), span);
+        if ANY && n == 2 {
+            return all_gather_any_n::<2>(comm, io);
+        }
+        if ANY && n == 4 {
+            return all_gather_any_n::<4>(comm, io);
+        }
         if ANY {
             stride_pairs(0, span.packs(), |j, j2, both| {
                 let (v, w) = (
@@ -60,6 +67,36 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
     }
 }
 
+/// [`all_gather`]'s any-shape body for `N` ranks: every peer's destination address computed
+/// once ([`unroll`]: in registers).
+#[inline(always)]
+unsafe fn all_gather_any_n<const N: usize>(comm: &DevComm, io: Io) {
+    let me = comm.lsa_rank;
+    let at = io.bytes * me as u64;
+    let span = Span::<true>::new(io.dst.offset as u64 + at, io.bytes);
+    // SAFETY: live descriptors (the caller's contract).
+    let from = unsafe { Src::at(local_addr(io.src), span) };
+    let mut to = [0u64; N];
+    unroll::<N>(|k| {
+        // SAFETY: as above.
+        to[k] = floor(unsafe { peer_addr(io.dst, rotated(me, k as i32, N as i32)) } + at);
+    });
+    stride_pairs(0, span.packs(), |j, j2, both| {
+        // SAFETY: packs of the source and of block `me` of every peer's destination; only
+        // this thread of this rank writes their bytes of the range.
+        unsafe {
+            let (v, w) = (from.load(j), from.load(if both { j2 } else { j }));
+            unroll::<N>(|k| {
+                let d = Dst { base: to[k], span };
+                d.store(j, v);
+                if both {
+                    d.store(j2, w);
+                }
+            });
+        }
+    });
+}
+
 /// All-to-all: block `p` of this rank's `src` goes to block `rank` of peer `p`'s `dst`
 /// (blocks of `bytes`), in the packs of that block. Barrier-bracketed, exit `AcqRel`.
 ///
@@ -80,7 +117,12 @@ pub unsafe fn all_to_all(comm: &DevComm, io: Io, any: bool) {
         // peers at run time (arrays of shifted sources would not unroll and would live in
         // local memory).
         if any {
-            return all_to_all_any::<true>(comm, io);
+            // (Two ranks only: with four, the arrays of shifted sources and packs took the
+            // kernel past the 128 registers of a 512-thread block.)
+            return match comm.lsa_size {
+                2 => all_to_all_any_n::<2>(comm, io),
+                _ => all_to_all_any::<true>(comm, io),
+            };
         }
         match comm.lsa_size {
             2 => all_to_all_n::<2>(comm, io),
@@ -128,6 +170,50 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
         }
         j += stride;
     }
+}
+
+/// [`all_to_all`]'s any-shape body for `N` ranks: every block's source and destination
+/// computed once ([`unroll`]: in registers), the `N` loads of a pack before its stores.
+#[inline(always)]
+unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
+    let (me, bytes) = (comm.lsa_rank, io.bytes);
+    // SAFETY: live descriptors (the caller's contract).
+    let (inp, out) = unsafe { (local_addr(io.src), local_addr(io.dst)) };
+    let mine = bytes * me as u64;
+    let span = Span::<true>::new(io.dst.offset as u64 + mine, bytes);
+    let mut from = [Src::at(inp, span); N];
+    let mut to = [0u64; N];
+    unroll::<N>(|k| {
+        let p = rotated(me, k as i32, N as i32);
+        from[k] = Src::at(inp + bytes * p as u64, span);
+        let copy = if p == me {
+            out
+        } else {
+            // SAFETY: as above.
+            unsafe { peer_addr(io.dst, p) }
+        };
+        to[k] = floor(copy + mine);
+    });
+    stride_pairs(0, span.packs(), |j, j2, both| {
+        let jj = if both { j2 } else { j };
+        let mut v = [U32x4::default(); N];
+        let mut w = [U32x4::default(); N];
+        // SAFETY: packs of block `k` of the local source and of block `me` of peer `k`'s
+        // destination; only this thread of this rank writes their bytes of the range.
+        unsafe {
+            unroll::<N>(|k| {
+                v[k] = from[k].load(j);
+                w[k] = from[k].load(jj);
+            });
+            unroll::<N>(|k| {
+                let d = Dst { base: to[k], span };
+                d.store(j, v[k]);
+                if both {
+                    d.store(j2, w[k]);
+                }
+            });
+        }
+    });
 }
 
 /// [`all_to_all`]'s body for any number of ranks: pack by pack, peers in rotated order.

@@ -151,6 +151,40 @@ pub fn stride_pairs(lo: u64, hi: u64, mut f: impl FnMut(u64, u64, bool)) {
     }
 }
 
+/// Calls `f(0)`, …, `f(N − 1)` (`N ≤ 8`) as straight-line code: after inlining each index is
+/// a constant, so arrays indexed by it stay in registers. (A `while k < N` loop whose body
+/// branches, as the any-shape loads and stores do, is not unrolled, and its arrays then live
+/// in local memory.)
+#[inline(always)]
+pub fn unroll<const N: usize>(mut f: impl FnMut(usize)) {
+    const { assert!(N <= 8) };
+    // Written out: a loop would be unrolled only if its body were small.
+    if N > 0 {
+        f(0);
+    }
+    if N > 1 {
+        f(1);
+    }
+    if N > 2 {
+        f(2);
+    }
+    if N > 3 {
+        f(3);
+    }
+    if N > 4 {
+        f(4);
+    }
+    if N > 5 {
+        f(5);
+    }
+    if N > 6 {
+        f(6);
+    }
+    if N > 7 {
+        f(7);
+    }
+}
+
 // ANCHOR: rotated
 /// The `k`-th peer of rank `me` in a team of `n` when peers are visited starting with `me`
 /// (spreads NVLink traffic: at any moment the ranks target different peers).

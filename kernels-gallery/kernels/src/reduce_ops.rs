@@ -18,15 +18,16 @@ use symcomm_device::comm::DevComm;
 use symcomm_device::reduce::{Element, ReduceOp};
 use symcomm_device::wait::WaitError;
 
+use symcomm_device::mem::U32x4;
 use symcomm_device::ptr::SymPtr;
 
 use crate::common::{
     Acc, Io, by_shape, grid_stride, local_addr, peer_addr, peer_addrs, reduce_packs, rotated,
-    stride_pairs,
+    stride_pairs, unroll,
 };
 use crate::ll_path::{LlLaunch, recv_pack};
 use crate::plan;
-use crate::shape::{Dst, Shift, Span, Src, floor_each};
+use crate::shape::{Dst, Shift, Span, Src, floor, floor_each};
 
 // ANCHOR: two_shot
 /// Two-shot all-reduce of `packs` packs from `src` into `dst` (both windows; may be equal).
@@ -44,6 +45,10 @@ pub unsafe fn two_shot<T: Element, O: ReduceOp>(comm: &DevComm, io: Io, any: boo
         // would not unroll and would live in local memory.
         if comm.lsa_size == 8 && !any {
             two_shot_n::<T, O, 8, false>(comm, io)
+        } else if any && comm.lsa_size == 2 {
+            two_shot_any_n::<T, O, 2>(comm, io)
+        } else if any && comm.lsa_size == 4 {
+            two_shot_any_n::<T, O, 4>(comm, io)
         } else {
             by_shape!(any, two_shot_any::<T, O>(comm, io))
         }
@@ -125,6 +130,64 @@ unsafe fn two_shot_any<T: Element, O: ReduceOp, const ANY: bool>(comm: &DevComm,
         }
         j += stride;
     }
+}
+
+/// The any-shape two-shot for `N` ranks: every copy's source and destination address
+/// computed once ([`unroll`]: in registers), the `2N` loads of a pair of packs before any is
+/// folded in.
+#[inline(always)]
+unsafe fn two_shot_any_n<T: Element, O: ReduceOp, const N: usize>(comm: &DevComm, io: Io) {
+    let me = comm.lsa_rank;
+    let span = Span::<true>::new(io.dst.offset as u64, io.bytes);
+    // SAFETY: live descriptors (caller's contract).
+    let shift = Shift::new(unsafe { local_addr(io.src) }, span);
+    let (mut sb, mut db) = ([0u64; N], [0u64; N]);
+    unroll::<N>(|k| {
+        let p = rotated(me, k as i32, N as i32);
+        // SAFETY: as above.
+        unsafe {
+            sb[k] = shift.base(peer_addr(io.src, p));
+            db[k] = floor(peer_addr(io.dst, p));
+        }
+    });
+    let (lo, hi) = plan::slice(span.packs(), N as u64, me as u64);
+    stride_pairs(lo, hi, |j, j2, both| {
+        // SAFETY: packs of every copy's source and destination; only this thread of this rank
+        // writes them.
+        unsafe {
+            let (r, q) = reduce_pair_n::<T, O, N>(shift, &sb, j, if both { j2 } else { j });
+            unroll::<N>(|k| {
+                let d = Dst { base: db[k], span };
+                d.store(j, r);
+                if both {
+                    d.store(j2, q);
+                }
+            });
+        }
+    });
+}
+
+/// The reductions, in array order, of packs `j` and `jj` of the `N` copies whose pack 0 is at
+/// `base` (read through `shift`): all `2N` loads issued before the first is folded in.
+///
+/// # Safety
+/// The source range is valid for reads in every copy.
+#[inline(always)]
+unsafe fn reduce_pair_n<T: Element, O: ReduceOp, const N: usize>(
+    shift: Shift<true>,
+    base: &[u64; N],
+    j: u64,
+    jj: u64,
+) -> (U32x4, U32x4) {
+    let (mut x, mut y) = ([U32x4::default(); N], [U32x4::default(); N]);
+    unroll::<N>(|k| {
+        // SAFETY: forwarded.
+        unsafe {
+            x[k] = shift.load(base[k], j);
+            y[k] = shift.load(base[k], jj);
+        }
+    });
+    (reduce_packs::<T, O, N>(&x), reduce_packs::<T, O, N>(&y))
 }
 
 /// The reduction of destination pack `j` of the source range at byte `off` of `src` in every
@@ -215,6 +278,28 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &Dev
                 out.store(j, reduce_packs::<T, O, 8>(&shift.load_each(&sb, j)));
                 j += stride;
             }
+        } else if ANY && (n == 2 || n == 4) {
+            // Every copy's block address computed once (in registers).
+            let mut sb = [0u64; 4];
+            unroll::<4>(|k| {
+                if (k as i32) < n {
+                    sb[k] = shift.base(peer_addr(io.src, rotated(me, k as i32, n)) + block);
+                }
+            });
+            let pairs = |j: u64, j2: u64, both: bool| {
+                let jj = if both { j2 } else { j };
+                let (a, b) = if n == 2 {
+                    let sb2 = [sb[0], sb[1]];
+                    reduce_pair_n::<T, O, 2>(shift.any(), &sb2, j, jj)
+                } else {
+                    reduce_pair_n::<T, O, 4>(shift.any(), &sb, j, jj)
+                };
+                out.store(j, a);
+                if both {
+                    out.store(j2, b);
+                }
+            };
+            stride_pairs(0, span.packs(), pairs);
         } else if ANY {
             stride_pairs(0, span.packs(), |j, j2, both| {
                 let (a, b) = pull_pair::<T, O, ANY>(io.src, block, shift, me, n, j, j2, both);

@@ -169,6 +169,17 @@ impl<const ANY: bool> Shift<ANY> {
         }
     }
 
+    /// The same shift as a `Shift<true>` (what the any-shape helpers take; only called where
+    /// `ANY` holds).
+    #[inline(always)]
+    pub const fn any(self) -> Shift<true> {
+        Shift {
+            sh: self.sh,
+            k0: self.k0,
+            packs: self.packs,
+        }
+    }
+
     /// The address of pack 0 of the source copy whose first byte is at `addr` (`addr` itself
     /// in the whole-pack form).
     #[inline(always)]
