@@ -29,17 +29,6 @@ pub struct Io {
     pub bytes: u64,
 }
 
-impl Io {
-    /// Whether both operands and the size are 16-byte aligned (`shape::aligned`): calls that
-    /// the whole-pack entry points take. From the offsets, which sit where the addresses do
-    /// within a pack (a window's byte 0 is 16-byte aligned in every copy; a local pointer's
-    /// offset is its address).
-    #[inline(always)]
-    pub fn aligned(&self) -> bool {
-        crate::shape::aligned(self.src.offset as u64, self.dst.offset as u64, self.bytes)
-    }
-}
-
 /// Runs `$body::<true>` (any size at any offset) when `$any`, else `$body::<false>` (whole
 /// packs), with the arguments given. Each entry point passes a constant (`entry!` in `lib.rs`),
 /// so only one form is compiled into it.

@@ -45,14 +45,6 @@ pub fn floor_each<const N: usize>(mut a: [u64; N]) -> [u64; N] {
     a
 }
 
-/// Whether a call with source `src`, destination `dst` (addresses) and `bytes` (per block)
-/// is 16-byte aligned throughout: then every body runs its `ANY = false` form, the
-/// instructions of whole packs only.
-#[inline(always)]
-pub const fn aligned(src: u64, dst: u64, bytes: u64) -> bool {
-    (src | dst | bytes).is_multiple_of(PACK)
-}
-
 // ANCHOR: span
 /// A destination range: `len` bytes from byte `lead` of its first pack. With `ANY = false`
 /// the caller promises a 16-byte aligned range (`lead == 0`, `len` a multiple of 16) and every
