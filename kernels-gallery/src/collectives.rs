@@ -70,7 +70,7 @@ impl Grid {
 }
 
 /// How a kernel that moves packs from a source to a destination is launched: what its
-/// protocol passes after `(comm, src, dst, packs` and before the common `timeout, status)`
+/// protocol passes after `(comm, src, dst, bytes` and before the common `timeout, status)`
 /// ([`launch_args!`]), and its grid.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Protocol {
@@ -265,7 +265,7 @@ impl Collectives {
     /// Collective: `dst` = reduction with `op` of `count` elements of type `t` at every
     /// rank's `src`. `dst` may be `src` (in place). Returns the algorithm used (chosen by
     /// size, see [`Tuning`]). Every rank gets the same bits: each element is reduced in
-    /// LSA-rank order whichever rank computes it (tested across ranks by `tests/shapes.rs`).
+    /// the same order whichever rank computes it (tested across ranks by `tests/shapes.rs`).
     pub fn all_reduce(
         &self,
         src: Buf<'_>,
@@ -390,8 +390,20 @@ impl Collectives {
         }
         let own = dst.same_as(&src.block(bytes, self.rank));
         check_operands("reduce_scatter", (&src, total), (&dst, bytes), own)?;
-        let packs = span_packs(&dst, 0, bytes);
-        let (kernel, protocol) = if self.tuning.ll_for(total, packs, self.n) {
+        // In place, each rank's output is its own block of `src`: blocks that are not whole
+        // packs then sit at a different position in their packs on every rank, and the LL and
+        // pipelined kernels, whose ranks exchange packs in the receiver's layout, would
+        // disagree on it. The barrier kernel reads its peers' blocks itself; its grid comes
+        // from the most packs any rank's block touches, the same on every rank.
+        let odd_in_place = own && !is_aligned(&src, &dst, bytes);
+        let packs = if own {
+            plan::block_packs(src.offset() as u64, bytes as u64, self.n as u64)
+        } else {
+            span_packs(&dst, 0, bytes)
+        };
+        let (kernel, protocol) = if odd_in_place {
+            ("reduce_scatter", Protocol::Barriered)
+        } else if self.tuning.ll_for(total, packs, self.n) {
             ("reduce_scatter_ll", Protocol::Ll)
         } else if self.tuning.reduce_scatter_push(total) {
             ("reduce_scatter_push", Protocol::Pipelined)
@@ -631,7 +643,8 @@ impl Collectives {
             cfg = cfg.with_dependent_launch();
         }
         // SAFETY: every gallery entry point's arguments are built by the methods of this
-        // module and `rmsnorm` from checked buffers (inside their windows, 16-byte multiples),
+        // module and `rmsnorm` from checked buffers (inside their windows; the whole-pack
+        // entry points only for 16-byte multiples, `shaped`),
         // the communicator has `max_blocks ≥ blocks` barriers, grids have at most
         // `plan::LL_COUNTERS` blocks (the launch counters of the LL and fused kernels;
         // `Tuning::validate`), and every rank computes the same launch.

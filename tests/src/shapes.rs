@@ -3,27 +3,38 @@
 //! on one GPU shared by the ranks in the GPU suite (`gpu_shapes`).
 //!
 //! Each call's input is written at its element offset in window `a`, and its output goes to
-//! its own element offset in window `b`. Both windows are poisoned first. Afterwards:
+//! its own element offset in window `b`; in-place calls use `b` alone ([`Shape::in_place`]).
+//! Both windows are poisoned first. Afterwards:
 //! - every output element is checked against the host reference, and an all-reduce's output
 //!   is compared bit for bit across the ranks;
-//! - the guard bytes before the output and for `GUARD` bytes after it must still be poison;
-//! - the input window must be unchanged.
+//! - every other byte of `b` must be as it was (poison, and in place the input around this
+//!   rank's output), and all of `a`.
 //!
 //! Every shape runs: any count at any element offset (the kernels store partial packs at the
 //! ends, and read a source that sits elsewhere in its packs than the destination through
 //! funnel shifts: `symcomm_gallery_kernels::shape`).
 //!
-//! The matrix ([`full_matrix`]): 6 calls (all-reduce sum and max, reduce-scatter sum,
-//! all-gather, broadcast from the last rank, all-to-all) × f32 and bf16 × counts [`COUNTS`] ×
-//! (input, output) element offsets [`PLACES`]: the same offset on both sides (0, 1, 3, 7, 8)
-//! and four pairs that differ (the source sits elsewhere in its packs than the
-//! destination). Counts × offsets is the full product for every call and type. [`subset`] for
-//! 8 ranks: f32, counts 0, 1, 13 and 1024, offsets (0, 0), (3, 3) and (1, 0).
+//! The matrix ([`full_matrix`], 1496 calls):
+//! - 6 calls (all-reduce sum and max, reduce-scatter sum, all-gather, broadcast from the last
+//!   rank, all-to-all) × f32 and bf16 × counts [`COUNTS`] × (input, output) element offsets
+//!   [`PLACES`]: the same offset on both sides (0, 1, 3, 7, 8) and four pairs that differ (the
+//!   source sits elsewhere in its packs than the destination). The full product: 1296 calls.
+//!   The small thresholds of `tuning()` send these sizes to the LL kernels, the pushing
+//!   two-shot all-reduce and reduce-scatter, and the barrier all-gather, all-to-all and
+//!   broadcast;
+//! - in place: all-reduce, reduce-scatter, all-gather and broadcast × f32 and bf16 × counts 1,
+//!   3, 13, 1024 and 4099 × output offsets 0, 1, 3 and 7 (160 calls);
+//! - the two-shot all-reduce forced (the choice by size does not reach it here): f32 and bf16
+//!   × counts 1, 13, 1024 and 4099 × offsets (0, 0), (3, 3) and (1, 0) (24 calls).
+//!
+//! [`subset`] for 8 ranks (108 calls): f32, counts 0, 1, 13, 1023 and 1024, offsets (0, 0),
+//! (3, 3) and (1, 0), and in place the all-reduce, reduce-scatter and all-gather at counts
+//! 1, 13 and 1023, output offsets 0 and 3.
 
 use symcomm::ranks;
 use symcomm::{Communicator, Device, Result, Stream, SymmetricMemory, Window};
 use symcomm_gallery::check::{encode, find_wrong, reduced};
-use symcomm_gallery::{Buf, Collectives, DataType, RedOp, Tuning};
+use symcomm_gallery::{Algo, Buf, Collectives, DataType, RedOp, Tuning};
 use symcomm_gallery_kernels::pattern;
 
 /// Element counts: 0, 1, small primes, aligned sizes that reach the LL, barrier and pipelined
@@ -42,9 +53,8 @@ pub const PLACES: [(usize, usize); 9] = [
     (7, 1),
 ];
 /// Guard bytes checked after each output.
-const GUARD: usize = 256;
-/// Window size: the largest all-gather / all-to-all (4 ranks × 4099 f32 at offset 8) plus the
-/// guard.
+/// Window size: room for the largest all-gather / all-to-all (4 ranks × 4099 f32 at offset 8)
+/// and poison around it.
 const WINDOW: usize = 256 << 10;
 
 /// Small thresholds, so that these sizes reach every protocol (as in `emulated_collectives`).
@@ -68,6 +78,9 @@ fn tuning() -> Tuning {
 pub enum Coll {
     /// All-reduce with an operator.
     AllReduce(RedOp),
+    /// All-reduce (sum) with the two-shot algorithm forced (the choice by size of these
+    /// thresholds never picks it: the pushing two-shot takes its sizes).
+    AllReduceTwoShot,
     /// Reduce-scatter (sum).
     ReduceScatter,
     /// All-gather.
@@ -101,6 +114,10 @@ pub struct Shape {
     pub offset: usize,
     /// Element offset of the output in window `b`.
     pub out_offset: usize,
+    /// In place (window `b` only, at `out_offset`; `offset` unused): the all-reduce and the
+    /// broadcast on one buffer, the all-gather from this rank's block of its output, the
+    /// reduce-scatter into this rank's block of its input.
+    pub in_place: bool,
 }
 
 /// One rank's windows (dropped before the communicator, and the device last).
@@ -151,7 +168,7 @@ impl Rank {
     fn lens(&self, s: Shape) -> (usize, usize) {
         let n = self.comm.size();
         match s.coll {
-            Coll::AllReduce(_) | Coll::Broadcast => (s.count, s.count),
+            Coll::AllReduce(_) | Coll::AllReduceTwoShot | Coll::Broadcast => (s.count, s.count),
             Coll::ReduceScatter => (s.count * n, s.count),
             Coll::AllGather => (s.count, s.count * n),
             Coll::AllToAll => (s.count * n, s.count * n),
@@ -164,6 +181,7 @@ impl Rank {
         let c = s.count;
         match s.coll {
             Coll::AllReduce(op) => reduced(op, seed, n as u32, i as u64),
+            Coll::AllReduceTwoShot => reduced(RedOp::Sum, seed, n as u32, i as u64),
             Coll::ReduceScatter => reduced(RedOp::Sum, seed, n as u32, (r * c + i) as u64),
             Coll::AllGather => pattern::value(seed, (i / c) as u32, (i % c) as u64),
             Coll::Broadcast => pattern::value(seed, n as u32 - 1, i as u64),
@@ -178,23 +196,56 @@ impl Rank {
         let size = s.t.size();
         let (in_len, out_len) = self.lens(s);
         let (off, out) = (s.offset * size, s.out_offset * size);
-        // Poison both windows; the input at its offset in `a`.
+        let block = s.count * size;
+        // Where the input goes and where the output comes out. Out of place: the input at its
+        // offset in `a`, the output at its offset in `b`. In place (`b` only, at the output
+        // offset): the all-gather's input is this rank's block of the output, the
+        // reduce-scatter's output this rank's block of the input.
+        let (in_at, out_at) = match (s.in_place, s.coll) {
+            (false, _) => (off, out),
+            (true, Coll::AllGather) => (out + r as usize * block, out),
+            (true, Coll::ReduceScatter) => (out, out + r as usize * block),
+            (true, _) => (out, out),
+        };
+        // Poison both windows; the input where it goes.
         let mut a_host = vec![0x7fu8; WINDOW];
+        let mut b_before = vec![0x7fu8; WINDOW];
+        let input = if s.in_place {
+            &mut b_before
+        } else {
+            &mut a_host
+        };
         for i in 0..in_len {
             let v = encode(s.t, pattern::value(seed, r, i as u64));
-            a_host[off + i * size..off + (i + 1) * size].copy_from_slice(&v);
+            input[in_at + i * size..in_at + (i + 1) * size].copy_from_slice(&v);
         }
         self.stream.copy_to_device(&self.a_mem, 0, &a_host)?;
-        self.stream.fill_bytes(&self.b_mem, 0x7f)?;
+        self.stream.copy_to_device(&self.b_mem, 0, &b_before)?;
         self.comm.bootstrap().barrier()?;
 
-        let (src, dst) = (Buf::new(&self.a, off), Buf::new(&self.b, out));
+        let (src, dst) = if s.in_place {
+            (Buf::new(&self.b, in_at), Buf::new(&self.b, out_at))
+        } else {
+            (Buf::new(&self.a, off), Buf::new(&self.b, out))
+        };
         let stream = &self.stream;
         let t = s.t;
         let res = match s.coll {
             Coll::AllReduce(op) => self
                 .g
                 .all_reduce(src, dst, s.count, t, op, stream)
+                .map(|_| ()),
+            Coll::AllReduceTwoShot => self
+                .g
+                .all_reduce_with(
+                    Some(Algo::TwoShot),
+                    src,
+                    dst,
+                    s.count,
+                    t,
+                    RedOp::Sum,
+                    stream,
+                )
                 .map(|_| ()),
             Coll::ReduceScatter => self
                 .g
@@ -207,6 +258,7 @@ impl Rank {
         self.stream.copy_to_host(&self.b_mem, 0, &mut b_host)?;
         let mut a_after = vec![0u8; WINDOW];
         self.stream.copy_to_host(&self.a_mem, 0, &mut a_after)?;
+        let out = out_at;
         let report = |what: String| {
             eprintln!("rank {r} of {n}: {s:?}: {what}");
         };
@@ -231,7 +283,7 @@ impl Rank {
                 }
                 // An all-reduce leaves the same bits on every rank (each reduces in rank
                 // order): compared across ranks, not only with the reference.
-                if let Coll::AllReduce(_) = s.coll {
+                if let Coll::AllReduce(_) | Coll::AllReduceTwoShot = s.coll {
                     let mine = &b_host[out..out_end];
                     let all = self.comm.bootstrap().all_gather(mine)?;
                     if all.iter().any(|other| other.as_slice() != mine) {
@@ -242,15 +294,13 @@ impl Rank {
             }
             Err(e) => return Err(e),
         }
-        // The guards around the output, and the whole input window.
-        let after = (out_end + GUARD).min(WINDOW);
-        let spoiled = b_host[..out]
-            .iter()
-            .chain(&b_host[out_end..after])
-            .filter(|&&x| x != 0x7f)
+        // Every byte of `b` outside the output as it was (poison, and in place the input
+        // around this rank's output), and the whole of `a`.
+        let spoiled = (0..WINDOW)
+            .filter(|&i| (i < out || i >= out_end) && b_host[i] != b_before[i])
             .count();
         if spoiled != 0 {
-            report(format!("{spoiled} guard bytes around the output changed"));
+            report(format!("{spoiled} bytes around the output changed"));
             tally.wrong += spoiled;
         }
         let input_changed = a_host.iter().zip(&a_after).filter(|(x, y)| x != y).count();
@@ -314,19 +364,64 @@ pub fn full_matrix() -> Vec<Shape> {
                         count,
                         offset,
                         out_offset,
+                        in_place: false,
                     });
                 }
+            }
+        }
+    }
+    // In place, at odd offsets: the calls that have an in-place form.
+    for coll in [
+        Coll::AllReduce(RedOp::Sum),
+        Coll::ReduceScatter,
+        Coll::AllGather,
+        Coll::Broadcast,
+    ] {
+        for t in [DataType::F32, DataType::Bf16] {
+            for count in [1, 3, 13, 1024, 4099] {
+                for out_offset in [0, 1, 3, 7] {
+                    shapes.push(Shape {
+                        coll,
+                        t,
+                        count,
+                        offset: 0,
+                        out_offset,
+                        in_place: true,
+                    });
+                }
+            }
+        }
+    }
+    shapes.extend(two_shot_rows());
+    shapes
+}
+
+/// The forced two-shot all-reduce: f32 and bf16, counts 1, 13, 1024 and 4099, offsets (0, 0),
+/// (3, 3) and (1, 0).
+fn two_shot_rows() -> Vec<Shape> {
+    let mut shapes = Vec::new();
+    for t in [DataType::F32, DataType::Bf16] {
+        for count in [1, 13, 1024, 4099] {
+            for (offset, out_offset) in [(0, 0), (3, 3), (1, 0)] {
+                shapes.push(Shape {
+                    coll: Coll::AllReduceTwoShot,
+                    t,
+                    count,
+                    offset,
+                    out_offset,
+                    in_place: false,
+                });
             }
         }
     }
     shapes
 }
 
-/// The subset for 8 ranks: f32, counts 0, 1, 13 and 1024, offsets (0, 0), (3, 3) and (1, 0).
+/// The subset for 8 ranks (see the module docs).
 pub fn subset() -> Vec<Shape> {
     let mut shapes = Vec::new();
     for coll in COLLS {
-        for count in [0, 1, 13, 1024] {
+        for count in [0, 1, 13, 1023, 1024] {
             for (offset, out_offset) in [(0, 0), (3, 3), (1, 0)] {
                 shapes.push(Shape {
                     coll,
@@ -334,6 +429,25 @@ pub fn subset() -> Vec<Shape> {
                     count,
                     offset,
                     out_offset,
+                    in_place: false,
+                });
+            }
+        }
+    }
+    for coll in [
+        Coll::AllReduce(RedOp::Sum),
+        Coll::ReduceScatter,
+        Coll::AllGather,
+    ] {
+        for count in [1, 13, 1023] {
+            for out_offset in [0, 3] {
+                shapes.push(Shape {
+                    coll,
+                    t: DataType::F32,
+                    count,
+                    offset: 0,
+                    out_offset,
+                    in_place: true,
                 });
             }
         }
