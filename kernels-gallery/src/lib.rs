@@ -20,9 +20,10 @@
 //! Types f32, bf16, f16, i32 with sum/min/max (16-bit floats accumulate in f32); multimem
 //! (NVLink SHARP) variants of the all-reduce (sums of f32, bf16, f16, i32; min/max of bf16,
 //! f16, i32) are tested on the emulator and run only when forced (`SYMCOMM_ALGO=multimem_*`
-//! with `SYMCOMM_NVLS=1`; never on our test node). Offsets are whole elements; sizes and
-//! offsets are multiples of 16 bytes, except for an empty call (count 0), which is accepted
-//! at any element offset and runs nothing. Every rank must make the same calls in the same order with the same environment
+//! with `SYMCOMM_NVLS=1`; never on our test node). Any element count at any element offset
+//! (an empty call, count 0, runs nothing); the multimem algorithms and the fused RMSNorm run
+//! only on 16-byte multiples. Every rank must make the same calls in the same order with the
+//! same environment
 //! ([`Tuning`] lists the knobs, e.g. `SYMCOMM_ALGO`).
 //!
 //! All calls are asynchronous and CUDA-graph capturable: barrier epochs and LL counters live

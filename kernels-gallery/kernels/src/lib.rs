@@ -323,7 +323,7 @@ entry! {
     /// # Safety
     /// - `src` (read on the root) and `dst` hold `bytes` on this rank (windows or local
     ///   pointers; `dst` may equal `src`); `root` is an LSA rank;
-    /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch order
+    /// - `scratch`, `cap ≥` the packs of `dst` (`plan::span_packs`), the LL launch order
     ///   and `status` as for the one-shot all-reduce.
     ll broadcast_ll | broadcast_ll_any [root: i32] => ll_collectives::broadcast;
 
@@ -427,7 +427,8 @@ macro_rules! multimem_entries {
             /// # Safety
             /// - `src` is a window bound to the LSA multicast object of `comm` (present), holding
             ///   `bytes` on every rank; `dst` (window or local pointer) as many here,
-            ///   apart from `src` on every rank;
+            ///   apart from `src` on every rank; both offsets and `bytes` are multiples of 16
+            ///   (whole packs only: a tail would be left out);
             /// - `comm` has `grid_dim().x` LSA barriers; every rank launches the same shape;
             ///   `status` is null or a valid `u32`; sm_90 with NVLink SHARP.
             barriered(Release) $one => multimem_ops::one_shot::<$p>;

@@ -3,7 +3,10 @@
 //! the same LL path as the one-shot all-reduce (`ll_path`). Every rank sends to and receives
 //! from every peer in each launch, which the LL double-buffering relies on.
 //!
-//! `packs` is the per-peer block: all-gather input, reduce-scatter output, all-to-all block.
+//! `bytes` is the per-peer block: all-gather input, reduce-scatter output, all-to-all block.
+//! Senders send in the packs of the receiver's destination, which sits at the same place in
+//! its packs on every rank (the same offsets everywhere; the host sends an in-place
+//! reduce-scatter whose blocks are not whole packs to the barrier kernel instead).
 //! The entry points open and end the launch (`LlLaunch::begin`, `LlLaunch::end`) around
 //! these bodies, which return the result of their waits.
 

@@ -122,7 +122,7 @@ mc_words! {
     McI32Max: ld_reduce_max_s32;
 }
 
-/// Multimem one-shot all-reduce of `packs` packs: `dst` (local) = `P`'s reduction of every
+/// Multimem one-shot all-reduce of `bytes` (a multiple of 16: whole packs only): `dst` (local) = `P`'s reduction of every
 /// rank's `src`. Barrier-bracketed (entry: inputs ready; exit `Release`: inputs may be reused).
 ///
 /// Every rank asks the switch for every pack, and nothing says that the switch adds the
@@ -131,7 +131,7 @@ mc_words! {
 ///
 /// # Safety
 /// `src` is a window bound to the communicator's LSA multicast object (`comm.lsa_multimem`
-/// present), holding `packs × 16` bytes on every rank; `dst` holds as many locally and is
+/// present), holding `bytes` (a multiple of 16, as both offsets) on every rank; `dst` holds as many locally and is
 /// apart from `src` on **every** rank (a rank writing its `src` while peers still read it
 /// through the switch corrupts their results); barriers and launch shape as for the unicast
 /// kernels; sm_90 with NVLink SHARP.

@@ -30,13 +30,14 @@ use crate::plan;
 use crate::shape::{Dst, Shift, Span, Src, floor, floor_each};
 
 // ANCHOR: two_shot
-/// Two-shot all-reduce of `packs` packs from `src` into `dst` (both windows; may be equal).
+/// Two-shot all-reduce of `bytes` from `src` into `dst` (both windows; may be equal), in the
+/// packs of `dst`.
 /// Its entry point runs it between the LSA barriers of [`bracketed`](crate::common::bracketed)
 /// with an `AcqRel` exit: it stores into peers.
 ///
 /// # Safety
-/// See the entry points: windows of at least `packs × 16` bytes from the offsets on every
-/// rank, `comm` with `grid_dim().x` barriers, the same launch on every LSA rank.
+/// See the entry points: windows of at least `bytes` from the offsets on every rank, at the
+/// same offsets on every rank, `comm` with `grid_dim().x` barriers, the same launch on every LSA rank.
 #[inline(always)]
 pub unsafe fn two_shot<T: Element, O: ReduceOp>(comm: &DevComm, io: Io, any: bool) {
     // SAFETY: forwarded.

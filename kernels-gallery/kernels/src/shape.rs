@@ -344,8 +344,16 @@ unsafe fn st_word_bytes(at: u64, w: u32, first: u32, lo: u32, hi: u32) {
     }
 }
 
-/// A plain byte store (`st.u8`). On the host (the emulator) a relaxed atomic byte store: the
-/// other bytes of the pack may be read at the same time by other threads as whole packs.
+/// A plain byte store (`st.u8`). On the host (the emulator) the byte is written through the
+/// 8-byte word that holds it (one relaxed atomic read-modify-write of the word): other
+/// threads may read that word at the same time as half of a pack (the emulator's 16-byte
+/// accesses are two atomic 8-byte halves), and mixing atomic accesses of different sizes on
+/// the same bytes is not allowed. Only this thread writes this byte; other threads' writes
+/// to the word's other bytes are read-modify-writes too, so none is lost.
+///
+/// # Safety
+/// `addr` is valid for a 1-byte write, no other thread writes that byte concurrently, and on
+/// the host the 8-byte word holding it is valid memory.
 #[inline(always)]
 unsafe fn st_u8(addr: u64, b: u8) {
     #[cfg(target_arch = "nvptx64")]
@@ -354,10 +362,15 @@ unsafe fn st_u8(addr: u64, b: u8) {
         *(addr as *mut u8) = b;
     }
     #[cfg(not(target_arch = "nvptx64"))]
-    // SAFETY: forwarded; a byte is always aligned for `AtomicU8`.
-    unsafe {
-        core::sync::atomic::AtomicU8::from_ptr(addr as *mut u8)
-            .store(b, core::sync::atomic::Ordering::Relaxed)
+    {
+        use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        let shift = (addr % 8) * 8;
+        // SAFETY: the aligned word holding the byte lies in the same 16-byte pack, which the
+        // caller's range touches (valid memory, caller's contract).
+        let word = unsafe { AtomicU64::from_ptr((addr & !7) as *mut u64) };
+        let set = |w: u64| Some((w & !(0xff << shift)) | (u64::from(b) << shift));
+        // Never fails: the closure always gives a value.
+        let _ = word.fetch_update(Relaxed, Relaxed, set);
     }
 }
 
