@@ -303,6 +303,35 @@ mod tests {
     }
 
     #[test]
+    fn span_and_block_packs_count_the_packs_a_range_touches() {
+        // Counted byte by byte: the packs holding bytes lead..lead + len.
+        let touched = |lead: u64, len: u64| {
+            let mut packs = std::collections::BTreeSet::new();
+            for b in lead..lead + len {
+                packs.insert(b / PACK);
+            }
+            packs.len() as u64
+        };
+        for lead in 0..PACK {
+            for len in 0..70 {
+                assert_eq!(span_packs(lead, len), touched(lead, len), "{lead} {len}");
+            }
+        }
+        // Blocks of `bytes` from `first`: the most any of `n` touches (leads repeat after 16).
+        for first in [0u64, 4, 6, 8, 14] {
+            for bytes in [0u64, 2, 4, 6, 20, 36, 4098] {
+                for n in [1u64, 2, 3, 8, 17, 40] {
+                    let most = (0..n)
+                        .map(|k| touched((first + k * bytes) % PACK, bytes))
+                        .max()
+                        .unwrap_or(0);
+                    assert_eq!(block_packs(first, bytes, n), most, "{first} {bytes} {n}");
+                }
+            }
+        }
+    }
+
+    #[test]
     fn block_counts_stay_between_one_and_the_cap() {
         assert_eq!(blocks_for(0, 512, 32), 1);
         assert_eq!(blocks_for(1, 512, 32), 1);
