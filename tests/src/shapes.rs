@@ -14,7 +14,7 @@
 //! ends, and read a source that sits elsewhere in its packs than the destination through
 //! funnel shifts: `symcomm_gallery_kernels::shape`).
 //!
-//! The matrix ([`full_matrix`], 1496 calls):
+//! The matrix ([`full_matrix`], 1480 calls):
 //! - 6 calls (all-reduce sum and max, reduce-scatter sum, all-gather, broadcast from the last
 //!   rank, all-to-all) × f32 and bf16 × counts [`COUNTS`] × (input, output) element offsets
 //!   [`PLACES`]: the same offset on both sides (0, 1, 3, 7, 8) and four pairs that differ (the
