@@ -2,7 +2,6 @@
 
 use symcomm::{Communicator, Error, Result, Window};
 use symcomm_device::ptr::SymPtr;
-use symcomm_gallery_kernels::plan::PACK;
 
 /// A byte range start inside a registered window (this rank's copy and, at the same offset,
 /// every LSA peer's). In-place collectives pass the same `Buf` as source and destination.
@@ -80,13 +79,17 @@ impl<'a> Buf<'a> {
         check_range(what, role, self.offset, bytes, self.window.size())
     }
 
-    /// [`check`](Self::check), and the start and size are multiples of 16 bytes (what the
-    /// fused kernels, which work in whole packs of a row, need).
-    pub(crate) fn check_packs(&self, what: &str, role: &str, bytes: usize) -> Result<()> {
-        let pack = PACK as usize;
-        if !self.offset.is_multiple_of(pack) || !bytes.is_multiple_of(pack) {
+    /// [`check`](Self::check), and the start is a whole number of `elem`-byte elements.
+    pub(crate) fn check_elements(
+        &self,
+        what: &str,
+        role: &str,
+        bytes: usize,
+        elem: usize,
+    ) -> Result<()> {
+        if !self.offset.is_multiple_of(elem) {
             return Err(Error::InvalidArgument(format!(
-                "{what} {role}: offset {} and size {bytes} must be multiples of {pack} bytes",
+                "{what} {role}: byte offset {} is not a whole number of {elem}-byte elements",
                 self.offset
             )));
         }

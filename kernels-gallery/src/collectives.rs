@@ -655,6 +655,11 @@ impl Collectives {
         window_sym(&self.scratch, offset)
     }
 
+    /// The scratch window at byte `offset`.
+    pub(crate) fn scratch_buf(&self, offset: usize) -> Buf<'_> {
+        Buf::new(&self.scratch, offset)
+    }
+
     pub(crate) fn fused_off(&self) -> u64 {
         self.fused_off
     }

@@ -8,6 +8,13 @@
 //! all-reduce of the same bytes: one-shot LL, two-shot LL (rows split across ranks, no
 //! barrier) or two-shot with barriers (rows split across ranks, `h` pushed).
 //!
+//! Rows of any `hidden` at any element offset: where the fused kernels, which work in whole
+//! 16-byte packs of a row, cannot take a call (`hidden` not a multiple of 8 or above
+//! [`Collectives::max_hidden`], or an operand not 16-byte aligned), it runs as an all-reduce of
+//! any shape into the gallery's scratch window followed by the element form of the unfused
+//! kernel (`rmsnorm_residual_elements_bf16`): the same results, every rank the same bits, two
+//! launches instead of one.
+//!
 //! The public calls are methods of [`Collectives`]; each checks its operands into a `Fused`
 //! call, which picks the protocol and the split of the rows and launches the kernel.
 
@@ -17,19 +24,22 @@ use symcomm::{Error, Result};
 use symcomm_device::reduce::Bf16;
 use symcomm_gallery_kernels::plan;
 use symcomm_gallery_kernels::rmsnorm::{MAX_PACKS, NormArgs, rsqrt};
-use symcomm_gallery_kernels::rmsnorm_split::{self as split, Split};
+use symcomm_gallery_kernels::rmsnorm_split::{self as split, H_BASE, Split};
 
 use crate::buffer::Buf;
 use crate::collectives::{Collectives, Grid, Kind, launch_args, overlaps};
 use crate::tuning::{Algo, Tuning};
+use crate::types::{DataType, RedOp};
 
 pub use symcomm_gallery_kernels::rmsnorm_split::{FUSED_ROW_BYTES, FUSED_SCRATCH_BYTES};
 
-/// The largest `hidden` the kernels take (`8 × MAX_PACKS × threads`).
+/// The largest `hidden` the fused kernels take (`8 × MAX_PACKS × threads`); wider rows take
+/// the element form (see the module docs).
 pub const MAX_HIDDEN: usize = 8 * MAX_PACKS * plan::LL_THREADS as usize;
 
 /// The device addresses of the non-window operands of [`Collectives::all_reduce_rmsnorm`]
-/// (device memory of this rank's GPU, 16-byte aligned). Each call checks that every operand
+/// (device memory of this rank's GPU, 2-byte aligned; the fused kernels run where all are
+/// 16-byte aligned, see the module docs). Each call checks that every operand
 /// lies inside one device allocation ([`check_device_range`]); keeping that memory alive and
 /// unused by other work until the stream has run the call is the caller's part, as with
 /// any CUDA library that takes device pointers.
@@ -45,13 +55,11 @@ pub struct NormBuffers {
     pub residual_out: u64,
 }
 
-/// Checks the shape of a fused call: `hidden` a positive multiple of 8 up to
-/// [`MAX_HIDDEN`], at least one token.
+/// Checks the shape of a fused call: at least one token of at least one element.
 pub fn check_shape(tokens: usize, hidden: usize) -> Result<()> {
-    if tokens == 0 || hidden == 0 || !hidden.is_multiple_of(8) || hidden > MAX_HIDDEN {
+    if tokens == 0 || hidden == 0 {
         return Err(Error::InvalidArgument(format!(
-            "all_reduce_rmsnorm: {tokens} × {hidden} rows: need tokens ≥ 1 and hidden a \
-             positive multiple of 8 up to {MAX_HIDDEN}"
+            "all_reduce_rmsnorm: {tokens} × {hidden} rows: need tokens ≥ 1 and hidden ≥ 1"
         )));
     }
     Ok(())
@@ -152,8 +160,8 @@ impl Collectives {
         let outs = Some((&out, &residual_out));
         self.check_fused(WHAT, forced, &x, outs, (tokens, hidden, eps))?;
         let bytes = rows_bytes(WHAT, tokens, hidden)?;
-        out.check_packs(WHAT, "out", bytes)?;
-        residual_out.check_packs(WHAT, "residual_out", bytes)?;
+        out.check_elements(WHAT, "out", bytes, 2)?;
+        residual_out.check_elements(WHAT, "residual_out", bytes, 2)?;
         let refuse = |why: &str| Err(Error::InvalidArgument(format!("{WHAT}: {why}")));
         if overlaps(&out, bytes, &residual_out, bytes) {
             return refuse("out and residual_out overlap");
@@ -175,7 +183,10 @@ impl Collectives {
     }
 
     /// The unfused second half on already all-reduced rows `s` (bf16, this GPU): residual
-    /// add + RMSNorm, one kernel (what runs after NCCL's all-reduce in the baseline).
+    /// add + RMSNorm, one kernel (what runs after NCCL's all-reduce in the baseline). Any
+    /// shape, as the fused call: the pack form where `s` and every operand are 16-byte aligned
+    /// and `hidden` a multiple of 8 up to [`max_hidden`](Self::max_hidden), else the element
+    /// form.
     pub fn rmsnorm_residual(
         &self,
         s: u64,
@@ -186,14 +197,21 @@ impl Collectives {
         stream: impl AsStream,
     ) -> Result<()> {
         let stream = stream.raw_stream();
-        let args = norm_args(self, bufs, tokens, hidden, eps)?;
-        check_device_range("rows", s, tokens * hidden * 2)?; // bounded by `norm_args`
-        let grid = Grid::new(Kind::Other, ((tokens as u32).min(1024), plan::THREADS));
-        self.launch("rmsnorm_residual_bf16", grid, stream, (s, args))
+        let packed = packed_form(self, hidden, &[s], bufs);
+        let align = if packed { plan::PACK } else { 2 };
+        let args = norm_args(bufs, tokens, hidden, eps, align)?;
+        check_aligned_range("rows", s, tokens * hidden * 2, align)?; // bounded by `norm_args`
+        let kernel = if packed {
+            "rmsnorm_residual_bf16"
+        } else {
+            "rmsnorm_residual_elements_bf16"
+        };
+        self.launch(kernel, row_grid(tokens as u64), stream, (s, args))
     }
 
     /// The largest `hidden` the fused kernels take with this backend's blocks
-    /// (`8 × MAX_PACKS × threads`: [`MAX_HIDDEN`] on GPUs, less under emulation).
+    /// (`8 × MAX_PACKS × threads`: [`MAX_HIDDEN`] on GPUs, less under emulation); wider rows
+    /// take the element form (see the module docs).
     pub fn max_hidden(&self) -> usize {
         8 * MAX_PACKS * self.block_threads() as usize
     }
@@ -211,6 +229,8 @@ struct Fused<'a> {
     bytes: usize,
     /// Packs per row.
     ppr: u64,
+    /// Whether the fused kernels take the call (else the element form: see the module docs).
+    packed: bool,
 }
 
 impl<'a> Fused<'a> {
@@ -223,9 +243,11 @@ impl<'a> Fused<'a> {
         hidden: usize,
         eps: f32,
     ) -> Result<Fused<'a>> {
-        let args = norm_args(g, bufs, tokens, hidden, eps)?;
+        let packed = packed_form(g, hidden, &[x.device_ptr()], bufs);
+        let align = if packed { plan::PACK } else { 2 };
+        let args = norm_args(bufs, tokens, hidden, eps, align)?;
         let bytes = rows_bytes("all_reduce_rmsnorm", tokens, hidden)?;
-        x.check_packs("all_reduce_rmsnorm", "input", bytes)?;
+        x.check_elements("all_reduce_rmsnorm", "input", bytes, 2)?;
         Ok(Fused {
             g,
             x,
@@ -233,18 +255,23 @@ impl<'a> Fused<'a> {
             tokens: tokens as u64,
             bytes,
             ppr: hidden as u64 / 8,
+            packed,
         })
     }
 
     /// Runs the call with `forced` in place of the configured algorithm (`None`: as
     /// configured) and, with `direct`, window outputs `(out, residual_out)` that the two-shot
-    /// writes itself up to [`Tuning::fused_direct`]. Returns the algorithm used.
+    /// writes itself up to [`Tuning::fused_direct`]. Returns the algorithm used (in the
+    /// element form: the all-reduce's).
     fn run(
         self,
         forced: Option<Algo>,
         direct: Option<(Buf<'_>, Buf<'_>)>,
         stream: CUstream,
     ) -> Result<Algo> {
+        if !self.packed {
+            return self.run_elements(forced, stream);
+        }
         let tuning = match forced {
             Some(a) => Tuning {
                 algo: Some(a),
@@ -269,6 +296,40 @@ impl<'a> Fused<'a> {
                 self.launch_two_shot(direct, stream)?;
             }
         }
+        Ok(algo)
+    }
+
+    /// The element form: an all-reduce of any shape of the rows into the `h` rows of the
+    /// fused region of the scratch window, at `x`'s position in its pack (so the all-reduce
+    /// reads and writes at the same position: no shift), then the element form of the unfused
+    /// kernel from there. The all-reduce is the one the plain call would run for these bytes
+    /// (or `forced`, where it fits the LL scratch; never a multimem one); its exit leaves
+    /// `x` free to be overwritten (`out` may be `x`), and the scratch rows are this rank's
+    /// until its next collective: a peer writes them only after meeting this rank there.
+    fn run_elements(&self, forced: Option<Algo>, stream: CUstream) -> Result<Algo> {
+        let g = self.g;
+        let lead = self.x.offset() % plan::PACK as usize;
+        if (lead + self.bytes) as u64 > FUSED_ROW_BYTES {
+            return Err(Error::InvalidArgument(format!(
+                "all_reduce_rmsnorm: {} × {} rows exceed the fused scratch ({FUSED_ROW_BYTES} \
+                 bytes)",
+                self.tokens, self.args.hidden
+            )));
+        }
+        let rows = g.scratch_buf(g.fused_off() as usize + H_BASE as usize + lead);
+        let packs = plan::span_packs(lead as u64, self.bytes as u64);
+        let slice = plan::slice_len(packs, g.size() as u64);
+        let algo = match forced.or(g.tuning().algo) {
+            Some(Algo::OneShot) if packs > g.ll_cap() => None,
+            Some(Algo::TwoShotLl) if 2 * slice > g.ll_cap() => None,
+            Some(a) if a.is_multimem() => None,
+            a => a,
+        };
+        let (count, t) = (self.bytes / 2, DataType::Bf16);
+        let algo = g.all_reduce_with(algo, self.x, rows, count, t, RedOp::Sum, stream)?;
+        let args = (rows.device_ptr(), self.args);
+        let kernel = "rmsnorm_residual_elements_bf16";
+        g.launch(kernel, row_grid(self.tokens), stream, args)?;
         Ok(algo)
     }
 
@@ -364,6 +425,24 @@ impl<'a> Fused<'a> {
     }
 }
 
+/// The grid of the unfused kernels: one block per row, up to 1024.
+fn row_grid(tokens: u64) -> Grid {
+    Grid::new(Kind::Other, (tokens.min(1024) as u32, plan::THREADS))
+}
+
+/// Whether the fused kernels (and the pack form of the unfused one) take a call on rows of
+/// `hidden`, with the addresses `rows` (`x`, or `s`) and `bufs`: `hidden` a multiple of 8 up
+/// to [`Collectives::max_hidden`] and every address 16-byte aligned.
+fn packed_form(g: &Collectives, hidden: usize, rows: &[u64], bufs: NormBuffers) -> bool {
+    let ptrs = [bufs.residual, bufs.weight, bufs.out, bufs.residual_out];
+    hidden.is_multiple_of(8)
+        && hidden <= g.max_hidden()
+        && rows
+            .iter()
+            .chain(&ptrs)
+            .all(|p| p.is_multiple_of(plan::PACK))
+}
+
 /// Bytes of `tokens × hidden` bf16 rows, refusing overflow (`what` names the call).
 fn rows_bytes(what: &str, tokens: usize, hidden: usize) -> Result<usize> {
     tokens
@@ -372,25 +451,16 @@ fn rows_bytes(what: &str, tokens: usize, hidden: usize) -> Result<usize> {
 }
 
 /// The kernels' arguments for a call on `tokens × hidden` rows (one segment per row), once
-/// the shape is one the kernels take ([`check_shape`]) on `g`'s blocks
-/// ([`Collectives::max_hidden`]) and every operand lies in device memory
-/// ([`check_device_range`]).
+/// the shape is one the kernels take ([`check_shape`]) and every operand lies in device
+/// memory, `align`-byte aligned ([`check_device_range`]).
 fn norm_args(
-    g: &Collectives,
     bufs: NormBuffers,
     tokens: usize,
     hidden: usize,
     eps: f32,
+    align: u64,
 ) -> Result<NormArgs> {
     check_shape(tokens, hidden)?;
-    if hidden > g.max_hidden() {
-        return Err(Error::InvalidArgument(format!(
-            "all_reduce_rmsnorm: hidden {hidden} exceeds {} for blocks of {} threads \
-             (under emulation: raise SYMCOMM_EMU_THREADS)",
-            g.max_hidden(),
-            g.block_threads()
-        )));
-    }
     let rows = rows_bytes("all_reduce_rmsnorm", tokens, hidden)?;
     for (what, ptr, bytes) in [
         ("residual", bufs.residual, rows),
@@ -398,7 +468,7 @@ fn norm_args(
         ("out", bufs.out, rows),
         ("residual_out", bufs.residual_out, rows),
     ] {
-        check_device_range(what, ptr, bytes)?;
+        check_aligned_range(what, ptr, bytes, align)?;
     }
     Ok(NormArgs {
         residual: bufs.residual,
@@ -418,11 +488,17 @@ fn norm_args(
 /// 16-byte packs; a misaligned one would fault the context). It cannot tell whether the
 /// memory is in use elsewhere; the caller keeps it alive until the stream's work is done.
 pub fn check_device_range(what: &str, ptr: u64, bytes: usize) -> Result<()> {
+    check_aligned_range(what, ptr, bytes, plan::PACK)
+}
+
+/// [`check_device_range`] with `align` (16 for the pack forms, 2 for the element form: a
+/// whole bf16) in place of 16.
+fn check_aligned_range(what: &str, ptr: u64, bytes: usize, align: u64) -> Result<()> {
     let fail = |why: String| {
         Error::InvalidArgument(format!("all_reduce_rmsnorm: {what} at {ptr:#x}: {why}"))
     };
-    if !ptr.is_multiple_of(plan::PACK) {
-        return Err(fail(format!("not {}-byte aligned", plan::PACK)));
+    if !ptr.is_multiple_of(align) {
+        return Err(fail(format!("not {align}-byte aligned")));
     }
     let (base, size) = symcomm::cuda::vmm::address_range(ptr).map_err(|e| fail(e.to_string()))?;
     let end = (ptr - base).checked_add(bytes as u64);
@@ -508,7 +584,10 @@ mod tests {
         assert!(check_shape(1, 8192).is_ok());
         assert!(check_shape(128, 4096).is_ok());
         assert!(check_shape(0, 4096).is_err());
-        assert!(check_shape(1, 4100).is_err());
-        assert!(check_shape(1, MAX_HIDDEN + 8).is_err());
+        assert!(check_shape(1, 0).is_err());
+        // Any other width: the element form.
+        assert!(check_shape(1, 4100).is_ok());
+        assert!(check_shape(3, 1).is_ok());
+        assert!(check_shape(1, MAX_HIDDEN + 8).is_ok());
     }
 }

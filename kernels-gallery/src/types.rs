@@ -125,6 +125,7 @@ mod tests {
             "all_reduce_rmsnorm_two_shot_direct_bf16",
             "all_reduce_rmsnorm_two_shot_ll_bf16",
             "rmsnorm_residual_bf16",
+            "rmsnorm_residual_elements_bf16",
             "bench_fill",
         ] {
             assert!(entries.contains(&name), "{name} missing");

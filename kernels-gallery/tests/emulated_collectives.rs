@@ -765,7 +765,7 @@ fn fused_operands_outside_device_memory_or_misaligned_are_refused() {
             (
                 "out",
                 NormBuffers {
-                    out: out.device_ptr() + 8,
+                    out: out.device_ptr() + 1,
                     ..good
                 },
                 "aligned",
@@ -807,7 +807,7 @@ fn fused_operands_outside_device_memory_or_misaligned_are_refused() {
         }
         let e = rank
             .g
-            .rmsnorm_residual(rows.device_ptr() + 8, good, tokens, hidden, 1e-6, s);
+            .rmsnorm_residual(rows.device_ptr() + 1, good, tokens, hidden, 1e-6, s);
         assert!(
             matches!(e, Err(Error::InvalidArgument(ref m)) if m.contains("rows")),
             "{e:?}"

@@ -14,7 +14,7 @@
 //! ends, and read a source that sits elsewhere in its packs than the destination through
 //! funnel shifts: `symcomm_gallery_kernels::shape`).
 //!
-//! The matrix ([`full_matrix`], 1480 calls):
+//! The matrix ([`full_matrix`], 1504 calls):
 //! - 6 calls (all-reduce sum and max, reduce-scatter sum, all-gather, broadcast from the last
 //!   rank, all-to-all) × f32 and bf16 × counts [`COUNTS`] × (input, output) element offsets
 //!   [`PLACES`]: the same offset on both sides (0, 1, 3, 7, 8) and four pairs that differ (the
@@ -25,15 +25,23 @@
 //! - in place: all-reduce, reduce-scatter, all-gather and broadcast × f32 and bf16 × counts 1,
 //!   3, 13, 1024 and 4099 × output offsets 0, 1, 3 and 7 (160 calls);
 //! - the two-shot all-reduce forced (the choice by size does not reach it here): f32 and bf16
-//!   × counts 1, 13, 1024 and 4099 × offsets (0, 0), (3, 3) and (1, 0) (24 calls).
+//!   × counts 1, 13, 1024 and 4099 × offsets (0, 0), (3, 3) and (1, 0) (24 calls);
+//! - the fused all-reduce + residual + RMSNorm (bf16) at [`NORM_ROWS`] (`tokens × hidden`:
+//!   widths 1, 7, 13, 1001 and 4099, and 1024 at offsets that are not whole packs) × offsets
+//!   (0, 0), (1, 1), (3, 7) and (7, 1) (24 calls): `x` at the first offset in `a`, the
+//!   residual there too and the weight at the second; `out` at the second offset in `b` and
+//!   `residual_out` at it in `b`'s second half. Both outputs are checked against the host
+//!   reference (`h` bit for bit) and across the ranks, and every other byte of `b` as above.
 //!
-//! [`subset`] for 8 ranks (108 calls): f32, counts 0, 1, 13, 1023 and 1024, offsets (0, 0),
+//! [`subset`] for 8 ranks (110 calls): f32, counts 0, 1, 13, 1023 and 1024, offsets (0, 0),
 //! (3, 3) and (1, 0), and in place the all-reduce, reduce-scatter and all-gather at counts
-//! 1, 13 and 1023, output offsets 0 and 3.
+//! 1, 13 and 1023, output offsets 0 and 3; the fused call at 3 × 7 and 3 × 1001, offsets
+//! (3, 7).
 
 use symcomm::ranks;
 use symcomm::{Communicator, Device, Result, Stream, SymmetricMemory, Window};
-use symcomm_gallery::check::{encode, find_wrong, reduced};
+use symcomm_device::reduce::Bf16;
+use symcomm_gallery::check::{encode, find_wrong, fused_wrong, reduced};
 use symcomm_gallery::{Algo, Buf, Collectives, DataType, RedOp, Tuning};
 use symcomm_gallery_kernels::pattern;
 
@@ -52,7 +60,9 @@ pub const PLACES: [(usize, usize); 9] = [
     (3, 7),
     (7, 1),
 ];
-/// Guard bytes checked after each output.
+/// `(tokens, hidden)` of the fused calls.
+pub const NORM_ROWS: [(usize, usize); 6] =
+    [(1, 1), (3, 7), (2, 13), (3, 1001), (1, 4099), (2, 1024)];
 /// Window size: room for the largest all-gather / all-to-all (4 ranks × 4099 f32 at offset 8)
 /// and poison around it.
 const WINDOW: usize = 256 << 10;
@@ -89,6 +99,12 @@ pub enum Coll {
     Broadcast,
     /// All-to-all.
     AllToAll,
+    /// The fused all-reduce + residual + RMSNorm on rows of `hidden` bf16 (`count` elements:
+    /// `count / hidden` rows), through `all_reduce_rmsnorm_into`.
+    RmsNorm {
+        /// Elements per row.
+        hidden: usize,
+    },
 }
 
 /// Every call of the matrix.
@@ -168,7 +184,10 @@ impl Rank {
     fn lens(&self, s: Shape) -> (usize, usize) {
         let n = self.comm.size();
         match s.coll {
-            Coll::AllReduce(_) | Coll::AllReduceTwoShot | Coll::Broadcast => (s.count, s.count),
+            Coll::AllReduce(_)
+            | Coll::AllReduceTwoShot
+            | Coll::Broadcast
+            | Coll::RmsNorm { .. } => (s.count, s.count),
             Coll::ReduceScatter => (s.count * n, s.count),
             Coll::AllGather => (s.count, s.count * n),
             Coll::AllToAll => (s.count * n, s.count * n),
@@ -186,12 +205,16 @@ impl Rank {
             Coll::AllGather => pattern::value(seed, (i / c) as u32, (i % c) as u64),
             Coll::Broadcast => pattern::value(seed, n as u32 - 1, i as u64),
             Coll::AllToAll => pattern::value(seed, (i / c) as u32, (r * c + i % c) as u64),
+            Coll::RmsNorm { .. } => unreachable!("checked by `run_rmsnorm`"),
         }
     }
 
     /// Runs `s` as call `seed`: checks the output (or the refusal), the guards and the input,
     /// and counts into `tally`.
     fn run(&self, s: Shape, seed: u32, tally: &mut Tally) -> Result<()> {
+        if let Coll::RmsNorm { hidden } = s.coll {
+            return self.run_rmsnorm(s, hidden, seed, tally);
+        }
         let (n, r) = (self.comm.size(), self.comm.rank() as u32);
         let size = s.t.size();
         let (in_len, out_len) = self.lens(s);
@@ -253,6 +276,7 @@ impl Rank {
             Coll::AllGather => self.g.all_gather(src, dst, s.count, t, stream),
             Coll::Broadcast => self.g.broadcast(src, dst, s.count, t, n - 1, stream),
             Coll::AllToAll => self.g.all_to_all(src, dst, s.count, t, stream),
+            Coll::RmsNorm { .. } => unreachable!("run by `run_rmsnorm`"),
         };
         let mut b_host = vec![0u8; WINDOW];
         self.stream.copy_to_host(&self.b_mem, 0, &mut b_host)?;
@@ -310,6 +334,93 @@ impl Rank {
         }
         self.comm.bootstrap().barrier()
     }
+}
+
+impl Rank {
+    /// Runs the fused call `s` on rows of `hidden` as call `seed` (see the module docs for
+    /// where each operand goes) and checks both outputs, the bytes around them and the input
+    /// window.
+    fn run_rmsnorm(&self, s: Shape, hidden: usize, seed: u32, tally: &mut Tally) -> Result<()> {
+        let (n, r) = (self.comm.size(), self.comm.rank() as u32);
+        let (count, tokens) = (s.count, s.count / hidden);
+        let (x_at, w_at) = (2 * s.offset, 2 * s.out_offset);
+        let (res_at, weight_at) = (WINDOW / 2 + x_at, 3 * WINDOW / 4 + w_at);
+        let (out_at, h_at) = (w_at, WINDOW / 2 + w_at);
+        let bf = |seed: u32, k: usize| -> Vec<u16> {
+            let v = |i| Bf16::from_f32(pattern::value(seed, 0, i as u64) as f32).0;
+            (0..k).map(v).collect()
+        };
+        let (res, w) = (bf(seed ^ 0x5555, count), bf(seed ^ 0xaaaa, hidden));
+        let mut a_host = vec![0x7fu8; WINDOW];
+        let put = |host: &mut [u8], at: usize, v: &[u8]| host[at..at + v.len()].copy_from_slice(v);
+        for i in 0..count {
+            let v = encode(DataType::Bf16, pattern::value(seed, r, i as u64));
+            put(&mut a_host, x_at + 2 * i, &v);
+        }
+        put(&mut a_host, res_at, &bytes_of(&res));
+        put(&mut a_host, weight_at, &bytes_of(&w));
+        let b_before = vec![0x7fu8; WINDOW];
+        self.stream.copy_to_device(&self.a_mem, 0, &a_host)?;
+        self.stream.copy_to_device(&self.b_mem, 0, &b_before)?;
+        self.comm.bootstrap().barrier()?;
+
+        let a_ptr = Buf::new(&self.a, 0).device_ptr() as usize;
+        let (x, out, h) = (
+            Buf::new(&self.a, x_at),
+            Buf::new(&self.b, out_at),
+            Buf::new(&self.b, h_at),
+        );
+        let (rp, wp) = ((a_ptr + res_at) as u64, (a_ptr + weight_at) as u64);
+        let eps = 1e-6;
+        let stream = &self.stream;
+        self.g
+            .all_reduce_rmsnorm_into(None, x, rp, wp, out, h, tokens, hidden, eps, stream)?;
+        self.g.check_status()?;
+        tally.ran += 1;
+        let mut b_host = vec![0u8; WINDOW];
+        self.stream.copy_to_host(&self.b_mem, 0, &mut b_host)?;
+        let mut a_after = vec![0u8; WINDOW];
+        self.stream.copy_to_host(&self.a_mem, 0, &mut a_after)?;
+        let words = |at: usize| -> Vec<u16> {
+            let b = &b_host[at..at + 2 * count];
+            b.chunks(2)
+                .map(|c| u16::from_le_bytes([c[0], c[1]]))
+                .collect()
+        };
+        let (h_got, out_got) = (words(h_at), words(out_at));
+        let report = |what: String| eprintln!("rank {r} of {n}: {s:?}: {what}");
+        let m = fused_wrong(&h_got, &out_got, &res, &w, (seed, n as u32), eps);
+        if m.count != 0 {
+            report(format!("{} wrong values, first {:?}", m.count, m.first));
+            tally.wrong += m.count;
+        }
+        // The same bits on every rank.
+        let mine = [bytes_of(&h_got), bytes_of(&out_got)].concat();
+        let all = self.comm.bootstrap().all_gather(&mine)?;
+        if all.iter().any(|other| *other != mine) {
+            report("ranks hold different bits".into());
+            tally.wrong += 1;
+        }
+        let outputs = [out_at..out_at + 2 * count, h_at..h_at + 2 * count];
+        let spoiled = (0..WINDOW)
+            .filter(|i| !outputs.iter().any(|o| o.contains(i)) && b_host[*i] != b_before[*i])
+            .count();
+        if spoiled != 0 {
+            report(format!("{spoiled} bytes around the outputs changed"));
+            tally.wrong += spoiled;
+        }
+        let input_changed = a_host.iter().zip(&a_after).filter(|(x, y)| x != y).count();
+        if input_changed != 0 {
+            report(format!("{input_changed} bytes of the input window changed"));
+            tally.wrong += input_changed;
+        }
+        self.comm.bootstrap().barrier()
+    }
+}
+
+/// Little-endian bytes of bf16 bits.
+fn bytes_of(v: &[u16]) -> Vec<u8> {
+    v.iter().flat_map(|x| x.to_le_bytes()).collect()
 }
 
 /// Runs `shapes` on `n` ranks as threads (on the emulator when `emulated`, else on the
@@ -393,7 +504,25 @@ pub fn full_matrix() -> Vec<Shape> {
         }
     }
     shapes.extend(two_shot_rows());
+    for (tokens, hidden) in NORM_ROWS {
+        for (offset, out_offset) in [(0, 0), (1, 1), (3, 7), (7, 1)] {
+            shapes.push(norm_shape(tokens, hidden, offset, out_offset));
+        }
+    }
     shapes
+}
+
+/// The fused call on `tokens × hidden` rows at element offsets `offset` (`x`, the residual)
+/// and `out_offset` (the weight, both outputs).
+fn norm_shape(tokens: usize, hidden: usize, offset: usize, out_offset: usize) -> Shape {
+    Shape {
+        coll: Coll::RmsNorm { hidden },
+        t: DataType::Bf16,
+        count: tokens * hidden,
+        offset,
+        out_offset,
+        in_place: false,
+    }
 }
 
 /// The forced two-shot all-reduce: f32 and bf16, counts 1, 13, 1024 and 4099, offsets (0, 0),
@@ -452,6 +581,8 @@ pub fn subset() -> Vec<Shape> {
             }
         }
     }
+    shapes.push(norm_shape(3, 7, 3, 7));
+    shapes.push(norm_shape(3, 1001, 3, 7));
     shapes
 }
 

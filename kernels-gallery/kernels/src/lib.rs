@@ -390,6 +390,14 @@ entry! {
     /// `s` and `a`'s pointers are device memory of this GPU of the sizes [`rmsnorm::NormArgs`]
     /// gives; `hidden` as for the fused kernels.
     fn rmsnorm_residual_bf16(s: u64, a: rmsnorm::NormArgs) => rmsnorm::rmsnorm_residual(s, a);
+
+    /// Residual add + RMSNorm of already all-reduced rows `s` (bf16) element by element: rows
+    /// of any `hidden` at any element offset, one block per row.
+    ///
+    /// # Safety
+    /// As [`rmsnorm::rmsnorm_residual_elements`].
+    fn rmsnorm_residual_elements_bf16(s: u64, a: rmsnorm::NormArgs) =>
+        rmsnorm::rmsnorm_residual_elements(s, a);
 }
 
 /// Writes `count` elements of the benchmark pattern ([`pattern::value`] of `rank` and

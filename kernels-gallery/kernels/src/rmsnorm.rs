@@ -23,7 +23,8 @@
 //! The row math (a thread's packs of a row, block sums, the bf16 arithmetic) is in `row`,
 //! the cluster row join in `join`, the LL kernels (one-shot, two-shot LL) in `ll` and the
 //! two-shot with barriers in `two_shot`, the arguments in `args`; this module has the unfused
-//! kernel.
+//! kernels: the pack form, and the element form that rows of any `hidden` at any element
+//! offset take after an all-reduce of any shape.
 
 mod args;
 mod join;
@@ -31,8 +32,9 @@ mod ll;
 mod row;
 mod two_shot;
 
-use symcomm_device::arch::{block_idx, grid_dim};
+use symcomm_device::arch::{block_dim, block_idx, grid_dim, thread_idx};
 use symcomm_device::mem::U32x4;
+use symcomm_device::reduce::Bf16;
 
 pub use self::args::{NormArgs, fused_h_off, owner_of};
 pub use self::ll::{fused_one_shot, fused_two_shot_ll};
@@ -72,4 +74,71 @@ pub unsafe fn rmsnorm_residual(s: u64, a: NormArgs) {
         unsafe { write_row(&p, &h, &w, inv, a.out, a.residual_out, row_off) };
         row += u64::from(grid_dim().x);
     }
+}
+
+// ANCHOR: rmsnorm_elements
+/// The unfused half element by element, for rows of any `hidden` at any element offset (the
+/// form the fused call takes after an all-reduce of any shape): one block per row
+/// (grid-stride over rows), thread `t` takes elements `t, t + block size, …` of it. The first
+/// pass writes `h = bf16(s + residual)` to `residual_out` and sums `h²`; the second reads
+/// back the same elements (written by this thread) and writes `out = bf16(h · inv · w)`.
+/// The same rounding as the pack form and the host reference.
+///
+/// # Safety
+/// All pointers are device memory of this GPU, 2-byte aligned, holding `tokens × hidden`
+/// bf16 (`weight`: `hidden`); `residual_out` may equal `residual`; `out` overlaps neither
+/// `residual_out` nor `residual`, nor `s`.
+#[inline(always)]
+pub unsafe fn rmsnorm_residual_elements(s: u64, a: NormArgs) {
+    let (t, step) = (u64::from(thread_idx().x), u64::from(block_dim().x));
+    let mut sums = BlockSum::new();
+    let mut row = u64::from(block_idx().x);
+    while row < a.tokens {
+        let first = row * a.hidden;
+        let mut ss = 0.0f32;
+        let mut i = t;
+        while i < a.hidden {
+            let e = 2 * (first + i);
+            // SAFETY: element `first + i` of the rows (caller's contract).
+            unsafe {
+                let h = Bf16::from_f32(ld_bf16(s + e) + ld_bf16(a.residual + e));
+                st_bf16(a.residual_out + e, h);
+                ss += h.to_f32() * h.to_f32();
+            }
+            i += step;
+        }
+        let inv = inv_rms(sums.sum(ss), a.hidden, a.eps);
+        let mut i = t;
+        while i < a.hidden {
+            let e = 2 * (first + i);
+            // SAFETY: as above; `residual_out`'s element was written by this thread.
+            unsafe {
+                let (h, w) = (ld_bf16(a.residual_out + e), ld_bf16(a.weight + 2 * i));
+                st_bf16(a.out + e, Bf16::from_f32(h * inv * w));
+            }
+            i += step;
+        }
+        row += u64::from(grid_dim().x);
+    }
+}
+// ANCHOR_END: rmsnorm_elements
+
+/// The bf16 at byte address `addr`, as `f32` (exact).
+///
+/// # Safety
+/// `addr` is 2-byte aligned and valid for reads; no thread writes it concurrently.
+#[inline(always)]
+unsafe fn ld_bf16(addr: u64) -> f32 {
+    // SAFETY: forwarded.
+    Bf16(unsafe { (addr as *const u16).read() }).to_f32()
+}
+
+/// Stores `v` at byte address `addr`.
+///
+/// # Safety
+/// `addr` is 2-byte aligned and valid for writes; no other thread accesses it concurrently.
+#[inline(always)]
+unsafe fn st_bf16(addr: u64, v: Bf16) {
+    // SAFETY: forwarded.
+    unsafe { (addr as *mut u16).write(v.0) }
 }
