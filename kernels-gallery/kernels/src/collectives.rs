@@ -81,11 +81,32 @@ unsafe fn all_gather_any_n<const N: usize>(comm: &DevComm, io: Io) {
         // SAFETY: as above.
         to[k] = floor(unsafe { peer_addr(io.dst, rotated(me, k as i32, N as i32)) } + at);
     });
+    // SAFETY: forwarded.
+    unsafe {
+        if from.shift.is_flat() {
+            all_gather_pairs::<N, true>(span, from, &to)
+        } else {
+            all_gather_pairs::<N, false>(span, from, &to)
+        }
+    }
+}
+
+/// The passes of [`all_gather_any_n`], with the shifted loads when `FLAT` ([`Src::load_as`]).
+///
+/// # Safety
+/// `from` and the destination copies `to` (pack 0 of block `me`) hold the range.
+#[inline(always)]
+unsafe fn all_gather_pairs<const N: usize, const FLAT: bool>(
+    span: Span<true>,
+    from: Src<true>,
+    to: &[u64; N],
+) {
     stride_pairs(0, span.packs(), |j, j2, both| {
         // SAFETY: packs of the source and of block `me` of every peer's destination; only
         // this thread of this rank writes their bytes of the range.
         unsafe {
-            let (v, w) = (from.load(j), from.load(if both { j2 } else { j }));
+            let jj = if both { j2 } else { j };
+            let (v, w) = (from.load_as::<FLAT>(j), from.load_as::<FLAT>(jj));
             unroll::<N>(|k| {
                 let d = Dst { base: to[k], span };
                 d.store(j, v);
@@ -194,6 +215,28 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
         };
         to[k] = floor(copy + mine);
     });
+    let mut flat = false;
+    unroll::<N>(|k| flat |= from[k].shift.is_flat());
+    // SAFETY: forwarded.
+    unsafe {
+        if flat {
+            all_to_all_pairs::<N, true>(span, &from, &to)
+        } else {
+            all_to_all_pairs::<N, false>(span, &from, &to)
+        }
+    }
+}
+
+/// The passes of [`all_to_all_any_n`], with the shifted loads when `FLAT` ([`Src::load_as`]).
+///
+/// # Safety
+/// Each `from[k]` holds the range, and so does each destination `to[k]` (pack 0 of block `me`).
+#[inline(always)]
+unsafe fn all_to_all_pairs<const N: usize, const FLAT: bool>(
+    span: Span<true>,
+    from: &[Src<true>; N],
+    to: &[u64; N],
+) {
     stride_pairs(0, span.packs(), |j, j2, both| {
         let jj = if both { j2 } else { j };
         let mut v = [U32x4::default(); N];
@@ -202,8 +245,8 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
         // destination; only this thread of this rank writes their bytes of the range.
         unsafe {
             unroll::<N>(|k| {
-                v[k] = from[k].load(j);
-                w[k] = from[k].load(jj);
+                v[k] = from[k].load_as::<FLAT>(j);
+                w[k] = from[k].load_as::<FLAT>(jj);
             });
             unroll::<N>(|k| {
                 let d = Dst { base: to[k], span };
@@ -302,23 +345,12 @@ unsafe fn broadcast_in<const ANY: bool>(comm: &DevComm, io: Io, root: i32) {
         let (lo, hi) = plan::bcast_slice(span.packs(), n as u64, me as u64, root as u64);
         let from = Src::at(peer_addr(io.src, root), span);
         if ANY {
-            stride_pairs(lo, hi, |j, j2, both| {
-                let (v, w) = (
-                    from.load(j),
-                    if both { from.load(j2) } else { from.load(j) },
-                );
-                for k in 0..n {
-                    let p = rotated(me, k, n);
-                    if p != root || root_moves {
-                        let to = Dst::at(peer_addr(io.dst, p), span);
-                        to.store(j, v);
-                        if both {
-                            to.store(j2, w);
-                        }
-                    }
-                }
-            });
-            return;
+            let (from, slice) = (from.any(), (lo, hi));
+            return if from.shift.is_flat() {
+                broadcast_pairs::<true>(comm, io, root, from, slice)
+            } else {
+                broadcast_pairs::<false>(comm, io, root, from, slice)
+            };
         }
         let mut j = lo + first;
         while j < hi {
@@ -332,4 +364,40 @@ unsafe fn broadcast_in<const ANY: bool>(comm: &DevComm, io: Io, root: i32) {
             j += stride;
         }
     }
+}
+
+/// The any-shape passes of [`broadcast`] over packs `lo..hi` of the root's `from`, with the
+/// shifted loads when `FLAT` ([`Src::load_as`]).
+///
+/// # Safety
+/// As [`broadcast`].
+#[inline(always)]
+unsafe fn broadcast_pairs<const FLAT: bool>(
+    comm: &DevComm,
+    io: Io,
+    root: i32,
+    from: Src<true>,
+    (lo, hi): (u64, u64),
+) {
+    let (me, n) = (comm.lsa_rank, comm.lsa_size);
+    let root_moves = plan::bcast_root_moves(n as u64);
+    let span = Span::<true>::new(io.dst.offset as u64, io.bytes);
+    stride_pairs(lo, hi, |j, j2, both| {
+        // SAFETY: packs of the root's source and of every receiving rank's destination; only
+        // this thread of this rank writes their bytes of the range.
+        unsafe {
+            let jj = if both { j2 } else { j };
+            let (v, w) = (from.load_as::<FLAT>(j), from.load_as::<FLAT>(jj));
+            for k in 0..n {
+                let p = rotated(me, k, n);
+                if p != root || root_moves {
+                    let to = Dst::at(peer_addr(io.dst, p), span);
+                    to.store(j, v);
+                    if both {
+                        to.store(j2, w);
+                    }
+                }
+            }
+        }
+    });
 }

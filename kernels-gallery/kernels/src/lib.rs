@@ -100,8 +100,9 @@ macro_rules! entry {
             $($x: $xt,)* timeout_ns: u64, status: *mut u32
         ) {
             let io = Io { src, dst, bytes };
-            let body = || $body(&comm, io $(, $x)* $(, $any)?);
-            common::bracketed(&comm, Ordering::$exit, timeout_ns, status, body)
+            common::bracketed!(&comm, Ordering::$exit, timeout_ns, status, {
+                $body(&comm, io $(, $x)* $(, $any)?)
+            })
         });
     };
     (@ll [$(#[$a:meta])*] () $name:ident [$($x:ident: $xt:ty),*]

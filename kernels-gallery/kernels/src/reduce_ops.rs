@@ -152,11 +152,35 @@ unsafe fn two_shot_any_n<T: Element, O: ReduceOp, const N: usize>(comm: &DevComm
         }
     });
     let (lo, hi) = plan::slice(span.packs(), N as u64, me as u64);
+    // SAFETY: forwarded.
+    unsafe {
+        if shift.is_flat() {
+            two_shot_pairs::<T, O, N, true>(span, shift, &sb, &db, (lo, hi))
+        } else {
+            two_shot_pairs::<T, O, N, false>(span, shift, &sb, &db, (lo, hi))
+        }
+    }
+}
+
+/// The passes of [`two_shot_any_n`] over packs `lo..hi`, with the shifted loads when `FLAT`
+/// ([`Shift::load_as`]).
+///
+/// # Safety
+/// As [`two_shot_any_n`]: every copy `sb` (read through `shift`) and `db` holds the range.
+#[inline(always)]
+unsafe fn two_shot_pairs<T: Element, O: ReduceOp, const N: usize, const FLAT: bool>(
+    span: Span<true>,
+    shift: Shift<true>,
+    sb: &[u64; N],
+    db: &[u64; N],
+    (lo, hi): (u64, u64),
+) {
     stride_pairs(lo, hi, |j, j2, both| {
         // SAFETY: packs of every copy's source and destination; only this thread of this rank
         // writes them.
         unsafe {
-            let (r, q) = reduce_pair_n::<T, O, N>(shift, &sb, j, if both { j2 } else { j });
+            let jj = if both { j2 } else { j };
+            let (r, q) = reduce_pair_n::<T, O, N, FLAT>(shift, sb, j, jj);
             unroll::<N>(|k| {
                 let d = Dst { base: db[k], span };
                 d.store(j, r);
@@ -168,13 +192,38 @@ unsafe fn two_shot_any_n<T: Element, O: ReduceOp, const N: usize>(comm: &DevComm
     });
 }
 
-/// The reductions, in array order, of packs `j` and `jj` of the `N` copies whose pack 0 is at
-/// `base` (read through `shift`): all `2N` loads issued before the first is folded in.
+/// The passes of the any-shape reduce-scatter for `N` ranks over the `packs` of `out`, the
+/// `N` copies of the block at `sb` read through `shift` (shifted loads when `FLAT`).
 ///
 /// # Safety
-/// The source range is valid for reads in every copy.
+/// As [`reduce_scatter`]; `FLAT` or the shift is zero.
 #[inline(always)]
-unsafe fn reduce_pair_n<T: Element, O: ReduceOp, const N: usize>(
+unsafe fn reduce_scatter_pairs<T: Element, O: ReduceOp, const N: usize, const FLAT: bool>(
+    shift: Shift<true>,
+    sb: &[u64; N],
+    out: Dst<true>,
+    packs: u64,
+) {
+    stride_pairs(0, packs, |j, j2, both| {
+        // SAFETY: packs of the block in every copy and of this rank's output.
+        unsafe {
+            let (a, b) = reduce_pair_n::<T, O, N, FLAT>(shift, sb, j, if both { j2 } else { j });
+            out.store(j, a);
+            if both {
+                out.store(j2, b);
+            }
+        }
+    });
+}
+
+/// The reductions, in array order, of packs `j` and `jj` of the `N` copies whose pack 0 is at
+/// `base` (read through `shift`, [`Shift::load_as`]): all `2N` loads issued before the first
+/// is folded in.
+///
+/// # Safety
+/// The source range is valid for reads in every copy; `FLAT` or the shift is zero.
+#[inline(always)]
+unsafe fn reduce_pair_n<T: Element, O: ReduceOp, const N: usize, const FLAT: bool>(
     shift: Shift<true>,
     base: &[u64; N],
     j: u64,
@@ -184,8 +233,8 @@ unsafe fn reduce_pair_n<T: Element, O: ReduceOp, const N: usize>(
     unroll::<N>(|k| {
         // SAFETY: forwarded.
         unsafe {
-            x[k] = shift.load(base[k], j);
-            y[k] = shift.load(base[k], jj);
+            x[k] = shift.load_as::<FLAT>(base[k], j);
+            y[k] = shift.load_as::<FLAT>(base[k], jj);
         }
     });
     (reduce_packs::<T, O, N>(&x), reduce_packs::<T, O, N>(&y))
@@ -287,20 +336,15 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &Dev
                     sb[k] = shift.base(peer_addr(io.src, rotated(me, k as i32, n)) + block);
                 }
             });
-            let pairs = |j: u64, j2: u64, both: bool| {
-                let jj = if both { j2 } else { j };
-                let (a, b) = if n == 2 {
-                    let sb2 = [sb[0], sb[1]];
-                    reduce_pair_n::<T, O, 2>(shift.any(), &sb2, j, jj)
-                } else {
-                    reduce_pair_n::<T, O, 4>(shift.any(), &sb, j, jj)
-                };
-                out.store(j, a);
-                if both {
-                    out.store(j2, b);
-                }
-            };
-            stride_pairs(0, span.packs(), pairs);
+            let sh = shift.any();
+            let sb2 = [sb[0], sb[1]];
+            let packs = span.packs();
+            match (n, sh.is_flat()) {
+                (2, true) => reduce_scatter_pairs::<T, O, 2, true>(sh, &sb2, out.any(), packs),
+                (2, false) => reduce_scatter_pairs::<T, O, 2, false>(sh, &sb2, out.any(), packs),
+                (_, true) => reduce_scatter_pairs::<T, O, 4, true>(sh, &sb, out.any(), packs),
+                (_, false) => reduce_scatter_pairs::<T, O, 4, false>(sh, &sb, out.any(), packs),
+            }
         } else if ANY {
             stride_pairs(0, span.packs(), |j, j2, both| {
                 let (a, b) = pull_pair::<T, O, ANY>(io.src, block, shift, me, n, j, j2, both);

@@ -3,8 +3,8 @@
 //! A body works in the packs of its **destination**: pack `j` is the 16 bytes at
 //! `floor16(dst) + 16 j`, and a range of `len` bytes touches [`Span::packs`] of them. Whole
 //! packs are stored with one `st.v4`; the first and the last pack of a range that does not
-//! start or end on a pack boundary are stored byte by byte ([`Dst::store`]), so no byte
-//! outside the range is ever written (another rank's block, or the user's data next to the
+//! start or end on a pack boundary are stored in aligned pieces of 1 to 8 bytes
+//! ([`Dst::store`]), so no byte outside the range is ever written (another rank's block, or the user's data next to the
 //! buffer).
 //!
 //! The source is read in the destination's packs ([`Shift`]). Where it sits at the same
@@ -80,6 +80,16 @@ impl<const ANY: bool> Span<ANY> {
         }
     }
 
+    /// The same range as a `Span<true>` (what the any-shape helpers take; only called where
+    /// `ANY` holds).
+    #[inline(always)]
+    pub const fn any(self) -> Span<true> {
+        Span {
+            lead: self.lead,
+            len: self.len,
+        }
+    }
+
     /// Whether every byte of pack `j` (`j < packs()`) is in the range.
     #[inline(always)]
     pub const fn whole(self, j: u64) -> bool {
@@ -107,6 +117,16 @@ pub struct Dst<const ANY: bool> {
 }
 
 impl<const ANY: bool> Dst<ANY> {
+    /// The same copy as a `Dst<true>` (what the any-shape helpers take; only called where
+    /// `ANY` holds).
+    #[inline(always)]
+    pub const fn any(self) -> Dst<true> {
+        Dst {
+            base: self.base,
+            span: self.span.any(),
+        }
+    }
+
     /// The copy whose first byte is at address `addr`, of range `span`.
     #[inline(always)]
     pub const fn at(addr: u64, span: Span<ANY>) -> Self {
@@ -118,7 +138,7 @@ impl<const ANY: bool> Dst<ANY> {
 
     // ANCHOR: dst_store
     /// Stores the bytes of `v` that belong to the range into pack `j` (`j < span.packs()`):
-    /// one `st.v4` when the pack is whole, else byte by byte.
+    /// one `st.v4` when the pack is whole, else in aligned pieces ([`st_part`]).
     ///
     /// # Safety
     /// The range is valid for writes in this copy; no other thread writes its bytes of pack `j`.
@@ -131,7 +151,7 @@ impl<const ANY: bool> Dst<ANY> {
         } else {
             let (lo, hi) = self.span.part(j);
             // SAFETY: bytes lo..hi of the pack are in the range.
-            unsafe { st_bytes(at, v.0[0], v.0[1], v.0[2], v.0[3], lo, hi) }
+            unsafe { st_part(at, v, lo, hi) }
         }
     }
     // ANCHOR_END: dst_store
@@ -219,6 +239,32 @@ impl<const ANY: bool> Shift<ANY> {
 
     // ANCHOR_END: shift_load
 
+    /// Whether the source sits elsewhere in its packs than the destination (the any-shape
+    /// form with a shift that is not zero): the same for every thread of a launch.
+    #[inline(always)]
+    pub const fn is_flat(self) -> bool {
+        ANY && self.sh != 0
+    }
+
+    /// [`load_flat`](Self::load_flat) when `FLAT`, else the one load of destination pack `j`
+    /// (only where [`is_flat`](Self::is_flat) is false). A body that picks `FLAT` once per
+    /// launch runs straight-line code per pass, so all of a pass's loads are issued before
+    /// the first is used ([`load`](Self::load) branches per call, which lets the shifts of
+    /// one copy wait for its loads before the next copy's are issued).
+    ///
+    /// # Safety
+    /// As [`load`](Self::load); `FLAT` or the shift is zero.
+    #[inline(always)]
+    pub unsafe fn load_as<const FLAT: bool>(self, base: u64, j: u64) -> U32x4 {
+        if FLAT {
+            // SAFETY: forwarded.
+            unsafe { self.load_flat(base, j) }
+        } else {
+            // SAFETY: destination pack j is source pack j (no shift).
+            unsafe { ld(base + pack_off(j)) }
+        }
+    }
+
     /// [`load`](Self::load) of pack `j` from each of the `N` copies `base`, every load issued
     /// before any is used ([`load_flat`](Self::load_flat) for any shape: no branch in the
     /// loop, so it unrolls and the packs stay in registers).
@@ -270,6 +316,28 @@ impl<const ANY: bool> Src<ANY> {
         // SAFETY: forwarded.
         unsafe { self.shift.load(self.base, j) }
     }
+
+    /// Destination pack `j` ([`Shift::load_as`]).
+    ///
+    /// # Safety
+    /// As [`Shift::load_as`].
+    #[inline(always)]
+    pub unsafe fn load_as<const FLAT: bool>(self, j: u64) -> U32x4 {
+        // SAFETY: forwarded.
+        unsafe { self.shift.load_as::<FLAT>(self.base, j) }
+    }
+}
+
+impl<const ANY: bool> Src<ANY> {
+    /// The same copy as a `Src<true>` (what the any-shape helpers take; only called where
+    /// `ANY` holds).
+    #[inline(always)]
+    pub const fn any(self) -> Src<true> {
+        Src {
+            base: self.base,
+            shift: self.shift.any(),
+        }
+    }
 }
 
 impl Src<false> {
@@ -288,87 +356,108 @@ impl Src<false> {
     }
 }
 
-/// Bytes `sh..sh + 16` of the 32 bytes `a` then `b` (`sh` in `0..16`): four byte permutes
-/// (`prmt`) of the words that the whole-word part of the shift picks (the same choice for
-/// every thread of a launch). No array is indexed at run time.
+/// Bytes `sh..sh + 16` of the 32 bytes `a` then `b` (`sh` in `0..16`): the five words from
+/// word `sh / 4` on, picked with selects (twelve, no branch: a switch here became a jump
+/// table after each pair of loads, and the next copy's loads waited behind it), then four
+/// byte permutes (`prmt`) for the rest of the shift. No array is indexed at run time.
 #[inline(always)]
 fn funnel(a: U32x4, b: U32x4, sh: u32) -> U32x4 {
     let [a0, a1, a2, a3] = a.0;
     let [b0, b1, b2, b3] = b.0;
+    let w = [a0, a1, a2, a3, b0, b1, b2, b3];
+    let (odd, two) = (sh & 4 != 0, sh & 8 != 0);
+    // Word m + (sh / 4) % 2, then word m + sh / 4.
+    let s = |m: usize| if odd { w[m + 1] } else { w[m] };
+    let (s0, s1, s2, s3, s4, s5, s6) = (s(0), s(1), s(2), s(3), s(4), s(5), s(6));
+    let c = |lo: u32, hi: u32| if two { hi } else { lo };
+    let (c0, c1, c2, c3, c4) = (c(s0, s2), c(s1, s3), c(s2, s4), c(s3, s5), c(s4, s6));
     let sel = 0x3210 + 0x1111 * (sh % 4);
     let f = |lo: u32, hi: u32| byte_perm(lo, hi, sel);
-    U32x4(match sh / 4 {
-        0 => [f(a0, a1), f(a1, a2), f(a2, a3), f(a3, b0)],
-        1 => [f(a1, a2), f(a2, a3), f(a3, b0), f(b0, b1)],
-        2 => [f(a2, a3), f(a3, b0), f(b0, b1), f(b1, b2)],
-        _ => [f(a3, b0), f(b0, b1), f(b1, b2), f(b2, b3)],
-    })
+    U32x4([f(c0, c1), f(c1, c2), f(c2, c3), f(c3, c4)])
 }
 
-/// Stores bytes `lo..hi` of the pack of words `w0..w3` at the same bytes of the pack at `at`, one byte at a time
-/// (each word apart: no array indexed at run time, so nothing goes through local memory).
+/// Stores bytes `lo..hi` (`lo < hi ≤ 16`) of `v` at the same bytes of the pack at `at`, in
+/// naturally aligned stores of 1, 2, 4 or 8 bytes: widening from `lo` to the next 8-byte
+/// boundary (a store for each low bit of the position that is set, while it fits), then
+/// narrowing to `hi` (a store for each width that still fits). At most eight stores, and an
+/// element-aligned end takes few: the last 14 bytes of a bf16 range are 8 + 4 + 2.
 ///
-/// Not inlined: it runs for at most two packs of a range, and inlined into every store
-/// site its byte extraction raised the any-shape kernels' registers (the pipelined push
-/// all-reduce past the 128 that 512-thread blocks allow). Scalar arguments, so nothing is
-/// passed through local memory.
+/// Straight-line and inlined: a call here (out of line, byte by byte) cost an all-gather of
+/// an odd size 0.6 µs more per call than this on H100 (two ranks on one GPU, 1 MiB), most of
+/// what an odd size cost there.
 ///
 /// # Safety
 /// Those bytes are valid for writes; no other thread writes them concurrently.
-#[inline(never)]
-#[allow(clippy::too_many_arguments)]
-unsafe fn st_bytes(at: u64, w0: u32, w1: u32, w2: u32, w3: u32, lo: u32, hi: u32) {
-    // SAFETY: forwarded.
-    unsafe {
-        st_word_bytes(at, w0, 0, lo, hi);
-        st_word_bytes(at, w1, 4, lo, hi);
-        st_word_bytes(at, w2, 8, lo, hi);
-        st_word_bytes(at, w3, 12, lo, hi);
-    }
-}
-
-/// The bytes of word `w` (bytes `first..first + 4` of the pack at `at`) that lie in `lo..hi`.
-///
-/// # Safety
-/// As [`st_bytes`].
 #[inline(always)]
-unsafe fn st_word_bytes(at: u64, w: u32, first: u32, lo: u32, hi: u32) {
-    let mut b = 0;
-    while b < 4 {
-        let i = first + b;
-        if lo <= i && i < hi {
-            // SAFETY: forwarded.
-            unsafe { st_u8(at + u64::from(i), (w >> (8 * b)) as u8) };
+unsafe fn st_part(at: u64, v: U32x4, lo: u32, hi: u32) {
+    let [w0, w1, w2, w3] = v.0;
+    let (low, high) = (
+        u64::from(w0) | u64::from(w1) << 32,
+        u64::from(w2) | u64::from(w3) << 32,
+    );
+    // The bytes of `v` from byte `off` on, in the low bytes.
+    let word = |off: u32| (if off < 8 { low } else { high }) >> (8 * (off % 8));
+    let mut off = lo;
+    let mut up = |w: u32| {
+        if off & w != 0 && off + w <= hi {
+            // SAFETY: bytes off..off + w lie in lo..hi, `w`-aligned.
+            unsafe { st_n(at + u64::from(off), word(off), w) };
+            off += w;
         }
-        b += 1;
-    }
+    };
+    up(1);
+    up(2);
+    up(4);
+    up(8);
+    let mut down = |w: u32| {
+        if off + w <= hi {
+            // SAFETY: as above (`off` is a multiple of `w` here: every lower bit is clear).
+            unsafe { st_n(at + u64::from(off), word(off), w) };
+            off += w;
+        }
+    };
+    down(8);
+    down(4);
+    down(2);
+    down(1);
 }
 
-/// A plain byte store (`st.u8`). On the host (the emulator) the byte is written through the
-/// 8-byte word that holds it (one relaxed atomic read-modify-write of the word): other
-/// threads may read that word at the same time as half of a pack (the emulator's 16-byte
-/// accesses are two atomic 8-byte halves), and mixing atomic accesses of different sizes on
-/// the same bytes is not allowed. Only this thread writes this byte; other threads' writes
-/// to the word's other bytes are read-modify-writes too, so none is lost.
+/// A plain store of the low `w` bytes (1, 2, 4 or 8) of `v` at `addr` (`st.u8` … `st.u64`).
+/// On the host (the emulator) the bytes are written through the 8-byte word that holds them
+/// (one relaxed atomic read-modify-write of the word): other threads may read that word at
+/// the same time as half of a pack (the emulator's 16-byte accesses are two atomic 8-byte
+/// halves), and mixing atomic accesses of different sizes on the same bytes is not allowed.
+/// Only this thread writes these bytes; other threads' writes to the word's other bytes are
+/// read-modify-writes too, so none is lost.
 ///
 /// # Safety
-/// `addr` is valid for a 1-byte write, no other thread writes that byte concurrently, and on
-/// the host the 8-byte word holding it is valid memory.
+/// `addr` is `w`-byte aligned and valid for a `w`-byte write, no other thread writes those
+/// bytes concurrently, and on the host the 8-byte word holding them is valid memory.
 #[inline(always)]
-unsafe fn st_u8(addr: u64, b: u8) {
+unsafe fn st_n(addr: u64, v: u64, w: u32) {
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: forwarded.
     unsafe {
-        *(addr as *mut u8) = b;
+        match w {
+            1 => *(addr as *mut u8) = v as u8,
+            2 => *(addr as *mut u16) = v as u16,
+            4 => *(addr as *mut u32) = v as u32,
+            _ => *(addr as *mut u64) = v,
+        }
     }
     #[cfg(not(target_arch = "nvptx64"))]
     {
         use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
         let shift = (addr % 8) * 8;
-        // SAFETY: the aligned word holding the byte lies in the same 16-byte pack, which the
+        let mask = if w == 8 {
+            u64::MAX
+        } else {
+            ((1u64 << (8 * w)) - 1) << shift
+        };
+        // SAFETY: the aligned word holding the bytes lies in the same 16-byte pack, which the
         // caller's range touches (valid memory, caller's contract).
         let word = unsafe { AtomicU64::from_ptr((addr & !7) as *mut u64) };
-        let set = |w: u64| Some((w & !(0xff << shift)) | (u64::from(b) << shift));
+        let set = |x: u64| Some((x & !mask) | ((v << shift) & mask));
         // Never fails: the closure always gives a value.
         let _ = word.fetch_update(Relaxed, Relaxed, set);
     }
