@@ -1,11 +1,19 @@
 //! Launch conventions: reading rank, world size and the root's address from the environment
-//! that a launcher (symcomm-run, torchrun, Open MPI's mpirun) gives each process.
+//! that a launcher (symcomm-run, torchrun, Open MPI's mpirun, Slurm's srun) gives each process.
 //!
 //! Variables, first match wins:
 //! - rank / size: `RANK` / `WORLD_SIZE` (torchrun, symcomm-run), else `OMPI_COMM_WORLD_RANK` /
-//!   `OMPI_COMM_WORLD_SIZE`; with none of them set the process is a world of one rank;
+//!   `OMPI_COMM_WORLD_SIZE`, else Slurm's (a task `srun` started: `SLURM_PROCID` /
+//!   `SLURM_STEP_NUM_TASKS`, see `slurm.rs`); with none of them set the process is a world of
+//!   one rank;
 //! - local rank / size (the CUDA device defaults to the local rank): `LOCAL_RANK` /
-//!   `LOCAL_WORLD_SIZE`, else `OMPI_COMM_WORLD_LOCAL_RANK` / `OMPI_COMM_WORLD_LOCAL_SIZE`;
+//!   `LOCAL_WORLD_SIZE`, else `OMPI_COMM_WORLD_LOCAL_RANK` / `OMPI_COMM_WORLD_LOCAL_SIZE`, else
+//!   `SLURM_LOCALID`;
+//! - the node among the job's nodes, where the launcher numbers them: `GROUP_RANK` /
+//!   `GROUP_WORLD_SIZE` (torchrun, `symcomm-run --nnodes`), `SLURM_NODEID` /
+//!   `SLURM_STEP_NUM_NODES`; Open MPI gives none (its nodes are told apart by host).
+//!   [`Communicator::from_env`](crate::Communicator::from_env) makes it part of the node's
+//!   identity, so that several launcher nodes on one machine are several nodes;
 //! - the unique id: `SYMCOMM_UNIQUE_ID` (`<hex magic>@host:port`, set by symcomm-run with a
 //!   random magic); otherwise the root is `MASTER_ADDR` : `MASTER_PORT` and the magic is derived
 //!   from what every rank sees alike (address, port, and `TORCHELASTIC_RUN_ID` or Open MPI's
@@ -17,6 +25,10 @@
 //! - the root's port: `SYMCOMM_PORT` overrides `MASTER_PORT`. Under torchrun with
 //!   `TORCHELASTIC_USE_AGENT_STORE=True` the agent's store already listens on `MASTER_PORT`, so
 //!   the root uses `MASTER_PORT + 1` unless `SYMCOMM_PORT` says otherwise;
+//! - under Open MPI the root is `MASTER_ADDR` : `MASTER_PORT` too, which the user sets (mpirun
+//!   has no such variables: `mpirun -x MASTER_ADDR=host0 -x MASTER_PORT=29500 …`); under Slurm
+//!   it is the first host of the step's node list unless `MASTER_ADDR` is set, on the port of
+//!   `SYMCOMM_PORT`, `MASTER_PORT` or one derived from the job and step ids;
 //! - `SYMCOMM_TIMEOUT`: seconds (fractions allowed) for every blocking step; default
 //!   [`DEFAULT_TIMEOUT`].
 //!
@@ -44,6 +56,8 @@ pub enum Launcher {
     RankEnv,
     /// Open MPI's `mpirun` (`OMPI_COMM_WORLD_*`).
     OpenMpi,
+    /// Slurm's `srun` (`SLURM_PROCID`, `SLURM_STEP_ID`, …).
+    Slurm,
     /// No launcher: a world of one rank.
     Standalone,
 }
@@ -59,6 +73,10 @@ pub struct LaunchEnv {
     pub local_rank: Option<usize>,
     /// Number of processes on this node, if the launcher says.
     pub local_size: Option<usize>,
+    /// This process's node among the job's, if the launcher numbers them.
+    pub node_rank: Option<usize>,
+    /// Number of nodes, if the launcher says.
+    pub nnodes: Option<usize>,
     /// Where rank 0 listens and the job's magic (`None` for a world of one rank).
     pub unique_id: Option<UniqueId>,
     /// Deadline of every blocking step.
@@ -101,12 +119,16 @@ impl LaunchEnv {
                 ],
                 Launcher::OpenMpi,
             )
+        } else if let Some(task) = super::slurm::task(&get)? {
+            return slurm_env(&get, task, timeout);
         } else {
             return Ok(LaunchEnv {
                 rank: 0,
                 size: 1,
                 local_rank: None,
                 local_size: None,
+                node_rank: None,
+                nnodes: None,
                 unique_id: None,
                 timeout,
                 launcher: Launcher::Standalone,
@@ -129,21 +151,96 @@ impl LaunchEnv {
         }
         let local_rank = optional_usize(&get, local_var)?;
         let local_size = optional_usize(&get, local_size_var)?;
+        let (node_rank, nnodes) = if launcher == Launcher::OpenMpi {
+            (None, None)
+        } else {
+            (
+                optional_usize(&get, "GROUP_RANK")?,
+                optional_usize(&get, "GROUP_WORLD_SIZE")?,
+            )
+        };
+        check_node(node_rank, nnodes, ("GROUP_RANK", "GROUP_WORLD_SIZE"))?;
         let unique_id = if size == 1 {
             None
         } else {
-            Some(unique_id(&get)?)
+            Some(unique_id(&get, None)?)
         };
         Ok(LaunchEnv {
             rank,
             size,
             local_rank,
             local_size,
+            node_rank,
+            nnodes,
             unique_id,
             timeout,
             launcher,
         })
     }
+}
+
+/// The launch environment of a Slurm task (see the module docs).
+fn slurm_env(
+    get: &impl Fn(&str) -> Option<String>,
+    task: super::slurm::SlurmTask,
+    timeout: Duration,
+) -> Result<LaunchEnv> {
+    let size = task.size;
+    if size == 0 || size > MAX_WORLD_SIZE {
+        return Err(env_error(
+            "SLURM_NTASKS",
+            format!("{size} is not in 1..={MAX_WORLD_SIZE}"),
+        ));
+    }
+    if task.rank >= size {
+        return Err(env_error(
+            "SLURM_PROCID",
+            format!("{} is not below the step's {size} tasks", task.rank),
+        ));
+    }
+    check_node(
+        task.node_rank,
+        task.nnodes,
+        ("SLURM_NODEID", "SLURM_NNODES"),
+    )?;
+    let unique_id = if size == 1 {
+        None
+    } else {
+        let root = Root {
+            host: task.first_node.clone(),
+            port: super::slurm::default_port(&task.step),
+            run: format!("slurm/{}", task.step),
+        };
+        Some(unique_id(get, Some(root))?)
+    };
+    Ok(LaunchEnv {
+        rank: task.rank,
+        size,
+        local_rank: task.local_rank,
+        local_size: None,
+        node_rank: task.node_rank,
+        nnodes: task.nnodes,
+        unique_id,
+        timeout,
+        launcher: Launcher::Slurm,
+    })
+}
+
+/// A node rank must be below the number of nodes, where both are given.
+fn check_node(rank: Option<usize>, n: Option<usize>, (rv, nv): (&str, &str)) -> Result<()> {
+    match (rank, n) {
+        (Some(r), Some(n)) if r >= n => Err(env_error(rv, format!("{r} is not below {nv}={n}"))),
+        (_, Some(0)) => Err(env_error(nv, "0 nodes".into())),
+        _ => Ok(()),
+    }
+}
+
+/// Where a launcher without `MASTER_ADDR` / `MASTER_PORT` of its own puts the root: a host
+/// (if it knows one), a port, and the run's name (part of the derived magic).
+struct Root {
+    host: Option<String>,
+    port: u16,
+    run: String,
 }
 
 /// Parses a timeout in seconds (`"30"`, `"0.5"`); must be finite, at least 0.001 (1 ms: a
@@ -167,11 +264,12 @@ pub fn parse_timeout(text: &str) -> std::result::Result<Duration, String> {
     Ok(Duration::from_secs_f64(secs))
 }
 
-fn unique_id(get: &impl Fn(&str) -> Option<String>) -> Result<UniqueId> {
+fn unique_id(get: &impl Fn(&str) -> Option<String>, root: Option<Root>) -> Result<UniqueId> {
     if let Some(text) = get("SYMCOMM_UNIQUE_ID") {
         return UniqueId::parse(&text).map_err(|e| env_error("SYMCOMM_UNIQUE_ID", e.to_string()));
     }
-    let host = get("MASTER_ADDR").ok_or_else(|| {
+    let fallback_host = root.as_ref().and_then(|r| r.host.clone());
+    let host = get("MASTER_ADDR").or(fallback_host).ok_or_else(|| {
         env_error(
             "MASTER_ADDR",
             "not set: rank 0's host is needed (set MASTER_ADDR and MASTER_PORT, or \
@@ -181,6 +279,9 @@ fn unique_id(get: &impl Fn(&str) -> Option<String>) -> Result<UniqueId> {
     })?;
     let port = match get("SYMCOMM_PORT") {
         Some(p) => parse_port("SYMCOMM_PORT", &p)?,
+        None if get("MASTER_PORT").is_none() && root.is_some() => {
+            root.as_ref().map_or(0, |r| r.port)
+        }
         None => {
             let text = get("MASTER_PORT").ok_or_else(|| {
                 env_error(
@@ -209,6 +310,7 @@ fn unique_id(get: &impl Fn(&str) -> Option<String>) -> Result<UniqueId> {
     let addr = resolve(&host_port).map_err(|why| env_error("MASTER_ADDR", why))?;
     let run = get("TORCHELASTIC_RUN_ID")
         .or_else(|| get("OMPI_MCA_ess_base_jobid"))
+        .or(root.map(|r| r.run))
         .unwrap_or_default();
     // The world size is not part of the magic: see the module documentation.
     Ok(UniqueId::derived(
@@ -337,6 +439,135 @@ mod tests {
         assert_eq!(
             env(&with_port).unwrap().unique_id.unwrap().addr().port(),
             4000
+        );
+    }
+
+    /// What each launcher sets for one rank of a 2-node job, and what symcomm reads from it:
+    /// `(launcher, variables, rank, size, local rank, node rank, nodes, root)`.
+    #[test]
+    fn launcher_tables_give_rank_node_and_root() {
+        type Row<'a> = (
+            Launcher,
+            &'a [(&'a str, &'a str)],
+            (usize, usize, Option<usize>),
+            (Option<usize>, Option<usize>),
+            &'a str,
+        );
+        let table: &[Row<'_>] = &[
+            (
+                Launcher::Torchrun,
+                &[
+                    ("RANK", "3"),
+                    ("WORLD_SIZE", "4"),
+                    ("LOCAL_RANK", "1"),
+                    ("LOCAL_WORLD_SIZE", "2"),
+                    ("GROUP_RANK", "1"),
+                    ("GROUP_WORLD_SIZE", "2"),
+                    ("MASTER_ADDR", "127.0.0.1"),
+                    ("MASTER_PORT", "29500"),
+                    ("TORCHELASTIC_RUN_ID", "job7"),
+                    ("TORCHELASTIC_USE_AGENT_STORE", "True"),
+                ],
+                (3, 4, Some(1)),
+                (Some(1), Some(2)),
+                "127.0.0.1:29501",
+            ),
+            (
+                Launcher::SymcommRun,
+                &[
+                    ("RANK", "2"),
+                    ("WORLD_SIZE", "4"),
+                    ("LOCAL_RANK", "0"),
+                    ("LOCAL_WORLD_SIZE", "2"),
+                    ("GROUP_RANK", "1"),
+                    ("GROUP_WORLD_SIZE", "2"),
+                    ("SYMCOMM_UNIQUE_ID", "00000000000000ab@127.0.0.1:4000"),
+                ],
+                (2, 4, Some(0)),
+                (Some(1), Some(2)),
+                "127.0.0.1:4000",
+            ),
+            // mpirun -np 4 --map-by ppr:2:node -x MASTER_ADDR -x MASTER_PORT: no node number
+            // (nodes are told apart by host).
+            (
+                Launcher::OpenMpi,
+                &[
+                    ("OMPI_COMM_WORLD_RANK", "3"),
+                    ("OMPI_COMM_WORLD_SIZE", "4"),
+                    ("OMPI_COMM_WORLD_LOCAL_RANK", "1"),
+                    ("OMPI_COMM_WORLD_LOCAL_SIZE", "2"),
+                    ("OMPI_COMM_WORLD_NODE_RANK", "1"),
+                    ("OMPI_MCA_ess_base_jobid", "812"),
+                    ("MASTER_ADDR", "127.0.0.1"),
+                    ("MASTER_PORT", "29500"),
+                    ("GROUP_RANK", "9"),
+                ],
+                (3, 4, Some(1)),
+                (None, None),
+                "127.0.0.1:29500",
+            ),
+            // srun -N 2 --ntasks-per-node 2 inside an allocation of 4 nodes.
+            (
+                Launcher::Slurm,
+                &[
+                    ("SLURM_JOB_ID", "4242"),
+                    ("SLURM_STEP_ID", "0"),
+                    ("SLURM_PROCID", "3"),
+                    ("SLURM_LOCALID", "1"),
+                    ("SLURM_NODEID", "1"),
+                    ("SLURM_NTASKS", "8"),
+                    ("SLURM_STEP_NUM_TASKS", "4"),
+                    ("SLURM_NNODES", "4"),
+                    ("SLURM_STEP_NUM_NODES", "2"),
+                    ("SLURM_JOB_NODELIST", "gpu[01-03,07]"),
+                    ("SLURM_STEP_NODELIST", "localhost,gpu07"),
+                    ("MASTER_PORT", "29500"),
+                ],
+                (3, 4, Some(1)),
+                (Some(1), Some(2)),
+                "127.0.0.1:29500",
+            ),
+        ];
+        for (launcher, vars, (rank, size, local), (node, nodes), root) in table {
+            let e = env(vars).unwrap_or_else(|err| panic!("{launcher:?}: {err}"));
+            assert_eq!(e.launcher, *launcher);
+            assert_eq!(
+                (e.rank, e.size, e.local_rank),
+                (*rank, *size, *local),
+                "{launcher:?}"
+            );
+            assert_eq!((e.node_rank, e.nnodes), (*node, *nodes), "{launcher:?}");
+            assert_eq!(
+                e.unique_id.unwrap().addr().to_string(),
+                *root,
+                "{launcher:?}"
+            );
+        }
+        // Slurm without MASTER_*: the step's first host, on a port of the step's ids.
+        let e = env(&[
+            ("SLURM_JOB_ID", "4242"),
+            ("SLURM_STEP_ID", "1"),
+            ("SLURM_PROCID", "0"),
+            ("SLURM_NTASKS", "2"),
+            ("SLURM_STEP_NODELIST", "localhost"),
+        ])
+        .unwrap();
+        let id = e.unique_id.unwrap();
+        assert_eq!(id.addr().ip().to_string(), "127.0.0.1");
+        assert_eq!(
+            id.addr().port(),
+            super::super::slurm::default_port("4242.1")
+        );
+        // A node rank beyond the nodes names the variable.
+        let bad = env(&[
+            ("RANK", "0"),
+            ("WORLD_SIZE", "1"),
+            ("GROUP_RANK", "2"),
+            ("GROUP_WORLD_SIZE", "2"),
+        ]);
+        assert!(
+            matches!(bad, Err(Error::Env { ref var, .. }) if var == "GROUP_RANK"),
+            "{bad:?}"
         );
     }
 

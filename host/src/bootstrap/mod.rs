@@ -48,6 +48,7 @@ mod agree;
 mod env;
 mod inproc;
 mod mailbox;
+mod slurm;
 mod tcp;
 mod unique_id;
 pub(crate) mod wire;
@@ -56,6 +57,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 pub use env::{DEFAULT_TIMEOUT, LaunchEnv, Launcher, parse_timeout};
+pub use slurm::expand_nodelist;
 pub use tcp::RootListener;
 pub use unique_id::UniqueId;
 pub use wire::{MAX_MESSAGE_BYTES, MAX_WORLD_SIZE, PROTOCOL_VERSION};
@@ -67,7 +69,7 @@ use mailbox::{CollMsg, Failure, Incoming, Mailbox, Op, WaitError};
 use tcp::{SendError, TcpLinks};
 use wire::Kind;
 
-pub(crate) use unique_id::fnv1a64;
+pub(crate) use unique_id::{fnv1a64, resolve};
 
 /// One rank's endpoint of the bootstrap network. See the module documentation.
 ///
@@ -185,6 +187,17 @@ impl Bootstrap {
     /// per-job resources, e.g. abstract Unix sockets.
     pub fn job_id(&self) -> u64 {
         self.s.job
+    }
+
+    /// The address this rank's peers reach it on: the local end of its TCP links, or the
+    /// loopback address for an in-process group (or a world of one). Where a rank listens for
+    /// a new group of some of the same ranks ([`Communicator::split`](crate::Communicator::split)).
+    pub fn local_ip(&self) -> std::net::IpAddr {
+        let loopback = std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST);
+        match &self.s.transport {
+            Transport::Tcp(links) => links.local_ip().unwrap_or(loopback),
+            Transport::InProc(_) => loopback,
+        }
     }
 
     /// The deadline applied to every blocking call.
