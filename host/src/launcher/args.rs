@@ -10,15 +10,22 @@ use crate::{Error, Result};
 
 /// Command-line help of `symcomm-run`.
 pub const USAGE: &str = "\
-usage: symcomm-run -n N [--gpus LIST] [--timeout SECONDS] [--grace SECONDS] [--] PROGRAM [ARGS...]
+usage: symcomm-run -n N [--nnodes M --node-rank K --master ADDR:PORT] [--gpus LIST]
+                   [--timeout SECONDS] [--grace SECONDS] [--] PROGRAM [ARGS...]
 
 Starts N ranks of PROGRAM on this machine with RANK, WORLD_SIZE, LOCAL_RANK,
-LOCAL_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and SYMCOMM_UNIQUE_ID set, prefixes
-their output with [rank k], forwards Ctrl-C, and exits with the first failing
-rank's exit code.
+LOCAL_WORLD_SIZE, GROUP_RANK, GROUP_WORLD_SIZE, MASTER_ADDR, MASTER_PORT and
+SYMCOMM_UNIQUE_ID set, prefixes their output with [rank k], forwards Ctrl-C, and
+exits with the first failing rank's exit code. With --nnodes, one invocation per
+node: node K's ranks are K*N .. K*N+N-1 of M*N, and rank 0 (node 0) listens on
+--master, which every node must reach.
 
 options:
-  -n, --nprocs N     number of ranks to start (1 or more)
+  -n, --nprocs N     number of ranks to start on this node (1 or more)
+  --nnodes M         number of nodes, one symcomm-run each (default 1)
+  --node-rank K      this node's number, 0 .. M-1 (with --nnodes)
+  --master ADDR:PORT where node 0's rank 0 listens (with --nnodes; ADDR an
+                     address of node 0)
   --gpus LIST        CUDA devices of the ranks, e.g. 4,5,6,7: rank k uses the k-th
                      (sets SYMCOMM_DEVICE; default: device = local rank)
   --timeout SECONDS  bootstrap timeout for the ranks (sets SYMCOMM_TIMEOUT)
@@ -40,10 +47,23 @@ pub struct LaunchArgs {
     pub gpus: Option<Vec<usize>>,
     /// How long the other ranks may take to exit after one failed.
     pub grace: Duration,
+    /// Several nodes (`--nnodes`), one invocation each; `None`: this machine only.
+    pub nodes: Option<Nodes>,
     /// The program to run.
     pub program: OsString,
     /// Its arguments.
     pub args: Vec<OsString>,
+}
+
+/// `--nnodes`, `--node-rank` and `--master`: this invocation's part of a job of several nodes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Nodes {
+    /// Number of nodes (invocations).
+    pub nnodes: usize,
+    /// This invocation's node, `0..nnodes`.
+    pub node_rank: usize,
+    /// `host:port` where rank 0 (on node 0) listens.
+    pub master: String,
 }
 
 /// Outcome of parsing the command line.
@@ -64,6 +84,7 @@ impl LaunchArgs {
         let mut timeout = None;
         let mut gpus = None;
         let mut grace = DEFAULT_GRACE;
+        let (mut nnodes, mut node_rank, mut master) = (None, None, None);
         let mut program = None;
         while let Some(arg) = it.next() {
             let text = arg.to_string_lossy().into_owned();
@@ -93,6 +114,21 @@ impl LaunchArgs {
                     let v = value("--grace")?;
                     grace = parse_timeout(&v).map_err(|e| format!("--grace: {e}"))?;
                 }
+                "--nnodes" => {
+                    let v = value("--nnodes")?;
+                    nnodes = Some(
+                        v.parse::<usize>()
+                            .map_err(|_| format!("--nnodes: {v:?} is not a number of nodes"))?,
+                    );
+                }
+                "--node-rank" => {
+                    let v = value("--node-rank")?;
+                    node_rank = Some(
+                        v.parse::<usize>()
+                            .map_err(|_| format!("--node-rank: {v:?} is not a node number"))?,
+                    );
+                }
+                "--master" => master = Some(value("--master")?),
                 "--" => {
                     program = it.next();
                     break;
@@ -107,6 +143,18 @@ impl LaunchArgs {
         }
         let nprocs = nprocs.ok_or("the number of ranks is missing (-n N)")?;
         let program = program.ok_or("the program to run is missing")?;
+        let nodes = match (nnodes, node_rank, master) {
+            (None | Some(1), None, None) => None,
+            (None, ..) => return Err("--node-rank and --master need --nnodes".into()),
+            (Some(m), k, addr) => Some(Nodes {
+                nnodes: m,
+                node_rank: k.ok_or("--nnodes needs --node-rank K")?,
+                master: addr.ok_or("--nnodes needs --master ADDR:PORT")?,
+            }),
+        };
+        if let Some(n) = &nodes {
+            check_nodes(n, nprocs).map_err(|e| e.to_string())?;
+        }
         if let Some(g) = &gpus
             && g.len() < nprocs
         {
@@ -120,6 +168,7 @@ impl LaunchArgs {
             timeout,
             gpus,
             grace,
+            nodes,
             program,
             args: it.collect(),
         }))
@@ -150,6 +199,9 @@ pub(crate) fn check_args(args: &LaunchArgs) -> Result<()> {
             g.len()
         )));
     }
+    if let Some(nodes) = &args.nodes {
+        check_nodes(nodes, n)?;
+    }
     if let Some(t) = args.timeout
         && !(Duration::from_millis(1)..=Duration::from_secs(1_000_000_000)).contains(&t)
     {
@@ -158,4 +210,34 @@ pub(crate) fn check_args(args: &LaunchArgs) -> Result<()> {
         )));
     }
     Ok(())
+}
+
+/// The node numbers and the job's size must make sense, and the master be `host:port`.
+fn check_nodes(nodes: &Nodes, nprocs: usize) -> Result<()> {
+    let bad = |why: String| Err(Error::InvalidArgument(why));
+    if nodes.nnodes == 0 {
+        return bad("--nnodes: 0 nodes".into());
+    }
+    if nodes.node_rank >= nodes.nnodes {
+        return bad(format!(
+            "--node-rank {} is not below --nnodes {}",
+            nodes.node_rank, nodes.nnodes
+        ));
+    }
+    match nodes.nnodes.checked_mul(nprocs) {
+        Some(total) if total <= crate::bootstrap::MAX_WORLD_SIZE => {}
+        _ => {
+            return bad(format!(
+                "{} nodes × {nprocs} ranks is more than {} ranks",
+                nodes.nnodes,
+                crate::bootstrap::MAX_WORLD_SIZE
+            ));
+        }
+    }
+    match nodes.master.rsplit_once(':') {
+        Some((host, port)) if !host.is_empty() && port.parse::<u16>().is_ok_and(|p| p != 0) => {
+            Ok(())
+        }
+        _ => bad(format!("--master {:?} is not ADDR:PORT", nodes.master)),
+    }
 }

@@ -41,8 +41,9 @@ mod signals;
 mod spawn;
 mod supervise;
 
+pub use args::Nodes;
 pub(crate) use args::{LaunchArgs, Parsed, USAGE};
-pub use spawn::rank_env;
+pub use spawn::{node_rank_env, rank_env};
 pub(crate) use supervise::run;
 
 /// The whole `symcomm-run` command: parses `args` (without the program name), runs the job and

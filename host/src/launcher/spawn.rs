@@ -46,11 +46,25 @@ pub fn rank_env(
     id: &UniqueId,
     timeout: Option<Duration>,
 ) -> Vec<(String, String)> {
+    node_rank_env(rank, nprocs, (0, 1), id, timeout)
+}
+
+/// The environment of local rank `local` of the `nprocs` on node `node` of `nnodes`: rank
+/// `node × nprocs + local` of `nnodes × nprocs`, root at `id`.
+pub fn node_rank_env(
+    local: usize,
+    nprocs: usize,
+    (node, nnodes): (usize, usize),
+    id: &UniqueId,
+    timeout: Option<Duration>,
+) -> Vec<(String, String)> {
     let mut env = vec![
-        ("RANK".to_string(), rank.to_string()),
-        ("WORLD_SIZE".to_string(), nprocs.to_string()),
-        ("LOCAL_RANK".to_string(), rank.to_string()),
+        ("RANK".to_string(), (node * nprocs + local).to_string()),
+        ("WORLD_SIZE".to_string(), (nnodes * nprocs).to_string()),
+        ("LOCAL_RANK".to_string(), local.to_string()),
         ("LOCAL_WORLD_SIZE".to_string(), nprocs.to_string()),
+        ("GROUP_RANK".to_string(), node.to_string()),
+        ("GROUP_WORLD_SIZE".to_string(), nnodes.to_string()),
         ("MASTER_ADDR".to_string(), id.addr().ip().to_string()),
         ("MASTER_PORT".to_string(), id.addr().port().to_string()),
         ("SYMCOMM_UNIQUE_ID".to_string(), id.to_string()),
@@ -73,9 +87,13 @@ pub(crate) fn rank_command(
 ) -> Command {
     let notice_fd = notices.as_raw_fd();
     let n = args.nprocs;
+    let node = args
+        .nodes
+        .as_ref()
+        .map_or((0, 1), |m| (m.node_rank, m.nnodes));
     let mut cmd = Command::new(&args.program);
     cmd.args(&args.args)
-        .envs(rank_env(rank, n, id, args.timeout))
+        .envs(node_rank_env(rank, n, node, id, args.timeout))
         .envs(
             args.gpus
                 .as_ref()

@@ -57,7 +57,12 @@ pub fn describe(status: ExitStatus) -> String {
 /// started are killed first).
 pub fn run(args: &LaunchArgs) -> Result<i32> {
     check_args(args)?;
-    let id = UniqueId::random(SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?)));
+    let id = match &args.nodes {
+        None => UniqueId::random(SocketAddr::from((Ipv4Addr::LOCALHOST, free_port()?))),
+        Some(nodes) => job_id(nodes, args.nprocs)?,
+    };
+    // Ranks are named by their rank in the job (node `K`'s first is `K × nprocs`).
+    let first = args.nodes.as_ref().map_or(0, |m| m.node_rank * args.nprocs);
     install_signal_handlers()?;
     let stdout = Arc::new(Mutex::new(io::stdout()));
     let stderr = Arc::new(Mutex::new(io::stderr()));
@@ -80,10 +85,10 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
                 let (out, err) = (child.stdout.take(), child.stderr.take());
                 children.push(child);
                 if let Some(out) = out {
-                    pumps.push(start_pump(rank, out, &stdout)?);
+                    pumps.push(start_pump(first + rank, out, &stdout)?);
                 }
                 if let Some(err) = err {
-                    pumps.push(start_pump(rank, err, &stderr)?);
+                    pumps.push(start_pump(first + rank, err, &stderr)?);
                 }
                 Ok(())
             });
@@ -125,8 +130,10 @@ pub fn run(args: &LaunchArgs) -> Result<i32> {
             left -= 1;
             notifiers[rank] = None;
             if code != 0 {
+                let rank = first + rank;
                 note(format!("rank {rank} {what}"));
-                // The others learn it at once, even where no connection to it exists yet.
+                // The others on this node learn it at once, even where no connection to it
+                // exists yet (other nodes' ranks learn it from their connections to it).
                 for n in notifiers.iter_mut().flatten() {
                     n.tell(rank, &what);
                 }
@@ -227,4 +234,15 @@ fn drain_output(
     for p in pumps {
         let _ = p.join();
     }
+}
+
+/// The unique id every node's invocation derives alike for a job of several nodes: the
+/// master's address, and a magic from it and the job's shape (so a process of a job of
+/// another shape at the same address is turned away; unlike the single-node random magic, a
+/// stale process of an identical earlier job is not).
+fn job_id(nodes: &super::args::Nodes, nprocs: usize) -> Result<UniqueId> {
+    let addr = crate::bootstrap::resolve(&nodes.master)
+        .map_err(|why| Error::InvalidArgument(format!("--master {:?}: {why}", nodes.master)))?;
+    let seed = format!("symcomm-run/{}/{}x{nprocs}", nodes.master, nodes.nnodes);
+    Ok(UniqueId::derived(addr, &seed))
 }

@@ -121,6 +121,7 @@ fn a_line_without_newlines_is_written_in_bounded_pieces() {
 fn run_refuses_hand_built_arguments_before_starting_any_rank() {
     let marker = std::env::temp_dir().join(format!("symcomm-run-check-{}", std::process::id()));
     let args = LaunchArgs {
+        nodes: None,
         nprocs: 3,
         timeout: None,
         gpus: Some(vec![0]),
@@ -139,11 +140,13 @@ fn run_refuses_hand_built_arguments_before_starting_any_rank() {
     );
     for bad in [
         LaunchArgs {
+            nodes: None,
             nprocs: 0,
             gpus: None,
             ..args.clone()
         },
         LaunchArgs {
+            nodes: None,
             gpus: None,
             timeout: Some(Duration::ZERO),
             ..args.clone()
@@ -173,4 +176,97 @@ fn exit_codes_follow_the_shell_convention() {
         describe(ExitStatus::from_raw(libc::SIGKILL)),
         "was killed by signal 9"
     );
+}
+
+#[test]
+fn nnodes_node_rank_and_master_make_one_node_of_a_job() {
+    let args = |a: &[&str]| LaunchArgs::parse(a.iter().map(OsString::from));
+    let Ok(Parsed::Run(a)) = args(&[
+        "-n",
+        "2",
+        "--nnodes",
+        "3",
+        "--node-rank",
+        "1",
+        "--master",
+        "127.0.0.1:4000",
+        "prog",
+    ]) else {
+        panic!("not parsed")
+    };
+    let nodes = a.nodes.clone().unwrap();
+    assert_eq!(
+        (nodes.nnodes, nodes.node_rank, nodes.master.as_str()),
+        (3, 1, "127.0.0.1:4000")
+    );
+    // One node: as before.
+    let Ok(Parsed::Run(one)) = args(&["-n", "2", "--nnodes", "1", "prog"]) else {
+        panic!("not parsed")
+    };
+    assert_eq!(one.nodes, None);
+    for (bad, says) in [
+        (
+            &["-n", "1", "--nnodes", "2", "--master", "h:1", "p"][..],
+            "--node-rank",
+        ),
+        (
+            &["-n", "1", "--nnodes", "2", "--node-rank", "0", "p"][..],
+            "--master",
+        ),
+        (
+            &[
+                "-n",
+                "1",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "2",
+                "--master",
+                "h:1",
+                "p",
+            ][..],
+            "below",
+        ),
+        (&["-n", "1", "--node-rank", "0", "p"][..], "need --nnodes"),
+        (
+            &[
+                "-n",
+                "1",
+                "--nnodes",
+                "2",
+                "--node-rank",
+                "0",
+                "--master",
+                "h",
+                "p",
+            ][..],
+            "ADDR:PORT",
+        ),
+        (
+            &[
+                "-n",
+                "1",
+                "--nnodes",
+                "0",
+                "--node-rank",
+                "0",
+                "--master",
+                "h:1",
+                "p",
+            ][..],
+            "0 nodes",
+        ),
+    ] {
+        let e = args(bad).unwrap_err();
+        assert!(e.contains(says), "{bad:?}: {e}");
+    }
+    // Node 1's second rank is rank 3 of 6, and reads back its node.
+    let id = UniqueId::new("127.0.0.1:4000".parse().unwrap(), 0xab);
+    let env = super::node_rank_env(1, 2, (1, 3), &id, None);
+    let back = crate::bootstrap::LaunchEnv::from_lookup(|k| {
+        env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())
+    })
+    .unwrap();
+    assert_eq!((back.rank, back.size, back.local_rank), (3, 6, Some(1)));
+    assert_eq!((back.node_rank, back.nnodes), (Some(1), Some(3)));
 }
