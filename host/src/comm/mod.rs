@@ -24,6 +24,7 @@
 
 mod node;
 mod settings;
+mod split;
 mod team;
 #[cfg(test)]
 mod tests;
@@ -109,6 +110,8 @@ pub struct Communicator {
     lsa_size: usize,
     /// `SYMCOMM_CHECK` (agreed at creation): components check every call's arguments.
     checked: bool,
+    /// The options it was created with (what [`Communicator::split`] gives its children).
+    options: CommOptions,
     /// Symmetric-memory state (flat VA, slot space, fd server), created by the first window
     /// registration; shared with the windows so they can deregister after the communicator
     /// is gone.
@@ -127,6 +130,12 @@ impl Communicator {
         let mut options = CommOptions::from_env()?;
         if options.device.is_none() {
             options.device = env.local_rank;
+        }
+        // A launcher that numbers several nodes (torchrun's and symcomm-run's `--nnodes`,
+        // Slurm) makes its node number part of the node's identity: its nodes are nodes even
+        // where two of them share a machine (a test of a multi-node job on one host).
+        if let (None, Some(k), Some(2..)) = (&options.node_id, env.node_rank, env.nnodes) {
+            options.node_id = Some(format!("{}/node{k}", detect_node().1));
         }
         tracing::debug!(
             "rank {} of {}: launched by {:?}, unique id {:?}",
@@ -179,10 +188,13 @@ impl Communicator {
             ranks,
             lsa_size,
             checked: *checked.as_ref().unwrap_or(&false),
+            options: options.clone(),
             symm: Arc::new(Mutex::new(None)),
         };
         // Every rank must derive the same teams and layout: agree on what shapes them.
-        let settings = settings::init_settings(options.lsa_cap, |k| std::env::var(k).ok());
+        let settings = settings::init_settings(options.lsa_cap, options.node_id.is_some(), |k| {
+            std::env::var(k).ok()
+        });
         let agreed = comm.agree(
             "communicator init",
             "setting",

@@ -6,12 +6,22 @@ use crate::{Error, Result};
 /// The settings every rank must share, agreed by
 /// [`Communicator::init`](super::Communicator::init): the environment variables that shape
 /// teams, the flat layout or what the runtime checks.
-pub const INIT_SETTINGS: &[&str] = &["SYMCOMM_LSA_SIZE", "SYMCOMM_WIN_STRIDE", "SYMCOMM_CHECK"];
+pub const INIT_SETTINGS: &[&str] = &[
+    "SYMCOMM_LSA_SIZE",
+    "SYMCOMM_WIN_STRIDE",
+    "SYMCOMM_CHECK",
+    "node identity",
+];
 
 /// This rank's values of [`INIT_SETTINGS`]: `SYMCOMM_LSA_SIZE` as the communicator options
-/// have it (`lsa_cap`), the others as set in the environment (`get`), `unset` when absent.
+/// have it (`lsa_cap`), the node identity as `declared` (the options name the node:
+/// `SYMCOMM_NODE_ID`, `CommOptions::node_id`, or a launcher's node number) or `detected`
+/// (host and boot id) — every rank must tell nodes apart the same way, or ranks of one
+/// machine would split into nodes by accident — and the others as set in the environment
+/// (`get`), `unset` when absent.
 pub(crate) fn init_settings(
     lsa_cap: Option<usize>,
+    node_declared: bool,
     get: impl Fn(&str) -> Option<String>,
 ) -> Vec<(&'static str, String)> {
     INIT_SETTINGS
@@ -19,6 +29,15 @@ pub(crate) fn init_settings(
         .map(|&name| {
             let value = if name == "SYMCOMM_LSA_SIZE" {
                 lsa_cap.map(|k| k.to_string())
+            } else if name == "node identity" {
+                Some(
+                    if node_declared {
+                        "declared"
+                    } else {
+                        "detected"
+                    }
+                    .to_string(),
+                )
             } else {
                 get(name).map(|v| v.trim().to_string())
             };
@@ -48,11 +67,12 @@ mod tests {
     fn init_settings_read_the_options_and_the_environment() {
         let env = |k: &str| (k == "SYMCOMM_WIN_STRIDE").then(|| " 8G ".to_string());
         assert_eq!(
-            init_settings(Some(4), env),
+            init_settings(Some(4), false, env),
             vec![
                 ("SYMCOMM_LSA_SIZE", "4".to_string()),
                 ("SYMCOMM_WIN_STRIDE", "8G".to_string()),
                 ("SYMCOMM_CHECK", "unset".to_string()),
+                ("node identity", "detected".to_string()),
             ]
         );
     }

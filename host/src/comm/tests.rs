@@ -250,3 +250,68 @@ fn ranks_with_different_team_settings_all_get_the_same_mismatch() {
     .unwrap();
     assert_eq!(comms[1].lsa_size(), 1);
 }
+
+/// Runs `f` on every communicator, each on a thread of its own, and returns the results by
+/// rank.
+fn on_threads<T: Send>(comms: Vec<Communicator>, f: impl Fn(&Communicator) -> T + Sync) -> Vec<T> {
+    std::thread::scope(|s| {
+        let f = &f;
+        let handles: Vec<_> = comms.into_iter().map(|c| s.spawn(move || f(&c))).collect();
+        handles.into_iter().map(|h| h.join().unwrap()).collect()
+    })
+}
+
+#[test]
+fn split_children_have_their_own_ranks_teams_and_bootstrap() {
+    const NODES: &[&str] = &["a", "a", "a", "b", "b", "b"];
+    let out = on_threads(threads_with_nodes(NODES, 0), |c| {
+        let r = c.rank();
+        // By node: the node's ranks in order, one node, one LSA team.
+        let node = c.split(Some((r / 3) as u32), r as i32).unwrap().unwrap();
+        assert_eq!(
+            (node.size(), node.rank(), node.node_count(), node.lsa_size()),
+            (3, r % 3, 1, 3)
+        );
+        assert_ne!(node.bootstrap().job_id(), c.bootstrap().job_id());
+        // Its own bootstrap: an all-gather among the node's ranks only.
+        let got = node.bootstrap().all_gather(&[r as u8]).unwrap();
+        let want: Vec<Vec<u8>> = (0..3).map(|k| vec![(r / 3 * 3 + k) as u8]).collect();
+        assert_eq!(got, want);
+        // By parity, keys backwards: ranks 4, 2, 0 and 5, 3, 1; nodes a, a, b → LSA 1 (runs
+        // of one node: b, a, a has runs 1 and 2).
+        let par = c.split(Some((r % 2) as u32), -(r as i32)).unwrap().unwrap();
+        assert_eq!((par.size(), par.rank()), (3, (5 - r) / 2));
+        assert_eq!(par.node_count(), 2);
+        assert_eq!(par.lsa_size(), 1);
+        // No color for rank 0: it takes part and gets nothing.
+        let rest = c.split((r != 0).then_some(3), 0).unwrap();
+        assert_eq!(
+            rest.as_ref().map(|k| (k.size(), k.rank())),
+            (r != 0).then(|| (5, r - 1))
+        );
+        // The parent still works, and outlives or dies before its children alike.
+        c.bootstrap().barrier().unwrap();
+        drop(node);
+        par.bootstrap().barrier().unwrap();
+        (r, par.rank())
+    });
+    assert_eq!(out.len(), 6);
+}
+
+#[test]
+fn a_split_whose_color_disagrees_on_child_settings_fails_every_rank_alike() {
+    let comms = Communicator::init_threads(4).unwrap();
+    let errors = on_threads(comms, |c| {
+        let r = c.rank();
+        // Color 0 is ranks 0 and 2; rank 2 caps its child's LSA team, rank 0 does not.
+        let cap = if r == 2 { 1 } else { 0 };
+        let options = CommOptions::new().lsa_size(cap);
+        c.split_with(Some((r % 2) as u32), 0, options)
+            .err()
+            .map(|e| e.to_string())
+            .unwrap_or_default()
+    });
+    let want = "split: color 0's child setting SYMCOMM_LSA_SIZE differs across ranks: rank 0 \
+                has unset, rank 2 has 1";
+    assert!(errors.iter().all(|e| e == want), "{errors:?}");
+}

@@ -70,6 +70,15 @@ pub(crate) enum SendError {
 }
 
 impl TcpLinks {
+    /// The local address of this rank's links (the interface its peers reach it on), from
+    /// the first connected one.
+    pub(crate) fn local_ip(&self) -> Option<std::net::IpAddr> {
+        self.writers.iter().flatten().find_map(|w| {
+            let s = w.lock().unwrap_or_else(|p| p.into_inner());
+            s.local_addr().ok().map(|a| a.ip())
+        })
+    }
+
     /// Starts a reader thread for every link. If that fails part-way, the links already
     /// started are closed (no goodbye) and their readers joined before the error is returned;
     /// the links not reached yet are dropped, which closes them.
