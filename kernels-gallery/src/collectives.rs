@@ -128,6 +128,19 @@ impl Collectives {
     /// range, a module that would not load): one bootstrap all-gather tells every rank the
     /// outcome, so no rank waits in a later step for a peer that has given up.
     pub fn new(comm: &Communicator, tuning: Tuning) -> Result<Collectives> {
+        if comm.node_count() > 1 {
+            return Err(Error::Unsupported {
+                what: format!(
+                    "gallery collectives over {} ranks on {} nodes: the gallery runs within \
+                     one node, and its multi-node collectives are not written yet",
+                    comm.size(),
+                    comm.node_count()
+                ),
+                hint: "create the collectives on one node's ranks, e.g. the communicator of \
+                       `comm.split(Some(node), rank)`"
+                    .into(),
+            });
+        }
         if comm.lsa_size() != comm.size() {
             return Err(Error::Unsupported {
                 what: format!(
