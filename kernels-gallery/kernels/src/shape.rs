@@ -138,7 +138,7 @@ impl<const ANY: bool> Dst<ANY> {
 
     // ANCHOR: dst_store
     /// Stores the bytes of `v` that belong to the range into pack `j` (`j < span.packs()`):
-    /// one `st.v4` when the pack is whole, else in aligned pieces ([`st_part`]).
+    /// one `st.v4` when the pack is whole, else in aligned pieces (`st_part`).
     ///
     /// # Safety
     /// The range is valid for writes in this copy; no other thread writes its bytes of pack `j`.
