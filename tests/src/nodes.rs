@@ -40,6 +40,9 @@ fn expect<T: PartialEq + std::fmt::Debug>(what: &str, got: T, want: T) -> Result
 /// number of ranks each, ranks numbered node by node. Returns a line for the log.
 pub fn check_job(comm: &Communicator, nodes: usize) -> Result<String> {
     let (n, r) = (comm.size(), comm.rank());
+    // Held to the end: the checks below take the device again for each child, and the last
+    // holder's drop would destroy the context under the next child's module (on a GPU).
+    let _dev = Device::for_rank(comm)?;
     let per = n / nodes;
     expect("ranks per node", per * nodes, n)?;
     expect("nodes", comm.node_count(), nodes)?;
