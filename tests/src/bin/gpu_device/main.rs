@@ -63,6 +63,21 @@ fn check_module_load(ctx: &Ctx) -> Result<Verdict> {
     }))
 }
 
+/// Runs before anything else holds the device: a `Device` opened, dropped (the process's last
+/// handle) and opened again still loads a module. (Releasing the primary context with the
+/// last handle left the next module load with `CUDA_ERROR_CONTEXT_IS_DESTROYED`.)
+fn check_reopen(device: usize) -> Result<Verdict> {
+    drop(symcomm::Device::open(device)?);
+    let again = symcomm::Device::open(device)?;
+    let loaded = Module::load(kernels::PTX).map(|m| m.function(kernels::ENTRY_POINTS[0]).is_ok());
+    drop(again);
+    Ok(match loaded {
+        Ok(true) => Ok("a device opened, dropped and opened again loads a module".into()),
+        Ok(false) => Err("the module loaded after reopening has no kernels".into()),
+        Err(e) => Err(format!("module load after reopening the device: {e}")),
+    })
+}
+
 struct Args {
     device: usize,
 }
@@ -110,6 +125,7 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     }
+    let reopen = check_reopen(args.device);
     let _ctx = match cuda::open_device(args.device) {
         Ok(c) => c,
         Err(e) => {
@@ -150,6 +166,7 @@ fn main() -> ExitCode {
         args.device,
         kernels::ENTRY_POINTS.len()
     );
+    report("device_reopen", reopen);
     report("module_load", check_module_load(&ctx));
     report("geometry", arch::check_geometry(&ctx));
     report("dependent_launch", arch::check_dependent_launch(&ctx));
