@@ -10,7 +10,8 @@
 //!
 //! Rows of any `hidden` at any element offset: where the fused kernels, which work in whole
 //! 16-byte packs of a row, cannot take a call (`hidden` not a multiple of 8 or above
-//! [`Collectives::max_hidden`], or an operand not 16-byte aligned), it runs as an all-reduce of
+//! [`Collectives::max_hidden`], or a window operand at an offset that is not a multiple of
+//! 16: what every rank shares, so every rank picks the same form), it runs as an all-reduce of
 //! any shape into the gallery's scratch window followed by the element form of the unfused
 //! kernel (`rmsnorm_residual_elements_bf16`): the same results, every rank the same bits, two
 //! launches instead of one.
@@ -38,8 +39,10 @@ pub use symcomm_gallery_kernels::rmsnorm_split::{FUSED_ROW_BYTES, FUSED_SCRATCH_
 pub const MAX_HIDDEN: usize = 8 * MAX_PACKS * plan::LL_THREADS as usize;
 
 /// The device addresses of the non-window operands of [`Collectives::all_reduce_rmsnorm`]
-/// (device memory of this rank's GPU, 2-byte aligned; the fused kernels run where all are
-/// 16-byte aligned, see the module docs). Each call checks that every operand
+/// (device memory of this rank's GPU: 16-byte aligned where the fused kernels take the call,
+/// 2-byte aligned for the element form; which form runs depends only on the shape and the
+/// window offsets, the same on every rank: see the module docs). Each call checks that every
+/// operand
 /// lies inside one device allocation ([`check_device_range`]); keeping that memory alive and
 /// unused by other work until the stream has run the call is the caller's part, as with
 /// any CUDA library that takes device pointers.
@@ -105,7 +108,7 @@ impl Collectives {
             None,
             (tokens, hidden, eps),
         )?;
-        Fused::new(self, x, bufs, tokens, hidden, eps)?.run(forced, None, stream)
+        Fused::new(self, x, bufs, tokens, hidden, eps, &[x.offset()])?.run(forced, None, stream)
     }
 
     /// [`Collectives::check_call`] for the fused all-reduce + RMSNorm calls.
@@ -178,7 +181,8 @@ impl Collectives {
             out: out.device_ptr(),
             residual_out: residual_out.device_ptr(),
         };
-        let fused = Fused::new(self, x, bufs, tokens, hidden, eps)?;
+        let offsets = [x.offset(), out.offset(), residual_out.offset()];
+        let fused = Fused::new(self, x, bufs, tokens, hidden, eps, &offsets)?;
         fused.run(forced, Some((out, residual_out)), stream)
     }
 
@@ -197,7 +201,8 @@ impl Collectives {
         stream: impl AsStream,
     ) -> Result<()> {
         let stream = stream.raw_stream();
-        let packed = packed_form(self, hidden, &[s], bufs);
+        // `s` is this rank's own: the form comes from the shape alone (see `packed_form`).
+        let packed = packed_form(self, hidden, &[]);
         let align = if packed { plan::PACK } else { 2 };
         let args = norm_args(bufs, tokens, hidden, eps, align)?;
         check_aligned_range("rows", s, tokens * hidden * 2, align)?; // bounded by `norm_args`
@@ -235,6 +240,8 @@ struct Fused<'a> {
 
 impl<'a> Fused<'a> {
     /// Checks a call on `tokens × hidden` rows (see [`norm_args`]) with input `x`.
+    /// `offsets`: the window offsets of `x` and of any window outputs (what decides the form).
+    #[allow(clippy::too_many_arguments)]
     fn new(
         g: &'a Collectives,
         x: Buf<'a>,
@@ -242,8 +249,9 @@ impl<'a> Fused<'a> {
         tokens: usize,
         hidden: usize,
         eps: f32,
+        offsets: &[usize],
     ) -> Result<Fused<'a>> {
-        let packed = packed_form(g, hidden, &[x.device_ptr()], bufs);
+        let packed = packed_form(g, hidden, offsets);
         let align = if packed { plan::PACK } else { 2 };
         let args = norm_args(bufs, tokens, hidden, eps, align)?;
         let bytes = rows_bytes("all_reduce_rmsnorm", tokens, hidden)?;
@@ -431,16 +439,17 @@ fn row_grid(tokens: u64) -> Grid {
 }
 
 /// Whether the fused kernels (and the pack form of the unfused one) take a call on rows of
-/// `hidden`, with the addresses `rows` (`x`, or `s`) and `bufs`: `hidden` a multiple of 8 up
-/// to [`Collectives::max_hidden`] and every address 16-byte aligned.
-fn packed_form(g: &Collectives, hidden: usize, rows: &[u64], bufs: NormBuffers) -> bool {
-    let ptrs = [bufs.residual, bufs.weight, bufs.out, bufs.residual_out];
+/// `hidden` whose window operands sit at byte offsets `offsets`: `hidden` a multiple of 8 up
+/// to [`Collectives::max_hidden`] and every offset a multiple of 16. Only what every rank
+/// shares decides it (the shape, the window offsets): a rank's own raw pointers must not, or
+/// ranks could run different protocols in one collective call. In the pack form those
+/// pointers must be 16-byte aligned ([`check_device_range`] refuses them otherwise).
+fn packed_form(g: &Collectives, hidden: usize, offsets: &[usize]) -> bool {
     hidden.is_multiple_of(8)
         && hidden <= g.max_hidden()
-        && rows
+        && offsets
             .iter()
-            .chain(&ptrs)
-            .all(|p| p.is_multiple_of(plan::PACK))
+            .all(|o| o.is_multiple_of(plan::PACK as usize))
 }
 
 /// Bytes of `tokens × hidden` bf16 rows, refusing overflow (`what` names the call).
