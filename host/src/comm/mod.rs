@@ -129,7 +129,11 @@ impl Communicator {
         let env = LaunchEnv::from_env()?;
         let mut options = CommOptions::from_env()?;
         if options.device.is_none() {
-            options.device = env.local_rank;
+            // A launcher that binds each rank to its GPU (srun --gpus-per-task, a container
+            // per rank) leaves one device visible: that one, whatever the local rank.
+            let one_visible = std::env::var("CUDA_VISIBLE_DEVICES")
+                .is_ok_and(|v| !v.trim().is_empty() && !v.contains(','));
+            options.device = if one_visible { Some(0) } else { env.local_rank };
         }
         // A launcher that numbers several nodes (torchrun's and symcomm-run's `--nnodes`,
         // Slurm) makes its node number part of the node's identity: its nodes are nodes even
