@@ -155,6 +155,9 @@ fn expand_name(name: &str, out: &mut Vec<String>) -> std::result::Result<(), Str
             .ok_or_else(|| format!("{name:?} has an unclosed bracket"))?;
     let (head, group, tail) = (&name[..open], &name[open + 1..close], &name[close + 1..]);
     for item in group.split(',') {
+        if out.len() > crate::bootstrap::MAX_WORLD_SIZE {
+            return Err(format!("{name:?} names more hosts than symcomm takes"));
+        }
         let item = item.trim();
         let (lo, hi) = item.split_once('-').unwrap_or((item, item));
         let width = lo.len();
@@ -166,11 +169,14 @@ fn expand_name(name: &str, out: &mut Vec<String>) -> std::result::Result<(), Str
         if a > b {
             return Err(format!("{name:?}: the range {item:?} runs backwards"));
         }
-        if b - a > crate::bootstrap::MAX_WORLD_SIZE as u64 {
+        if b - a >= crate::bootstrap::MAX_WORLD_SIZE as u64 {
             return Err(format!("{name:?}: the range {item:?} names too many hosts"));
         }
         for k in a..=b {
             expand_name(&format!("{head}{k:0width$}{tail}"), out)?;
+            if out.len() > crate::bootstrap::MAX_WORLD_SIZE {
+                return Err(format!("{name:?} names more hosts than symcomm takes"));
+            }
         }
     }
     Ok(())
@@ -206,6 +212,8 @@ mod tests {
             "gpu[[1]]",
             "a,,b",
             "g[1-]",
+            "a[0-65536]b[0-65536]",
+            "a[0-65536]",
         ] {
             assert!(expand_nodelist(bad).is_err(), "{bad}");
         }

@@ -243,6 +243,7 @@ fn drain_output(
 fn job_id(nodes: &super::args::Nodes, nprocs: usize) -> Result<UniqueId> {
     let addr = crate::bootstrap::resolve(&nodes.master)
         .map_err(|why| Error::InvalidArgument(format!("--master {:?}: {why}", nodes.master)))?;
-    let seed = format!("symcomm-run/{}/{}x{nprocs}", nodes.master, nodes.nnodes);
+    // The resolved address, not the text: nodes may name node 0 differently.
+    let seed = format!("symcomm-run/{addr}/{}x{nprocs}", nodes.nnodes);
     Ok(UniqueId::derived(addr, &seed))
 }

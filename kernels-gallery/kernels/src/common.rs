@@ -221,22 +221,30 @@ pub unsafe fn report(status: *mut u32, r: Result<(), WaitError>) {
 /// launches the kernel with the same grid.
 macro_rules! bracketed {
     ($comm:expr, $exit:expr, $timeout_ns:expr, $status:expr, $body:block) => {{
+        // The arguments evaluated once, outside any `unsafe`.
+        let (comm, exit, timeout_ns, status): (
+            &symcomm_device::comm::DevComm,
+            symcomm_device::mem::Ordering,
+            u64,
+            *mut u32,
+        ) = ($comm, $exit, $timeout_ns, $status);
         let cta = symcomm_device::coop::Cta::new();
         let block = symcomm_device::arch::block_idx().x;
         // SAFETY: one session per block index; every rank opens it (caller's contract).
         #[allow(unused_unsafe)]
-        let mut bar = unsafe { symcomm_device::barrier::LsaBarrier::new(&cta, $comm, block) };
-        let mut r = bar.sync_timeout(&cta, Ordering::Acquire, $timeout_ns);
+        let mut bar = unsafe { symcomm_device::barrier::LsaBarrier::new(&cta, comm, block) };
+        let acquire = symcomm_device::mem::Ordering::Acquire;
+        let mut r = bar.sync_timeout(&cta, acquire, timeout_ns);
         if r.is_ok() {
             $body;
-            r = bar.sync_timeout(&cta, $exit, $timeout_ns);
+            r = bar.sync_timeout(&cta, exit, timeout_ns);
         }
         bar.finish(&cta);
         if symcomm_device::coop::Coop::is_leader(&cta) {
             // SAFETY: `$status` is null or valid (caller's contract).
             #[allow(unused_unsafe)]
             unsafe {
-                $crate::common::report($status, r)
+                $crate::common::report(status, r)
             };
         }
     }};

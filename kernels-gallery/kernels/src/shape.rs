@@ -376,7 +376,8 @@ fn funnel(a: U32x4, b: U32x4, sh: u32) -> U32x4 {
     U32x4([f(c0, c1), f(c1, c2), f(c2, c3), f(c3, c4)])
 }
 
-/// Stores bytes `lo..hi` (`lo < hi ≤ 16`) of `v` at the same bytes of the pack at `at`, in
+/// Stores bytes `lo..hi` (`lo < hi ≤ 16`, not the whole pack: [`Dst::store`] stores that with
+/// one `st.v4`, and these pieces would miss its last byte) of `v` at the same bytes of the pack at `at`, in
 /// naturally aligned stores of 1, 2, 4 or 8 bytes: widening from `lo` to the next 8-byte
 /// boundary (a store for each low bit of the position that is set, while it fits), then
 /// narrowing to `hi` (a store for each width that still fits). At most eight stores, and an
