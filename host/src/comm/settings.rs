@@ -6,7 +6,7 @@ use crate::{Error, Result};
 /// The settings every rank must share, agreed by
 /// [`Communicator::init`](super::Communicator::init): the environment variables that shape
 /// teams, the flat layout or what the runtime checks, and `node identity` (not a variable:
-/// whether the ranks declare their nodes or detect them, see [`init_settings`]).
+/// whether the ranks declare their nodes or detect them).
 pub const INIT_SETTINGS: &[&str] = &[
     "SYMCOMM_LSA_SIZE",
     "SYMCOMM_WIN_STRIDE",
