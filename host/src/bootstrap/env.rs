@@ -335,7 +335,11 @@ fn required_usize(get: &impl Fn(&str) -> Option<String>, var: &str) -> Result<us
     })
 }
 
-fn optional_usize(get: &impl Fn(&str) -> Option<String>, var: &str) -> Result<Option<usize>> {
+/// `var` as a non-negative integer, `None` when unset; an error names the variable.
+pub(super) fn optional_usize(
+    get: &impl Fn(&str) -> Option<String>,
+    var: &str,
+) -> Result<Option<usize>> {
     match get(var) {
         None => Ok(None),
         Some(text) => text
