@@ -335,11 +335,7 @@ fn required_usize(get: &impl Fn(&str) -> Option<String>, var: &str) -> Result<us
     })
 }
 
-/// `var` as a non-negative integer, `None` when unset; an error names the variable.
-pub(super) fn optional_usize(
-    get: &impl Fn(&str) -> Option<String>,
-    var: &str,
-) -> Result<Option<usize>> {
+fn optional_usize(get: &impl Fn(&str) -> Option<String>, var: &str) -> Result<Option<usize>> {
     match get(var) {
         None => Ok(None),
         Some(text) => text

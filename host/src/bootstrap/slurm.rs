@@ -36,7 +36,15 @@ pub(crate) fn task(get: &impl Fn(&str) -> Option<String>) -> Result<Option<Slurm
     let (Some(step_id), Some(_)) = (get("SLURM_STEP_ID"), get("SLURM_PROCID")) else {
         return Ok(None);
     };
-    let number = |var: &str| super::env::optional_usize(get, var);
+    let number = |var: &str| -> Result<Option<usize>> {
+        match get(var) {
+            None => Ok(None),
+            Some(t) => t.trim().parse().map(Some).map_err(|_| Error::Env {
+                var: var.into(),
+                reason: format!("{t:?} is not a non-negative integer"),
+            }),
+        }
+    };
     let rank = number("SLURM_PROCID")?.unwrap_or(0);
     let size = match number("SLURM_STEP_NUM_TASKS")? {
         Some(n) => n,
