@@ -115,6 +115,79 @@ pub(crate) fn no_window() -> ! {
     )
 }
 
+/// Reports a GIN context index outside `0..n_contexts` (also a communicator without GIN).
+#[cold]
+#[inline(never)]
+pub(crate) fn gin_context(context: u32, n_contexts: u32) -> ! {
+    fail!(
+        b"symcomm: GIN context %lld of a device communicator with %lld GIN contexts\n\0",
+        context, n_contexts;
+        "symcomm: GIN context {context} of a device communicator with {n_contexts} GIN \
+         contexts (Requirements::gin_contexts; 0 means the communicator has no GIN)"
+    )
+}
+
+/// Reports a GIN signal index outside `0..n_signals`.
+#[cold]
+#[inline(never)]
+pub(crate) fn gin_signal(index: u32, n: u32) -> ! {
+    fail!(
+        b"symcomm: GIN signal %lld of a device communicator with %lld signals\n\0",
+        index, n;
+        "symcomm: GIN signal {index} of a device communicator with {n} signals \
+         (Requirements::gin_signals)"
+    )
+}
+
+/// Reports a GIN counter index outside `0..n_counters`.
+#[cold]
+#[inline(never)]
+pub(crate) fn gin_counter(index: u32, n: u32) -> ! {
+    fail!(
+        b"symcomm: GIN counter %lld of a device communicator with %lld counters\n\0",
+        index, n;
+        "symcomm: GIN counter {index} of a device communicator with {n} counters \
+         (Requirements::gin_counters)"
+    )
+}
+
+/// Reports a GIN peer this rank has no connection to (outside the world, or outside its rail
+/// team under rail connectivity).
+#[cold]
+#[inline(never)]
+pub(crate) fn gin_peer(world_peer: i32, n_ranks: i32) -> ! {
+    fail!(
+        b"symcomm: GIN peer %lld (world rank) is not connected to this rank (world of %lld)\n\0",
+        world_peer, n_ranks;
+        "symcomm: GIN peer {world_peer} (world rank) is not connected to this rank: a world \
+         of {n_ranks} ranks, and under rail connectivity only the rail team is"
+    )
+}
+
+/// Reports a window that is not registered with the GIN transport (its descriptor's
+/// `gin_wins` slot is 0).
+#[cold]
+#[inline(never)]
+pub(crate) fn gin_window(slot: u32) -> ! {
+    fail!(
+        b"symcomm: window not registered for GIN (gin_wins[%lld] is 0)\n\0",
+        slot, 0;
+        "symcomm: window not registered for GIN (gin_wins[{slot}] is 0): register it on a \
+         communicator that spans nodes"
+    )
+}
+
+/// Reports an inline GIN value of more than 8 bytes.
+#[cold]
+#[inline(never)]
+pub(crate) fn gin_value(size: usize) -> ! {
+    fail!(
+        b"symcomm: GIN put_value of %lld bytes (at most 8)\n\0",
+        size, 0;
+        "symcomm: GIN put_value of {size} bytes (at most 8)"
+    )
+}
+
 /// Reports a barrier session that ended without `finish` (nothing while the thread unwinds
 /// for another failure: that one is the report).
 #[cold]

@@ -13,6 +13,7 @@
 //! [`RESOURCE_UNIT`] bytes. Its three hot fields are copied into [`DevComm::resource`] so that
 //! finding a peer's barrier inbox needs no dependent load.
 
+use crate::gin::GinHandle;
 use crate::team::Team;
 use crate::util::{add4g, idiv_fast32, idiv_rcp32};
 
@@ -21,7 +22,7 @@ pub const DEVCOMM_MAGIC: u32 = 0x434d_5953;
 
 /// The layout version of [`DevComm`] this crate was compiled with. Bumped on every layout or
 /// meaning change.
-pub const DEVCOMM_VERSION: u32 = 1;
+pub const DEVCOMM_VERSION: u32 = 2;
 
 /// Resource handles count in units of this many bytes (as NCCL's `ncclDevResourceHandle_t`).
 pub const RESOURCE_UNIT: usize = 128;
@@ -129,6 +130,8 @@ pub struct DevComm {
     /// Device address of a `u32` abort flag (device or mapped host memory); waits give up with
     /// [`WaitError::Aborted`](crate::wait::WaitError::Aborted) once it is non-zero. 0 = none.
     pub abort_flag: u64,
+    /// The GIN state (all zero when the communicator has no GIN; see [`crate::gin`]).
+    pub gin: GinHandle,
 }
 
 const _: () = {
@@ -139,7 +142,7 @@ const _: () = {
     assert!(offset_of!(ResourceWindow, lsa_flat_base) == 0);
     assert!(offset_of!(ResourceWindow, stride4g) == 8);
     assert!(offset_of!(ResourceWindow, mc_offset4k) == 12);
-    assert!(size_of::<DevComm>() == 80);
+    assert!(size_of::<DevComm>() == 144);
     assert!(align_of::<DevComm>() == 8);
     assert!(offset_of!(DevComm, magic) == 0);
     assert!(offset_of!(DevComm, version) == 4);
@@ -154,6 +157,7 @@ const _: () = {
     assert!(offset_of!(DevComm, lsa_multimem) == 56);
     assert!(offset_of!(DevComm, lsa_barrier) == 64);
     assert!(offset_of!(DevComm, abort_flag) == 72);
+    assert!(offset_of!(DevComm, gin) == 80);
 };
 
 // `DevComm` is a kernel argument, so `bytemuck::Pod` (as every by-value argument of a
@@ -179,7 +183,7 @@ unsafe impl bytemuck::Pod for LsaBarrierHandle {}
 impl DevComm {
     /// A communicator header for `rank` of `n_ranks` with LSA rank `lsa_rank` of `lsa_size`:
     /// magic, version and reciprocals set, no resource window, no multicast, no barriers, no
-    /// abort flag. The host runtime fills in the rest.
+    /// abort flag, no GIN. The host runtime fills in the rest.
     ///
     /// `n_ranks` and `lsa_size` must be at least 1.
     pub const fn new(rank: i32, n_ranks: i32, lsa_rank: i32, lsa_size: i32) -> DevComm {
@@ -204,6 +208,19 @@ impl DevComm {
                 n_barriers: 0,
             },
             abort_flag: 0,
+            gin: GinHandle {
+                rings: 0,
+                producers: 0,
+                consumers: 0,
+                signals: 0,
+                counters: 0,
+                n_contexts: 0,
+                queue_depth: 0,
+                n_signals: 0,
+                n_counters: 0,
+                peer_slots: 0,
+                connection: 0,
+            },
         }
     }
 
@@ -328,7 +345,7 @@ mod tests {
     #[test]
     fn devcomm_layout_is_fixed() {
         use core::mem::{offset_of, size_of};
-        assert_eq!(size_of::<DevComm>(), 80);
+        assert_eq!(size_of::<DevComm>(), 144);
         let offsets = [
             offset_of!(DevComm, magic),
             offset_of!(DevComm, version),
@@ -343,8 +360,12 @@ mod tests {
             offset_of!(DevComm, lsa_multimem),
             offset_of!(DevComm, lsa_barrier),
             offset_of!(DevComm, abort_flag),
+            offset_of!(DevComm, gin),
         ];
-        assert_eq!(offsets, [0, 4, 8, 12, 16, 20, 24, 28, 32, 40, 56, 64, 72]);
+        assert_eq!(
+            offsets,
+            [0, 4, 8, 12, 16, 20, 24, 28, 32, 40, 56, 64, 72, 80]
+        );
         assert_eq!(offset_of!(LsaBarrierHandle, n_barriers), 4);
     }
 

@@ -65,6 +65,7 @@ pub mod coop;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod emu;
 mod geometry;
+pub mod gin;
 #[cfg(not(target_arch = "nvptx64"))]
 pub mod launch;
 pub mod ll;
@@ -106,6 +107,7 @@ pub mod prelude {
     pub use crate::barrier::LsaBarrier;
     pub use crate::comm::DevComm;
     pub use crate::coop::{Coop, Cta, Lanes, Thread, Tile, Warp, WarpSpan};
+    pub use crate::gin::{Gin, LocalAction, RemoteAction};
     pub use crate::kernel;
     pub use crate::mem::{LoadOrder, Ordering, Scope, StoreOrder};
     pub use crate::ptr::SymPtr;

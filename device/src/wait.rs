@@ -95,6 +95,7 @@ impl Spin {
     /// - `abort_flag` is null or valid as in [`aborted`] for as long as the `Spin` is used.
     #[inline(always)]
     pub unsafe fn new(abort_flag: *const u32, timeout_ns: u64) -> Spin {
+        arch::wait_begins();
         let deadline = if timeout_ns == NO_TIMEOUT {
             NO_TIMEOUT
         } else {

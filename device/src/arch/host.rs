@@ -99,6 +99,9 @@ pub fn griddep_launch_dependents() {}
 pub fn spin_hint() {
     emu::poll();
 }
+pub fn wait_begins() {
+    emu::reset_backoff();
+}
 pub fn nanosleep(ns: u32) {
     emu::poll();
     std::thread::sleep(std::time::Duration::from_nanos(u64::from(ns)));

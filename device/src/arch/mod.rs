@@ -378,6 +378,15 @@ pub(crate) fn spin_hint() {
     backend::spin_hint()
 }
 
+/// A new spin wait begins ([`Spin::new`](crate::wait::Spin::new) calls it): nothing on the
+/// GPU; under CPU emulation the poll back-off starts again from yielding, so that a thread
+/// that waits often (a signal ping-pong without block barriers) is not left sleeping the
+/// longest back-off at every wait.
+#[inline(always)]
+pub(crate) fn wait_begins() {
+    backend::wait_begins()
+}
+
 /// Aborts the kernel (`trap`): the launch fails and the host sees an error.
 #[doc(alias = "__trap")]
 #[inline(always)]

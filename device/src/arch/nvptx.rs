@@ -244,6 +244,8 @@ pub fn griddep_launch_dependents() {
 #[inline(always)]
 pub fn spin_hint() {}
 #[inline(always)]
+pub fn wait_begins() {}
+#[inline(always)]
 pub fn nanosleep(ns: u32) {
     // SAFETY: a scheduling hint with no preconditions.
     unsafe { asm!("nanosleep.u32 {ns};", ns = in(reg32) ns, options(nomem, nostack)) }

@@ -284,6 +284,12 @@ pub(crate) fn on_load() {
     });
 }
 
+/// A new wait of the calling thread: its poll back-off starts again from yielding.
+#[inline]
+pub(crate) fn reset_backoff() {
+    ctx::with(|c| c.polls.set(0));
+}
+
 /// A spin-loop poll, timer read or sleep: stops the thread if the launch failed, and yields.
 #[inline]
 pub(crate) fn poll() {

@@ -220,7 +220,7 @@ mod tests {
         // Every launch is typed by the kernel's signature, and on a GPU `Module::kernel` checks
         // those sizes against the PTX declaration: DevComm and SymPtr travel by value with their
         // Rust sizes, a WindowHandle as a plain u64 (not a pointer).
-        assert_eq!(size_of::<DevComm>(), 80);
+        assert_eq!(size_of::<DevComm>(), 144);
         assert_eq!(size_of::<SymPtr<f32>>(), 16);
         assert_eq!(size_of::<WindowHandle>(), 8);
         for decl in [
