@@ -30,6 +30,10 @@ use std::sync::atomic::Ordering;
 use crate::bootstrap::FailureWatch;
 use crate::comm::Communicator;
 use crate::cuda::memory::HostMapped;
+use crate::gin::{
+    DEFAULT_GIN_QUEUE_DEPTH, GinConnection, GinParams, GinRuntime, GinStats, MAX_GIN_CONTEXTS,
+    MAX_GIN_QUEUE_DEPTH, MAX_GIN_SIGNALS,
+};
 use crate::window::{SymmetricMemory, Window};
 use crate::{Error, Result};
 
@@ -37,10 +41,29 @@ pub use crate::cuda::multicast::NVLS_ENV;
 
 /// What a device communicator must provide (NCCL's `ncclDevCommRequirements`).
 #[doc(alias = "ncclDevCommRequirements")]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Requirements {
     lsa_barriers: u32,
     lsa_multimem: bool,
+    gin_contexts: u32,
+    gin_signals: u32,
+    gin_counters: u32,
+    gin_queue_depth: u32,
+    gin_connection: GinConnection,
+}
+
+impl Default for Requirements {
+    fn default() -> Self {
+        Requirements {
+            lsa_barriers: 0,
+            lsa_multimem: false,
+            gin_contexts: 0,
+            gin_signals: 0,
+            gin_counters: 0,
+            gin_queue_depth: DEFAULT_GIN_QUEUE_DEPTH,
+            gin_connection: GinConnection::Full,
+        }
+    }
 }
 
 impl Requirements {
@@ -63,6 +86,95 @@ impl Requirements {
         self
     }
 
+    /// `n` GIN contexts (independent queues; NCCL's `ginContextCount`), at most
+    /// [`MAX_GIN_CONTEXTS`]. 0 (the default) means no GIN: the communicator's `gin` handle is
+    /// zero and no proxy runs.
+    #[doc(alias = "ginContextCount")]
+    pub fn gin_contexts(mut self, n: u32) -> Self {
+        self.gin_contexts = n;
+        self
+    }
+
+    /// `n` GIN signals (shared by the contexts; NCCL's `ginSignalCount`), at most
+    /// [`MAX_GIN_SIGNALS`].
+    #[doc(alias = "ginSignalCount")]
+    pub fn gin_signals(mut self, n: u32) -> Self {
+        self.gin_signals = n;
+        self
+    }
+
+    /// `n` GIN counters (NCCL's `ginCounterCount`), at most [`MAX_GIN_SIGNALS`].
+    #[doc(alias = "ginCounterCount")]
+    pub fn gin_counters(mut self, n: u32) -> Self {
+        self.gin_counters = n;
+        self
+    }
+
+    /// Entries per GIN ring (a power of two, at most [`MAX_GIN_QUEUE_DEPTH`]; default
+    /// [`DEFAULT_GIN_QUEUE_DEPTH`]). A kernel that posts more than this to one peer before
+    /// the proxy catches up waits for credit.
+    #[doc(alias = "ginQueueDepth")]
+    pub fn gin_queue_depth(mut self, n: u32) -> Self {
+        self.gin_queue_depth = n;
+        self
+    }
+
+    /// Which peers GIN connects: every rank ([`GinConnection::Full`], the default) or the rail
+    /// team ([`GinConnection::Rail`]: one connection set per node instead of per rank).
+    #[doc(alias = "ginConnectionType")]
+    pub fn gin_connection(mut self, c: GinConnection) -> Self {
+        self.gin_connection = c;
+        self
+    }
+
+    /// The GIN parameters, checked; `None` without GIN.
+    fn gin_params(&self) -> Result<Option<GinParams>> {
+        if self.gin_contexts == 0 {
+            return Ok(None);
+        }
+        let bad = |what: String| Err(Error::InvalidArgument(what));
+        if self.gin_contexts > MAX_GIN_CONTEXTS {
+            return bad(format!(
+                "gin_contexts({}): at most {MAX_GIN_CONTEXTS}",
+                self.gin_contexts
+            ));
+        }
+        for (name, n) in [
+            ("gin_signals", self.gin_signals),
+            ("gin_counters", self.gin_counters),
+        ] {
+            if n > MAX_GIN_SIGNALS {
+                return bad(format!("{name}({n}): at most {MAX_GIN_SIGNALS}"));
+            }
+        }
+        let d = self.gin_queue_depth;
+        if !d.is_power_of_two() || d > MAX_GIN_QUEUE_DEPTH {
+            return bad(format!(
+                "gin_queue_depth({d}): a power of two from 1 to {MAX_GIN_QUEUE_DEPTH}"
+            ));
+        }
+        if self.gin_connection == GinConnection::None {
+            return bad(format!(
+                "gin_connection(None) with gin_contexts({}): ask for 0 contexts for no GIN",
+                self.gin_contexts
+            ));
+        }
+        Ok(Some(GinParams {
+            contexts: self.gin_contexts,
+            signals: self.gin_signals,
+            counters: self.gin_counters,
+            queue_depth: d,
+            connection: self.gin_connection,
+        }))
+    }
+
+    /// Bytes of the barrier part of the resource window (the GIN producer indices follow).
+    fn barrier_bytes(&self, lsa_size: usize) -> Result<usize> {
+        let mut r = *self;
+        r.gin_contexts = 0;
+        r.resource_bytes(lsa_size)
+    }
+
     /// Bytes of the resource window these requirements need over an LSA team of `lsa_size`
     /// (before rounding to the allocation granularity); [`Error::InvalidArgument`] for more
     /// than [`MAX_LSA_BARRIERS`] barriers or a size that does not fit a `usize`.
@@ -81,10 +193,11 @@ impl Requirements {
             ))
         };
         let ranks = u32::try_from(lsa_size).map_err(|_| overflow())?;
-        LsaBarrierHandle::checked_buffer_bytes(n, ranks)
+        let barriers = LsaBarrierHandle::checked_buffer_bytes(n, ranks)
             .and_then(|b| b.checked_next_multiple_of(RESOURCE_UNIT))
             .map(|b| b.max(RESOURCE_UNIT))
-            .ok_or_else(overflow)
+            .ok_or_else(overflow)?;
+        Ok(barriers)
     }
 }
 
@@ -98,6 +211,8 @@ pub const MAX_LSA_BARRIERS: u32 = i32::MAX as u32;
 #[doc(alias = "ncclDevComm")]
 #[derive(Debug)]
 pub struct DevComm {
+    // Dropped first: the proxy stops before the memory and flag it uses go.
+    gin: Option<GinRuntime>,
     raw: RawDevComm,
     // Field order is drop order: the failure watch (which raises the flag) goes before the
     // flag, and the window before the memory it maps.
@@ -118,10 +233,25 @@ impl DevComm {
     /// allocated, when two ranks of a node are different processes on the same GPU (their
     /// kernels would take turns, and a barrier between them could only time out; see
     /// `SYMCOMM_SHARED_GPU` for MPS); the errors of allocating (e.g. [`Error::OutOfMemory`]
-    /// under emulation) and registering its resource window.
+    /// under emulation) and registering its resource window. With GIN
+    /// ([`Requirements::gin_contexts`] > 0): [`Error::InvalidArgument`] for GIN requirements
+    /// out of range (checked locally, before any collective step), [`Error::Mismatch`] on every
+    /// rank when ranks ask for different GIN requirements or transports
+    /// ([`crate::gin::TRANSPORT_ENV`]), and the errors of setting up the transport's
+    /// connections, the same on every rank.
     #[doc(alias = "ncclDevCommCreate")]
     pub fn create(comm: &Communicator, req: Requirements) -> Result<DevComm> {
-        let bytes = req.resource_bytes(comm.lsa_size())?;
+        let gin = req.gin_params()?;
+        let barrier_bytes = req.barrier_bytes(comm.lsa_size())?;
+        // The GIN producer indices (one u64 per ring) follow the barriers.
+        let gin_bytes = gin.map_or(0, |g| {
+            let slots = match g.connection {
+                GinConnection::Rail => comm.size() / comm.lsa_size().max(1),
+                _ => comm.size(),
+            };
+            (g.contexts as usize * slots * 8).next_multiple_of(RESOURCE_UNIT)
+        });
+        let bytes = barrier_bytes + gin_bytes;
         let n_barriers = i32::try_from(req.lsa_barriers).map_err(|_| {
             Error::Internal(format!("{} barriers passed the check", req.lsa_barriers))
         })?;
@@ -161,6 +291,15 @@ impl DevComm {
             n_barriers,
         };
         raw.abort_flag = abort.device_ptr();
+        let gin = match gin {
+            Some(params) => {
+                let producers = raw.resource_local_ptr((barrier_bytes / RESOURCE_UNIT) as u32);
+                let g = GinRuntime::start(comm, params, producers as u64, Arc::clone(&abort))?;
+                raw.gin = g.handle();
+                Some(g)
+            }
+            None => None,
+        };
         if req.lsa_multimem {
             // Collective; refused on every rank unless every rank opted in (SYMCOMM_NVLS=1).
             raw.lsa_multimem = MultimemHandle {
@@ -170,6 +309,7 @@ impl DevComm {
         crate::fault::pause_point("devcomm", comm.rank());
         comm.bootstrap().runtime_barrier()?;
         Ok(DevComm {
+            gin,
             raw,
             watch,
             _resource_window: window,
@@ -200,7 +340,27 @@ impl DevComm {
     /// call of it reports; `None` while it is healthy. After a kernel reported an abort this
     /// names the cause; `None` then means [`DevComm::abort`] was called locally.
     pub fn failure(&self) -> Option<Error> {
+        if let Some(e) = self.gin.as_ref().and_then(GinRuntime::failure) {
+            return Some(e);
+        }
         self.watch.failure("device communicator")
+    }
+
+    /// The GIN runtime (tests that forge wire frames).
+    #[cfg(test)]
+    pub(crate) fn gin_runtime(&self) -> Option<&GinRuntime> {
+        self.gin.as_ref()
+    }
+
+    /// What the GIN transport has carried for this rank (`None` without GIN).
+    pub fn gin_stats(&self) -> Option<GinStats> {
+        self.gin.as_ref().map(GinRuntime::stats)
+    }
+
+    /// The host's view of this rank's GIN signal `index` (acquire), `None` without GIN or for
+    /// an index out of range.
+    pub fn gin_signal(&self, index: u32) -> Option<u64> {
+        self.gin.as_ref()?.signal(index)
     }
 }
 

@@ -184,6 +184,16 @@ pub enum Error {
         #[source]
         source: std::io::Error,
     },
+    /// The GIN of a device communicator failed on this rank: its proxy refused a descriptor,
+    /// a peer refused one of this rank's operations, or a GIN connection was lost. Every later
+    /// device wait of the communicator returns `Aborted`.
+    #[error("{}GIN failed: {reason}", rank_prefix(*rank))]
+    Gin {
+        /// The rank that reports it (this process's rank).
+        rank: Option<usize>,
+        /// What happened, naming the peer where one is involved.
+        reason: String,
+    },
 }
 
 fn rank_prefix(rank: Option<usize>) -> String {

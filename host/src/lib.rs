@@ -19,6 +19,7 @@ pub mod devcomm;
 pub mod device;
 pub mod error;
 pub mod fault;
+pub mod gin;
 pub(crate) mod ipc;
 pub mod launch;
 pub mod launcher;

@@ -200,6 +200,13 @@ impl Window {
         }
         crate::fault::pause_point("deregister", self.host.world_rank as usize);
         self.active = false;
+        // Out of the list first, under the lock: a GIN proxy copies into or out of a window
+        // only under this lock, after finding it in the list, so none is inside it now.
+        if let Ok(mut guard) = lock(&self.state)
+            && let Some(state) = guard.as_mut()
+        {
+            state.windows.retain(|w| w.slot_offset != self.slot_offset);
+        }
         self.mappings.clear(); // unmap every peer before the slot can be reused
         let mut guard = lock(&self.state)?;
         if let Some(state) = guard.as_mut() {
@@ -394,6 +401,9 @@ impl Communicator {
         let (layout, flat_base) = (state.layout, state.flat.base());
         state.windows.push(WindowEntry {
             user_ptr: ptr,
+            // SAFETY: `host` is this window's descriptor, a plain host value.
+            local: unsafe { host.local_ptr(0) as u64 },
+            seq,
             size,
             descriptor: descriptor.device_ptr(),
             slot_offset,
@@ -533,7 +543,12 @@ impl Communicator {
         state: &SymState,
         local: &LocalPart,
         slot_offset: u64,
+        seq: u64,
     ) -> DeviceWindow {
+        // Every window has a GIN id, the same on every rank: its registration number + 1
+        // (0 means "not registered"). The socket transport has one registration per window,
+        // so the four per-connection slots (context c uses slot c mod 4) hold the same id.
+        let gin_id = u32::try_from(seq + 1).map_or(0, u64::from);
         DeviceWindow {
             win_host: 0,
             lsa_flat_base: state.flat.base() + slot_offset + local.offset_in_alloc,
@@ -543,7 +558,7 @@ impl Communicator {
             mc_offset4k: ((slot_offset + local.offset_in_alloc) >> 12) as u32,
             gin_offset4k: (local.offset_in_alloc >> 12) as u32,
             lsa_size: self.lsa_size() as u32,
-            gin_wins: [0; 4],
+            gin_wins: [gin_id; 4],
         }
     }
 
@@ -708,7 +723,7 @@ impl SymState {
             // ANCHOR_END: map_peers
         })()
         .map_err(|e| ("mapping its peers' memory", e))?;
-        let host = comm.window_descriptor(self, local, slot_offset);
+        let host = comm.window_descriptor(self, local, slot_offset, seq);
         let descriptor =
             DeviceBox::new(&host).map_err(|e| ("writing the window's descriptor", e))?;
         let binding = match self.mc.as_mut() {

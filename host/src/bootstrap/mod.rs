@@ -49,7 +49,7 @@ mod env;
 mod inproc;
 mod mailbox;
 mod slurm;
-mod tcp;
+pub(crate) mod tcp;
 mod unique_id;
 pub(crate) mod wire;
 
@@ -69,7 +69,7 @@ use mailbox::{CollMsg, Failure, Incoming, Mailbox, Op, WaitError};
 use tcp::{SendError, TcpLinks};
 use wire::Kind;
 
-pub(crate) use unique_id::{fnv1a64, resolve};
+pub(crate) use unique_id::{fnv1a64, random_u64 as random_token, resolve};
 
 /// One rank's endpoint of the bootstrap network. See the module documentation.
 ///

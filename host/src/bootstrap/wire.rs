@@ -226,6 +226,8 @@ pub(crate) enum Role {
     Mesh = 2,
     /// The lower rank's answer on a mesh link.
     MeshAck = 3,
+    /// A GIN proxy connection (`port` carries the lane).
+    Gin = 4,
 }
 
 /// The handshake payload, checked by both ends of every connection.
@@ -265,6 +267,7 @@ impl Hello {
             1 => Role::Rendezvous,
             2 => Role::Mesh,
             3 => Role::MeshAck,
+            4 => Role::Gin,
             r => return Err(format!("unknown hello role {r}")),
         };
         Ok(Hello {

@@ -261,3 +261,95 @@ impl<T> Drop for HostBox<T> {
         drop(unsafe { Box::from_raw(self.ptr) });
     }
 }
+
+/// Zeroed, page-aligned pinned host memory mapped into the device's address space, of any
+/// size (the GIN rings, signals, counters and staging buffers); freed on drop. Under emulation
+/// a page-aligned heap allocation whose address is also the device address.
+#[derive(Debug)]
+pub(crate) struct PinnedBytes {
+    host: *mut u8,
+    dev: u64,
+    len: usize,
+    backing: PinnedBytesBacking,
+}
+
+#[derive(Debug)]
+enum PinnedBytesBacking {
+    Gpu(#[allow(dead_code)] PinnedAlloc), // held for its Drop
+    Emulated(std::alloc::Layout),
+}
+
+// SAFETY: the allocation is owned by this value; the host accesses it through raw pointers
+// and atomics whose users state their own synchronisation.
+unsafe impl Send for PinnedBytes {}
+// SAFETY: as above.
+unsafe impl Sync for PinnedBytes {}
+
+impl PinnedBytes {
+    /// `len` zeroed bytes (at least one page is allocated).
+    pub(crate) fn new(len: usize) -> Result<PinnedBytes> {
+        let bytes = len.max(1).next_multiple_of(4096);
+        if backend()? == Backend::Emulated {
+            let layout = std::alloc::Layout::from_size_align(bytes, 4096)
+                .map_err(|e| crate::Error::InvalidArgument(format!("{bytes} bytes: {e}")))?;
+            // SAFETY: a non-zero size.
+            let host = unsafe { std::alloc::alloc_zeroed(layout) };
+            if host.is_null() {
+                return Err(crate::Error::Io {
+                    what: format!("allocating {bytes} bytes of emulated pinned memory"),
+                    source: std::io::Error::from(std::io::ErrorKind::OutOfMemory),
+                });
+            }
+            return Ok(PinnedBytes {
+                host,
+                dev: host as u64,
+                len,
+                backing: PinnedBytesBacking::Emulated(layout),
+            });
+        }
+        let pinned = PinnedAlloc::new(bytes)?;
+        let host = pinned.host.cast::<u8>();
+        // SAFETY: `bytes` bytes of the live allocation.
+        unsafe { ptr::write_bytes(host, 0, bytes) };
+        Ok(PinnedBytes {
+            host,
+            dev: pinned.dev,
+            len,
+            backing: PinnedBytesBacking::Gpu(pinned),
+        })
+    }
+
+    /// The host address of byte 0.
+    pub(crate) fn host_ptr(&self) -> *mut u8 {
+        self.host
+    }
+
+    /// The device address of byte 0.
+    pub(crate) fn device_ptr(&self) -> u64 {
+        self.dev
+    }
+
+    /// The `u64` at byte offset `8 × index`, as an atomic (host side).
+    ///
+    /// # Panics
+    /// If the word is outside the allocation (an internal error).
+    pub(crate) fn word(&self, index: usize) -> &std::sync::atomic::AtomicU64 {
+        assert!(
+            index * 8 + 8 <= self.len,
+            "word {index} of {} bytes",
+            self.len
+        );
+        // SAFETY: in bounds (asserted), 8-byte aligned (page-aligned base), live while `self`
+        // is; every host access of these words goes through atomics.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.host.add(index * 8).cast()) }
+    }
+}
+
+impl Drop for PinnedBytes {
+    fn drop(&mut self) {
+        if let PinnedBytesBacking::Emulated(layout) = self.backing {
+            // SAFETY: allocated with this layout in `new`, freed once.
+            unsafe { std::alloc::dealloc(self.host, layout) };
+        }
+    }
+}

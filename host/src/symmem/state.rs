@@ -34,6 +34,10 @@ pub(crate) struct SymState {
 #[derive(Debug, Clone)]
 pub(crate) struct WindowEntry {
     pub(crate) user_ptr: u64,
+    /// This rank's copy in the flat range (stays mapped while the window lives).
+    pub(crate) local: u64,
+    /// The registration number (the same on every rank; GIN id − 1).
+    pub(crate) seq: u64,
     pub(crate) size: usize,
     pub(crate) descriptor: u64,
     pub(crate) slot_offset: u64,

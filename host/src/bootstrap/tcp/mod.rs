@@ -66,8 +66,8 @@
 //! [`wire`]: super::wire
 
 mod errors;
-mod handshake;
-mod hellos;
+pub(crate) mod handshake;
+pub(crate) mod hellos;
 mod links;
 mod mesh;
 mod rendezvous;

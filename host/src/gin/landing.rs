@@ -1,0 +1,109 @@
+//! The receiving side of GIN: checks every incoming operation against this rank's own
+//! registrations and requirements (never trusting the peer), writes its data and applies its
+//! signal in the promised order.
+//!
+//! Order: operations of one (sender, context) stream carry consecutive sequence numbers (the
+//! sender's ring indices). A weak signal is applied as soon as its own operation has landed; a
+//! strong one once every operation of its stream up to and including its own has landed. Data
+//! of different operations may land out of order (different connections, or the test-only
+//! delay), so the landed set is tracked as a watermark (everything below it landed) plus the
+//! numbers above it that landed early.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use symcomm_device::gin::SignalOp;
+
+use super::wire::Frame;
+
+/// The landing state of one (sender, context) stream.
+#[derive(Default)]
+struct Stream {
+    /// Every operation below this has landed.
+    watermark: u64,
+    /// Operations at or above the watermark that landed early.
+    early: BTreeSet<u64>,
+    /// Strong signals waiting for the watermark to pass them: seq → (op, index, operand).
+    waiting: BTreeMap<u64, (SignalOp, u32, u64)>,
+}
+
+/// The landing state of one rank.
+#[derive(Default)]
+pub(crate) struct Landing {
+    streams: HashMap<(usize, u32), Stream>,
+}
+
+impl Landing {
+    /// Records that operation `f` from `from` has landed; calls `apply` with every signal
+    /// update that may now be seen, in the promised order (`strong_as_weak`: the deliberately
+    /// broken build, see `Config`).
+    pub(crate) fn landed(
+        &mut self,
+        from: usize,
+        f: &Frame,
+        strong_as_weak: bool,
+        mut apply: impl FnMut((SignalOp, u32, u64)),
+    ) {
+        let s = self.streams.entry((from, f.context)).or_default();
+        if f.seq == s.watermark {
+            s.watermark += 1;
+            while s.early.remove(&s.watermark) {
+                s.watermark += 1;
+            }
+        } else if f.seq > s.watermark {
+            s.early.insert(f.seq);
+        }
+        if f.signal_op != SignalOp::None {
+            let action = (f.signal_op, f.signal, f.signal_value);
+            if f.strong && !strong_as_weak {
+                s.waiting.insert(f.seq, action);
+            } else {
+                apply(action);
+            }
+        }
+        // Strong signals whose every predecessor (and themselves) landed, in order.
+        while let Some(entry) = s.waiting.first_entry() {
+            if *entry.key() >= s.watermark {
+                break;
+            }
+            apply(entry.remove());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::gin::wire::Kind;
+
+    fn op(seq: u64, strong: bool, signal: u32) -> Frame {
+        let mut f = Frame::new(Kind::Put);
+        f.seq = seq;
+        f.strong = strong;
+        f.signal_op = SignalOp::Inc;
+        f.signal = signal;
+        f.signal_value = 1;
+        f
+    }
+
+    #[test]
+    fn strong_signals_wait_for_every_earlier_operation_and_weak_ones_do_not() {
+        let mut l = Landing::default();
+        let mut seen = Vec::new();
+        // Operations 0 and 1 are late; 2 carries a strong signal, 3 a weak one.
+        l.landed(5, &op(2, true, 20), false, |a| seen.push(a.1));
+        l.landed(5, &op(3, false, 30), false, |a| seen.push(a.1));
+        assert_eq!(seen, [30]);
+        l.landed(5, &op(1, false, 10), false, |a| seen.push(a.1));
+        assert_eq!(seen, [30, 10]);
+        // Another sender's stream is independent.
+        l.landed(6, &op(0, true, 60), false, |a| seen.push(a.1));
+        assert_eq!(seen, [30, 10, 60]);
+        l.landed(5, &op(0, false, 0), false, |a| seen.push(a.1));
+        assert_eq!(seen, [30, 10, 60, 0, 20]);
+        // The broken build applies strong signals at once.
+        let mut b = Landing::default();
+        let mut early = Vec::new();
+        b.landed(1, &op(1, true, 7), true, |a| early.push(a.1));
+        assert_eq!(early, [7]);
+    }
+}

@@ -1,0 +1,200 @@
+//! What the proxy thread and the transport's threads of one rank share: the requirements,
+//! the mapped memory kernels use, the registry, the landing state, the counts, the failure.
+//! It also checks every incoming operation against this rank's own registrations and
+//! requirements (never trusting the peer) and applies signals.
+
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use symcomm_device::gin::{GinConnection, SignalOp};
+
+use super::landing::Landing;
+use super::registry::Registry;
+use super::wire::{Frame, Kind};
+use crate::Error;
+use crate::cuda::memory::{HostMapped, PinnedBytes};
+
+/// Where an operation's data goes, once checked.
+pub(crate) enum Target {
+    /// No data (a signal).
+    Nothing,
+    /// `len` bytes of window `win` from `off`.
+    Bytes { win: u32, off: u64, len: usize },
+}
+
+/// What every thread of a rank's GIN knows.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Config {
+    pub rank: usize,
+    pub lsa_rank: usize,
+    pub lsa_size: usize,
+    pub n_contexts: u32,
+    pub n_signals: u32,
+    pub n_counters: u32,
+    pub depth: u32,
+    pub peer_slots: u32,
+    pub connection: GinConnection,
+    /// The deliberately broken build (feature `gin-strong-as-weak`): strong signals are
+    /// applied as weak ones. Only to show that the ordering tests fail.
+    pub strong_as_weak: bool,
+}
+
+/// The mapped host memory of a rank's GIN.
+pub(crate) struct GinMemory {
+    pub rings: PinnedBytes,
+    pub consumers: PinnedBytes,
+    pub signals: PinnedBytes,
+    pub counters: PinnedBytes,
+}
+
+#[derive(Default)]
+pub(crate) struct Stats {
+    pub bytes_sent: AtomicU64,
+    pub bytes_received: AtomicU64,
+    pub frames_sent: AtomicU64,
+    pub frames_received: AtomicU64,
+}
+
+/// State shared by the proxy and the transport's threads.
+pub(crate) struct Shared {
+    pub cfg: Config,
+    pub mem: GinMemory,
+    pub registry: Registry,
+    pub stats: Stats,
+    pub abort: Arc<HostMapped<u32>>,
+    pub failure: Mutex<Option<String>>,
+    pub stop: AtomicBool,
+    pub landing: Mutex<Landing>,
+}
+
+impl Shared {
+    /// Whether this rank exchanges GIN operations with world rank `p` (itself included).
+    pub(crate) fn connected(&self, p: usize) -> bool {
+        match self.cfg.connection {
+            GinConnection::Full => true,
+            GinConnection::Rail => p % self.cfg.lsa_size == self.cfg.lsa_rank,
+            GinConnection::None => false,
+        }
+    }
+
+    /// Fails this rank's GIN with `e` (the first failure is kept) and raises the abort flag.
+    pub(crate) fn fail(&self, e: Error) {
+        let text = e.to_string();
+        let prefix = format!("rank {}: ", self.cfg.rank);
+        let reason = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
+        if let Ok(mut f) = self.failure.lock()
+            && f.is_none()
+        {
+            tracing::warn!("rank {}: GIN failed: {reason}", self.cfg.rank);
+            *f = Some(reason);
+        }
+        // Relaxed: the flag publishes nothing else (kernels read it relaxed, .sys).
+        self.abort.atomic().store(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn stopping(&self) -> bool {
+        self.stop.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn failed(&self) -> bool {
+        self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
+    }
+
+    /// The world rank of peer slot `slot`.
+    pub(crate) fn world_of(&self, slot: usize) -> usize {
+        match self.cfg.connection {
+            GinConnection::Rail => slot * self.cfg.lsa_size + self.cfg.lsa_rank,
+            _ => slot,
+        }
+    }
+    /// Checks `f`, sent by `from`, against this rank's windows and requirements; the address
+    /// its data goes to, or why it is refused.
+    pub(crate) fn check_incoming(&self, from: usize, f: &Frame) -> Result<Target, String> {
+        if f.context >= self.cfg.n_contexts {
+            return Err(format!(
+                "context {} (this rank has {})",
+                f.context, self.cfg.n_contexts
+            ));
+        }
+        if f.signal_op != SignalOp::None && f.signal >= self.cfg.n_signals {
+            return Err(format!(
+                "signal {} (this rank has {} signals)",
+                f.signal, self.cfg.n_signals
+            ));
+        }
+        if !self.connected(from) {
+            return Err(format!(
+                "an operation from rank {from}, which is not its GIN peer"
+            ));
+        }
+        let len = match f.kind {
+            Kind::Put => f.bytes,
+            Kind::PutValue => {
+                if !(1..=8).contains(&f.value_size) {
+                    return Err(format!("an inline value of {} bytes", f.value_size));
+                }
+                u64::from(f.value_size)
+            }
+            Kind::Signal => {
+                if f.signal_op == SignalOp::None {
+                    return Err("a signal without an action".into());
+                }
+                return Ok(Target::Nothing);
+            }
+            Kind::Close | Kind::Refused => return Err("a control frame as an operation".into()),
+        };
+        let Some((_, size)) = self.registry.lookup(f.dst_win) else {
+            return Err(format!(
+                "a {} of {len} bytes to window {}, which this rank has not registered",
+                kind_name(f.kind),
+                f.dst_win
+            ));
+        };
+        match f.dst_off.checked_add(len) {
+            Some(end) if end <= size as u64 => Ok(Target::Bytes {
+                win: f.dst_win,
+                off: f.dst_off,
+                len: len as usize,
+            }),
+            _ => Err(format!(
+                "a {} of {len} bytes to window {} at offset {}, beyond its {size} bytes",
+                kind_name(f.kind),
+                f.dst_win,
+                f.dst_off
+            )),
+        }
+    }
+
+    /// Records that operation `f` from `from` has landed and applies the signals that may now
+    /// be seen (see [`Landing::landed`]).
+    pub(crate) fn landed(&self, from: usize, f: &Frame) {
+        let mut landing = match self.landing.lock() {
+            Ok(l) => l,
+            Err(p) => p.into_inner(),
+        };
+        landing.landed(from, f, self.cfg.strong_as_weak, |a| self.apply_signal(a));
+    }
+
+    /// Applies one signal update (release: the data that landed before it is visible to a
+    /// kernel that acquires the new value).
+    fn apply_signal(&self, (op, index, operand): (SignalOp, u32, u64)) {
+        let w = self.mem.signals.word(index as usize);
+        match op {
+            SignalOp::None => {}
+            SignalOp::Inc | SignalOp::Add => {
+                w.fetch_add(operand, Ordering::Release);
+            }
+            SignalOp::Set => w.store(operand, Ordering::Release),
+        }
+    }
+}
+
+fn kind_name(k: Kind) -> &'static str {
+    match k {
+        Kind::Put => "put",
+        Kind::PutValue => "put_value",
+        Kind::Signal => "signal",
+        Kind::Close => "close",
+        Kind::Refused => "refusal",
+    }
+}
