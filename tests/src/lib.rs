@@ -15,6 +15,7 @@ pub mod checked_kernels {
     include!(concat!(env!("OUT_DIR"), "/symcomm_checked_kernels.rs"));
 }
 
+pub mod gin;
 pub mod nodes;
 pub mod reference;
 pub mod shapes;

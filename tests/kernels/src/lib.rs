@@ -41,5 +41,7 @@ mod ll;
 pub use ll::*;
 mod barrier;
 pub use barrier::*;
+mod gin;
+pub use gin::*;
 mod multimem;
 pub use multimem::*;

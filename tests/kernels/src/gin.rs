@@ -1,0 +1,363 @@
+//! `gin`: GIN puts, inline values, signals and counters between two ranks, a signal ping-pong
+//! with an exact check each round, and an ordering probe (does a signal arrive before the data
+//! of an earlier put?). Every wait is bounded by `timeout_ns` and the abort flag; codes are
+//! [`WaitError::result_code`]s (0 ok, 1 timeout, 2 aborted).
+
+use symcomm_device::gin::{Gin, LocalAction, RemoteAction};
+use symcomm_device::prelude::*;
+
+/// The remote action of kind `kind` (0 inc, 1 add `value`, 2 set `value`) on `signal`, weak
+/// unless `strong`.
+fn action(kind: u32, signal: u32, value: u64, strong: bool) -> RemoteAction {
+    let a = match kind {
+        0 => RemoteAction::inc(signal),
+        1 => RemoteAction::add(signal, value),
+        _ => RemoteAction::set(signal, value),
+    };
+    if strong { a } else { a.weak() }
+}
+
+fn first_err(code: &mut u64, r: Result<(), WaitError>) {
+    if *code == 0 {
+        *code = WaitError::result_code(r) as u64;
+    }
+}
+
+/// Zeroes signals `0..n_signals` and counters `0..n_counters` of context 0 (run it on every
+/// rank, then a host barrier, before a test that uses them).
+///
+/// # Safety
+/// `comm` has GIN with at least those signals and counters; one thread.
+#[kernel]
+pub unsafe fn gin_reset(comm: DevComm, n_signals: u32, n_counters: u32) {
+    let gin = Gin::new(&comm, 0);
+    for s in 0..n_signals {
+        gin.reset_signal(s);
+    }
+    for c in 0..n_counters {
+        gin.reset_counter(c);
+    }
+}
+
+/// One block: a put of `bytes` bytes from `win` at `src_off` to world rank `peer`'s `win` at
+/// `dst_off` with the remote action `kind`/`strong` on signal 0 (operand `value`) and counter 0
+/// on completion; then a `put_value` of `value ^ VALUE_XOR` (u64) to `dst_off + bytes` with a
+/// weak add of 7 on signal 1; then a strong inc of signal 2 with no data. Waits for counter 0,
+/// flushes, and waits for the partner's three signals (signal 0 reaching 1 for an inc, else
+/// `their_value`, the partner's `value`).
+///
+/// `out` (6 u64): first error code, signal 0, 1 and 2 as seen at the end, counter 0, and
+/// 1 if the signal-2 wait ended before signal 0 and 1 had arrived (a strong-order failure).
+///
+/// # Safety
+/// `win` is registered for GIN on every rank and holds `dst_off + bytes + 8` and
+/// `src_off + bytes` bytes; `comm` has ≥ 1 context, ≥ 3 signals, ≥ 1 counter; `out` holds 6
+/// u64; the partner launches the same kernel towards this rank.
+#[kernel]
+pub unsafe fn gin_put_signal(
+    comm: DevComm,
+    win: WindowHandle,
+    peer: u32,
+    bytes: u64,
+    src_off: u64,
+    dst_off: u64,
+    kind: u32,
+    strong: u32,
+    value: u64,
+    their_value: u64,
+    timeout_ns: u64,
+    out: *mut u64,
+) {
+    let cta = Cta::new();
+    let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
+    let world = comm.world_team();
+    let p = peer as i32;
+    let mut code = 0u64;
+    // ANCHOR: gin_put
+    // SAFETY: launch contract (registered windows, ranges inside them).
+    let r = unsafe {
+        gin.put(
+            &cta,
+            &world,
+            p,
+            win,
+            dst_off as usize,
+            win,
+            src_off as usize,
+            bytes as usize,
+            action(kind, 0, value, strong != 0),
+            LocalAction::Counter(0),
+        )
+    };
+    first_err(&mut code, r);
+    // SAFETY: as above; `dst_off + bytes` is 8-byte aligned by the host.
+    let r = unsafe {
+        gin.put_value(
+            &cta,
+            &world,
+            p,
+            win,
+            (dst_off + bytes) as usize,
+            value ^ VALUE_XOR,
+            RemoteAction::add(1, 7).weak(),
+        )
+    };
+    first_err(&mut code, r);
+    first_err(&mut code, gin.signal(&cta, &world, p, RemoteAction::inc(2)));
+    first_err(&mut code, gin.wait_counter(0, 1).map(|_| ()));
+    first_err(&mut code, gin.flush(&cta));
+    first_err(&mut code, gin.wait_signal(2, 1).map(|_| ()));
+    // ANCHOR_END: gin_put
+    // The strong inc of signal 2 came after the put and the put_value: both landed.
+    let want0 = if kind == 0 { 1 } else { their_value };
+    let early = gin.read_signal(0) != want0 || gin.read_signal(1) != 7;
+    first_err(&mut code, gin.wait_signal(0, want0).map(|_| ()));
+    first_err(&mut code, gin.wait_signal(1, 7).map(|_| ()));
+    cta.sync();
+    if cta.is_leader() {
+        // SAFETY: out holds 6 u64 (launch contract).
+        unsafe {
+            *out = code;
+            *out.add(1) = gin.read_signal(0);
+            *out.add(2) = gin.read_signal(1);
+            *out.add(3) = gin.read_signal(2);
+            *out.add(4) = gin.read_counter(0);
+            *out.add(5) = early as u64;
+        }
+    }
+}
+
+/// What `gin_put_signal` XORs into its inline value.
+pub const VALUE_XOR: u64 = 0x5a5a_0f0f_3c3c_9696;
+
+// ANCHOR: gin_pingpong
+/// One thread: `rounds` signal round trips with world rank `peer` on signal `signal` (this rank
+/// starts when `initiator != 0`). Each round waits for exactly `round + 1` and counts a round
+/// whose value differs (a duplicate or a lost signal shows).
+///
+/// `out` (3 u64): first error code, rounds with a wrong value, the final signal value.
+///
+/// # Safety
+/// `comm` has ≥ 1 context and > `signal` signals, reset to 0 on both ranks; `out` holds 3
+/// u64; the partner launches the same kernel with the other `initiator`.
+#[kernel]
+pub unsafe fn gin_pingpong(
+    comm: DevComm,
+    peer: u32,
+    signal: u32,
+    rounds: u32,
+    initiator: u32,
+    timeout_ns: u64,
+    out: *mut u64,
+) {
+    let t = Thread::new();
+    let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
+    let world = comm.world_team();
+    let (mut code, mut wrong) = (0u64, 0u64);
+    for r in 0..rounds as u64 {
+        if initiator != 0 {
+            first_err(
+                &mut code,
+                gin.signal(&t, &world, peer as i32, RemoteAction::inc(signal)),
+            );
+        }
+        match gin.wait_signal(signal, r + 1) {
+            Ok(v) => wrong += (v != r + 1 || gin.read_signal(signal) != r + 1) as u64,
+            Err(e) => {
+                first_err(&mut code, Err(e));
+                break;
+            }
+        }
+        if initiator == 0 {
+            first_err(
+                &mut code,
+                gin.signal(&t, &world, peer as i32, RemoteAction::inc(signal)),
+            );
+        }
+        if code != 0 {
+            break;
+        }
+    }
+    // SAFETY: out holds 3 u64.
+    unsafe {
+        *out = code;
+        *out.add(1) = wrong;
+        *out.add(2) = gin.read_signal(signal);
+    }
+}
+
+// ANCHOR_END: gin_pingpong
+
+/// The ordering probe, one block. The sender (`role == 0`) runs `rounds` rounds: fill its
+/// `n` u32 at `src_off` with `round + 1`, put them to `peer`'s `dst_off` (no remote action,
+/// counter 1 on completion), then signal 3 += 1 (strong if `strong`), then wait for the
+/// receiver's acknowledgement (signal 4 ≥ round + 1) and for counter 1 before the next fill.
+/// The receiver (`role == 1`) waits for signal 3 ≥ round + 1, then checks all `n` values, and
+/// counts the rounds where any was not `round + 1` yet (the signal was seen before the data),
+/// then acknowledges.
+///
+/// `out` (2 u64): first error code, rounds whose data was not there yet.
+///
+/// # Safety
+/// `win` is registered for GIN and holds `src_off + 4n` and `dst_off + 4n` bytes; `comm` has
+/// ≥ 5 signals and ≥ 2 counters, reset to 0; the partner runs the other role.
+#[kernel]
+pub unsafe fn gin_order(
+    comm: DevComm,
+    win: WindowHandle,
+    peer: u32,
+    n: u64,
+    src_off: u64,
+    dst_off: u64,
+    rounds: u32,
+    strong: u32,
+    role: u32,
+    timeout_ns: u64,
+    out: *mut u64,
+) {
+    let cta = Cta::new();
+    let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
+    let world = comm.world_team();
+    let p = peer as i32;
+    let (mut code, mut early) = (0u64, 0u64);
+    let tid = thread_idx().x as u64;
+    let nt = block_dim().x as u64;
+    // SAFETY: `win` is live; the ranges are inside it (launch contract).
+    let src = unsafe { win.get().local_ptr(src_off as usize) }.cast::<u32>();
+    // SAFETY: as above.
+    let dst = unsafe { win.get().local_ptr(dst_off as usize) }.cast::<u32>();
+    for r in 0..rounds as u64 {
+        let want = (r + 1) as u32;
+        if role == 0 {
+            let mut i = tid;
+            while i < n {
+                // SAFETY: i < n (launch contract); nobody reads it until the put below.
+                unsafe { *src.add(i as usize) = want };
+                i += nt;
+            }
+            // SAFETY: launch contract.
+            let res = unsafe {
+                gin.put(
+                    &cta,
+                    &world,
+                    p,
+                    win,
+                    dst_off as usize,
+                    win,
+                    src_off as usize,
+                    (n * 4) as usize,
+                    RemoteAction::None,
+                    LocalAction::Counter(1),
+                )
+            };
+            first_err(&mut code, res);
+            let a = if strong != 0 {
+                RemoteAction::inc(3)
+            } else {
+                RemoteAction::inc(3).weak()
+            };
+            first_err(&mut code, gin.signal(&cta, &world, p, a));
+            first_err(&mut code, gin.wait_signal(4, r + 1).map(|_| ()));
+            first_err(&mut code, gin.wait_counter(1, r + 1).map(|_| ()));
+        } else {
+            first_err(&mut code, gin.wait_signal(3, r + 1).map(|_| ()));
+            let mut stale = false;
+            let mut i = tid;
+            while i < n {
+                // SAFETY: i < n; the sender does not write until our acknowledgement. A read
+                // racing with the late data is the point of the probe (volatile).
+                stale |= unsafe { dst.add(i as usize).read_volatile() } != want;
+                i += nt;
+            }
+            if cta.any(stale) {
+                early += 1;
+            }
+            first_err(&mut code, gin.signal(&cta, &world, p, RemoteAction::inc(4)));
+        }
+        cta.sync();
+        if code != 0 {
+            break;
+        }
+    }
+    if cta.is_leader() {
+        // SAFETY: out holds 2 u64.
+        unsafe {
+            *out = code;
+            *out.add(1) = early;
+        }
+    }
+}
+
+/// One thread waits (no timeout: only the abort flag ends it) for signal `signal` ≥ `least`;
+/// `out[0]` = the result code.
+///
+/// # Safety
+/// `comm` has ≥ 1 context and > `signal` signals; `out` holds 1 u64.
+#[kernel]
+pub unsafe fn gin_wait_forever(comm: DevComm, signal: u32, least: u64, out: *mut u64) {
+    let gin = Gin::new(&comm, 0);
+    let r = gin.wait_signal(signal, least).map(|_| ());
+    // SAFETY: out holds 1 u64.
+    unsafe { *out = WaitError::result_code(r) as u64 };
+}
+
+/// One thread posts one deliberately bad operation (`what`): 0 a put reaching `bytes` past
+/// `src_off` of `win` (the proxy refuses it), 1 a signal index of `index` (the device check
+/// stops the kernel), 2 a peer of `index` (likewise), 3 a counter of `index`. Then waits for
+/// signal 0 ≥ 1 (which never comes): `out[0]` = its result code.
+///
+/// # Safety
+/// `comm` has GIN; `win` is registered for GIN; `out` holds 1 u64.
+#[kernel]
+pub unsafe fn gin_bad(
+    comm: DevComm,
+    win: WindowHandle,
+    what: u32,
+    peer: u32,
+    index: u32,
+    src_off: u64,
+    bytes: u64,
+    timeout_ns: u64,
+    out: *mut u64,
+) {
+    let t = Thread::new();
+    let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
+    let world = comm.world_team();
+    let r = match what {
+        // SAFETY: deliberately out of range: the proxy checks it before reading anything.
+        0 => unsafe {
+            gin.put(
+                &t,
+                &world,
+                peer as i32,
+                win,
+                0,
+                win,
+                src_off as usize,
+                bytes as usize,
+                RemoteAction::inc(0),
+                LocalAction::None,
+            )
+        },
+        1 => gin.signal(&t, &world, peer as i32, RemoteAction::inc(index)),
+        2 => gin.signal(&t, &world, index as i32, RemoteAction::inc(0)),
+        // SAFETY: the window is fine; the counter index is checked on the device.
+        _ => unsafe {
+            gin.put(
+                &t,
+                &world,
+                peer as i32,
+                win,
+                0,
+                win,
+                0,
+                8,
+                RemoteAction::None,
+                LocalAction::Counter(index),
+            )
+        },
+    };
+    let r = r.and_then(|()| gin.wait_signal(0, 1).map(|_| ()));
+    // SAFETY: out holds 1 u64.
+    unsafe { *out = WaitError::result_code(r) as u64 };
+}

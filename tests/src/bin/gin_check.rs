@@ -1,0 +1,207 @@
+//! `gin_check --nodes M [--threads N] [--rounds R] [--order strong|weak] [--kill K] [--bad]`:
+//! the GIN checks of `symcomm_tests::gin` on a job of `M` nodes. Under a launcher
+//! (`symcomm-run --nnodes M …`) every process is a rank; with `--threads N` the ranks are
+//! threads of this process and rank `r` declares node `r / (N / M)`.
+//!
+//! - default: puts, values, signals and counters (every byte checked), then `R` (default
+//!   1000) signal round trips per pair with an exact check each, then the strong ordering
+//!   probe (no early signal allowed);
+//! - `--order strong|weak`: only the ordering probe, `R` rounds; prints how many rounds saw
+//!   the signal before the data (strong: must be 0);
+//! - `--kill K`: rank K dies (SIGKILL) while the others wait on a signal; each survivor must
+//!   see its wait aborted within 3 s and a failure naming rank K;
+//! - `--bad`: rank 0 puts past the end of its window (its proxy refuses it), then every rank
+//!   posts a bad signal index, a bad peer and a bad counter index (each stops the kernel with a
+//!   message; emulator only).
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use symcomm::ranks::{all_passed, run_ranks};
+use symcomm::{CommOptions, Communicator, Result};
+use symcomm_tests::gin;
+
+#[derive(Clone, Copy)]
+struct Args {
+    nodes: usize,
+    threads: Option<usize>,
+    rounds: u32,
+    order: Option<bool>,
+    kill: Option<usize>,
+    bad: bool,
+}
+
+const USAGE: &str = "usage: gin_check --nodes M [--threads N] [--rounds R] [--order strong|weak] [--kill K] [--bad]";
+
+fn parse() -> Option<Args> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let mut a = Args {
+        nodes: 0,
+        threads: None,
+        rounds: 1000,
+        order: None,
+        kill: None,
+        bad: false,
+    };
+    let mut it = args.iter();
+    while let Some(k) = it.next() {
+        match k.as_str() {
+            "--bad" => a.bad = true,
+            "--order" => {
+                a.order = match it.next()?.as_str() {
+                    "strong" => Some(true),
+                    "weak" => Some(false),
+                    _ => return None,
+                }
+            }
+            _ => {
+                let v = it.next()?.parse::<usize>().ok()?;
+                match k.as_str() {
+                    "--nodes" if v > 0 => a.nodes = v,
+                    "--threads" if v > 0 => a.threads = Some(v),
+                    "--rounds" => a.rounds = u32::try_from(v).ok()?,
+                    "--kill" => a.kill = Some(v),
+                    _ => return None,
+                }
+            }
+        }
+    }
+    (a.nodes > 0).then_some(a)
+}
+
+fn run(comm: &Communicator, a: Args) -> Result<String> {
+    let r = comm.rank();
+    if comm.node_count() != a.nodes {
+        return Err(symcomm::Error::InvalidArgument(format!(
+            "{} nodes, want {}",
+            comm.node_count(),
+            a.nodes
+        )));
+    }
+    let s = gin::setup(comm)?;
+    if let Some(k) = a.kill {
+        comm.bootstrap().barrier()?;
+        if r == k {
+            // An abrupt death: no destructor runs, no goodbye is sent (processes only).
+            std::process::abort();
+        }
+        let (took, why) = gin::wait_for_death(&s)?;
+        if took > Duration::from_secs(3) || !why.contains(&format!("rank {k}")) {
+            return Err(symcomm::Error::InvalidArgument(format!(
+                "after rank {k} died: aborted after {took:?}: {why}"
+            )));
+        }
+        return Ok(format!(
+            "gin: rank {r}: rank {k} died; the signal wait was aborted after {} ms: {why}",
+            took.as_millis()
+        ));
+    }
+    if a.bad {
+        let mut line = format!("gin: rank {r}:");
+        for (what, index, msg) in [
+            (1, 8, "GIN signal 8 of a device communicator with 8 signals"),
+            (2, comm.size() as u32, "is not a member of the team"),
+            (
+                3,
+                2,
+                "GIN counter 2 of a device communicator with 2 counters",
+            ),
+        ] {
+            gin::device_check(&s, what, index, msg)?;
+            line += &format!(" bad op {what} stopped the kernel ({msg});");
+        }
+        comm.bootstrap().barrier()?;
+        if r == 0 {
+            let why = gin::put_beyond_window(comm, &s)?;
+            line += &format!(" a put past the window failed: {why}");
+        }
+        return Ok(line);
+    }
+    if let Some(strong) = a.order {
+        let early = gin::ordering(comm, &s, strong, a.rounds)?;
+        if strong && early != 0 {
+            return Err(symcomm::Error::InvalidArgument(format!(
+                "strong signals seen before their data in {early} of {} rounds",
+                a.rounds
+            )));
+        }
+        let kind = if strong { "strong" } else { "weak" };
+        return Ok(format!(
+            "gin: rank {r}: order {kind}: {early} of {} rounds saw the signal before the data",
+            a.rounds
+        ));
+    }
+    let f = gin::functional(comm, &s)?;
+    let p = gin::pingpong(comm, &s, a.rounds)?;
+    let early = gin::ordering(comm, &s, true, 50)?;
+    if early != 0 {
+        return Err(symcomm::Error::InvalidArgument(format!(
+            "strong signals seen before their data in {early} of 50 rounds"
+        )));
+    }
+    let st = s
+        .devcomm
+        .gin_stats()
+        .ok_or_else(|| symcomm::Error::Internal("no GIN".into()))?;
+    if st.bytes_sent == 0 || st.bytes_received == 0 {
+        return Err(symcomm::Error::InvalidArgument(format!(
+            "the transport carried nothing: {st:?}"
+        )));
+    }
+    Ok(format!(
+        "gin: rank {r} of {} ({} nodes): {f}; {p}; strong order held in 50 rounds; transport \
+         sent {} B in {} frames, received {} B in {} frames",
+        comm.size(),
+        a.nodes,
+        st.bytes_sent,
+        st.frames_sent,
+        st.bytes_received,
+        st.frames_received
+    ))
+}
+
+fn main() -> ExitCode {
+    symcomm::init_logging(); // SYMCOMM_LOG
+    let Some(a) = parse() else {
+        eprintln!("{USAGE}");
+        return ExitCode::from(2);
+    };
+    let results = match a.threads {
+        None => run_ranks(None, |comm| run(&comm, a)),
+        Some(n) => {
+            let per = (n / a.nodes).max(1);
+            // SYMCOMM_DEVICE puts every thread rank on one GPU; else rank r uses device r.
+            let one = std::env::var("SYMCOMM_DEVICE")
+                .ok()
+                .and_then(|d| d.parse::<usize>().ok());
+            let comms = Communicator::init_threads_with(n, Duration::from_secs(60), |r| {
+                CommOptions::new()
+                    .device(one.unwrap_or(r))
+                    .node_id(format!("node{}", r / per))
+            });
+            match comms {
+                Err(e) => vec![(0, Err(e))],
+                Ok(comms) => std::thread::scope(|s| {
+                    let handles: Vec<_> = comms
+                        .into_iter()
+                        .map(|c| s.spawn(move || (c.rank(), run(&c, a))))
+                        .collect();
+                    handles.into_iter().map(|h| h.join().unwrap()).collect()
+                }),
+            }
+        }
+    };
+    let ok = all_passed(
+        results,
+        |_, line| {
+            println!("{line}");
+            true
+        },
+        |r, e| eprintln!("gin_check: rank {r}: {e}"),
+    );
+    if ok {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
