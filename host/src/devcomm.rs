@@ -175,9 +175,11 @@ impl Requirements {
         r.resource_bytes(lsa_size)
     }
 
-    /// Bytes of the resource window these requirements need over an LSA team of `lsa_size`
-    /// (before rounding to the allocation granularity); [`Error::InvalidArgument`] for more
-    /// than [`MAX_LSA_BARRIERS`] barriers or a size that does not fit a `usize`.
+    /// Bytes of the resource window's barrier part over an LSA team of `lsa_size` (before
+    /// rounding to the allocation granularity); [`Error::InvalidArgument`] for more than
+    /// [`MAX_LSA_BARRIERS`] barriers or a size that does not fit a `usize`. With GIN, the
+    /// producer indices come on top: `gin_contexts × peer slots × 8` bytes (peer slots: the
+    /// world size, or the node count with rail connectivity), rounded up to 128.
     pub fn resource_bytes(&self, lsa_size: usize) -> Result<usize> {
         let n = self.lsa_barriers;
         if n > MAX_LSA_BARRIERS {

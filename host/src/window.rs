@@ -47,7 +47,7 @@ use crate::symmem::layout::{
     validate_registration, window_offset_in_alloc,
 };
 use crate::symmem::record::{HandleKind, RegistrationRecord};
-use crate::symmem::state::{McTeam, StateSlot, SymState, WindowEntry, lock};
+use crate::symmem::state::{GinTable, GinWindow, McTeam, StateSlot, SymState, WindowEntry, lock};
 use crate::{Error, Result};
 
 /// Device memory that can be registered as a window: a cuMem allocation exportable as a POSIX
@@ -132,6 +132,8 @@ unsafe impl crate::cuda::DeviceMemory for Window {
 #[derive(Debug)]
 pub struct Window {
     state: StateSlot,
+    gin_table: GinTable,
+    gin_id: u32,
     descriptor: DeviceBox<DeviceWindow>,
     host: DeviceWindow,
     user_ptr: u64,
@@ -200,12 +202,11 @@ impl Window {
         }
         crate::fault::pause_point("deregister", self.host.world_rank as usize);
         self.active = false;
-        // Out of the list first, under the lock: a GIN proxy copies into or out of a window
-        // only under this lock, after finding it in the list, so none is inside it now.
-        if let Ok(mut guard) = lock(&self.state)
-            && let Some(state) = guard.as_mut()
-        {
-            state.windows.retain(|w| w.slot_offset != self.slot_offset);
+        // Out of the GIN table first: once the write lock is ours, no proxy copies into or out
+        // of the window, and none finds it again.
+        match self.gin_table.write() {
+            Ok(mut t) => t.retain(|w| w.id != self.gin_id),
+            Err(p) => p.into_inner().retain(|w| w.id != self.gin_id),
         }
         self.mappings.clear(); // unmap every peer before the slot can be reused
         let mut guard = lock(&self.state)?;
@@ -399,11 +400,11 @@ impl Communicator {
         }
         // ANCHOR_END: commit
         let (layout, flat_base) = (state.layout, state.flat.base());
+        // SAFETY: `host` is this window's descriptor, a plain host value.
+        let local_copy = unsafe { host.local_ptr(0) as u64 };
+        let gin_id = host.gin_wins[0] as u32;
         state.windows.push(WindowEntry {
             user_ptr: ptr,
-            // SAFETY: `host` is this window's descriptor, a plain host value.
-            local: unsafe { host.local_ptr(0) as u64 },
-            seq,
             size,
             descriptor: descriptor.device_ptr(),
             slot_offset,
@@ -413,8 +414,21 @@ impl Communicator {
         tracing::debug!(
             "rank {me}: window {size} B at {ptr:#x} registered (slot offset {slot_offset:#x}, seq {seq})"
         );
+        if gin_id != 0 {
+            let w = GinWindow {
+                id: gin_id,
+                local: local_copy,
+                size,
+            };
+            match self.gin_table().write() {
+                Ok(mut t) => t.push(w),
+                Err(p) => p.into_inner().push(w),
+            }
+        }
         Ok(Window {
             state: state_arc,
+            gin_table: Arc::clone(self.gin_table()),
+            gin_id,
             descriptor,
             host,
             user_ptr: ptr,

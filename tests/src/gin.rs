@@ -6,6 +6,7 @@
 
 use std::time::{Duration, Instant};
 
+use symcomm::gin::GinConnection;
 use symcomm::launch::{LaunchConfig, Module};
 use symcomm::{
     Communicator, DevComm, Device, Error, Requirements, Result, SymmetricMemory, Window,
@@ -62,9 +63,13 @@ pub struct Setup {
     pub dev: Device,
 }
 
-/// Collective: allocates and registers a 1 MiB window and a device communicator with one GIN
-/// context, 8 signals and 2 counters.
-pub fn setup(comm: &Communicator) -> Result<Setup> {
+/// GIN contexts of [`setup`]'s communicator ([`functional`] spreads its cases over them).
+pub const CONTEXTS: u32 = 2;
+
+/// Collective: allocates and registers a 1 MiB window and a device communicator with
+/// [`CONTEXTS`] GIN contexts, 8 signals and 2 counters, connecting every rank (`rail`: only
+/// the rail team).
+pub fn setup(comm: &Communicator, rail: bool) -> Result<Setup> {
     let dev = Device::for_rank(comm)?;
     let module = Module::load(PTX)?;
     let mem = SymmetricMemory::alloc(comm, WINDOW)?;
@@ -72,9 +77,14 @@ pub fn setup(comm: &Communicator) -> Result<Setup> {
     let devcomm = DevComm::create(
         comm,
         Requirements::new()
-            .gin_contexts(1)
+            .gin_contexts(CONTEXTS)
             .gin_signals(SIGNALS)
-            .gin_counters(COUNTERS),
+            .gin_counters(COUNTERS)
+            .gin_connection(if rail {
+                GinConnection::Rail
+            } else {
+                GinConnection::Full
+            }),
     )?;
     Ok(Setup {
         dev,
@@ -111,7 +121,8 @@ impl Setup {
 }
 
 /// Puts, values, signals and counters: 3 actions × strong/weak × a small (lane 0) and a large
-/// (lane 1) put, every byte of the destination checked, and the bytes around it.
+/// (lane 1) put, spread over the contexts, every byte of the destination checked, and the
+/// bytes around it.
 pub fn functional(comm: &Communicator, s: &Setup) -> Result<String> {
     let (me, peer) = (comm.rank(), partner(comm));
     let stream = s.dev.stream()?;
@@ -143,6 +154,7 @@ pub fn functional(comm: &Communicator, s: &Setup) -> Result<String> {
                     strong,
                     value,
                     their_value,
+                    round as u32 % CONTEXTS,
                     TIMEOUT_NS,
                     out_buf.as_mut_ptr::<u64>(),
                 );
@@ -179,7 +191,7 @@ pub fn functional(comm: &Communicator, s: &Setup) -> Result<String> {
     comm.bootstrap().barrier()?;
     Ok(format!(
         "{cases} put/put_value/signal cases (inc, add, set × strong, weak × 1000 and 100000 \
-         bytes) to rank {peer}, every byte checked"
+         bytes, {CONTEXTS} contexts) to rank {peer}, every byte checked"
     ))
 }
 

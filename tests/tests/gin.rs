@@ -93,6 +93,37 @@ fn threads_that_declare_their_nodes_run_gin_2x2_and_4x1() {
 }
 
 #[test]
+fn rail_connectivity_connects_the_rail_team() {
+    let out = gin_check()
+        .args([
+            "--threads",
+            "4",
+            "--nodes",
+            "2",
+            "--rounds",
+            "2000",
+            "--rail",
+        ])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert_eq!(all.matches("rail connectivity").count(), 4, "{all}");
+    assert_eq!(all.matches("every byte checked").count(), 4, "{all}");
+    let out = gin_check()
+        .args(["--threads", "4", "--nodes", "2", "--bad", "--rail"])
+        .output()
+        .unwrap();
+    let all = text(&out);
+    assert!(out.status.success(), "{all}");
+    assert_eq!(
+        all.matches("off the rail, stopped the kernel").count(),
+        4,
+        "{all}"
+    );
+}
+
+#[test]
 fn symcomm_run_invocations_run_gin_2x2_and_4x1() {
     for (nodes, per, rounds) in [(2, 2, "100000"), (4, 1, "100000")] {
         let t0 = Instant::now();

@@ -646,22 +646,37 @@ impl Gin {
         share_result(coop, res)
     }
 
-    /// Takes a ring index, waits for credit, writes the descriptor, then its stamp.
+    /// Waits for credit, takes a ring index, writes the descriptor, then its stamp.
+    ///
+    /// The index is taken only once its entry is free (a compare-and-swap on the producer
+    /// index after the credit check), so a wait that gives up leaves no index behind: the
+    /// proxy takes entries strictly in order, and a taken index that is never stamped would
+    /// stop the ring for good.
     ///
     /// # Safety
     /// `ring` < `n_contexts × peer_slots`.
     #[inline(always)]
     unsafe fn post(&self, ring: u64, d: &Descriptor) -> Result<(), WaitError> {
         let depth = self.h.queue_depth as u64;
-        // SAFETY: one u64 per ring in device memory (caller's index).
-        let index =
-            unsafe { mem::atomic_add(self.producer(ring), 1, Ordering::Relaxed, Scope::Gpu) };
+        let prod = self.producer(ring);
         let cons = self.consumer(ring);
         // SAFETY: the communicator's abort flag.
         let mut spin = unsafe { Spin::new(self.abort_flag, self.timeout_ns) };
-        // Acquire: the proxy has finished reading the entry we are about to overwrite.
-        // SAFETY: one u64 per ring in mapped host memory.
-        spin.until(|| unsafe { mem::load(cons, LoadOrder::Acquire, Scope::Sys) } + depth > index)?;
+        let index = loop {
+            // SAFETY: one u64 per ring in device memory (caller's index).
+            let p = unsafe { mem::load(prod, LoadOrder::Relaxed, Scope::Gpu) };
+            // Acquire: the proxy has finished reading the entry we are about to overwrite.
+            // SAFETY: one u64 per ring in mapped host memory.
+            let c = unsafe { mem::load(cons, LoadOrder::Acquire, Scope::Sys) };
+            if p < c + depth {
+                // SAFETY: as above.
+                if unsafe { mem::atomic_cas(prod, p, p + 1, Ordering::Relaxed, Scope::Gpu) } == p {
+                    break p;
+                }
+                continue; // another thread took it: look again
+            }
+            spin.check()?;
+        };
         let entry = (self.h.rings + (ring * depth + (index & (depth - 1))) * 128) as *mut u64;
         let mut k = 0;
         while k < Descriptor::STAMP - 1 {

@@ -39,7 +39,7 @@ pub use team::{
 };
 
 use crate::bootstrap::{Bootstrap, DEFAULT_TIMEOUT, LaunchEnv, fnv1a64, parse_timeout};
-use crate::symmem::state::StateSlot;
+use crate::symmem::state::{GinTable, StateSlot};
 use crate::{Error, Result};
 use node::{RankInfo, decode_info, detect_node, encode_info, shared_device_across_processes};
 use team::world_distance;
@@ -116,6 +116,8 @@ pub struct Communicator {
     /// registration; shared with the windows so they can deregister after the communicator
     /// is gone.
     symm: StateSlot,
+    /// The windows GIN may access (see [`GinTable`]).
+    gin_table: GinTable,
 }
 
 impl Communicator {
@@ -194,6 +196,7 @@ impl Communicator {
             checked: *checked.as_ref().unwrap_or(&false),
             options: options.clone(),
             symm: Arc::new(Mutex::new(None)),
+            gin_table: Arc::default(),
         };
         // Every rank must derive the same teams and layout: agree on what shapes them.
         let settings = settings::init_settings(options.lsa_cap, options.node_id.is_some(), |k| {
@@ -427,6 +430,11 @@ impl Communicator {
     /// The symmetric-memory state slot (see `crate::symmem::state`).
     pub(crate) fn symm_slot(&self) -> &StateSlot {
         &self.symm
+    }
+
+    /// The windows GIN may access.
+    pub(crate) fn gin_table(&self) -> &GinTable {
+        &self.gin_table
     }
 
     /// The device ordinal as the driver takes it.

@@ -24,7 +24,13 @@ struct Stream {
     early: BTreeSet<u64>,
     /// Strong signals waiting for the watermark to pass them: seq → (op, index, operand).
     waiting: BTreeMap<u64, (SignalOp, u32, u64)>,
+    /// Operations admitted (checked, their data on its way) that have not landed yet.
+    admitted: BTreeSet<u64>,
 }
+
+/// How far ahead of its stream's watermark an operation may be. An honest sender is never
+/// this far ahead; the bound keeps a forged stream's bookkeeping small.
+pub(crate) const MAX_AHEAD: u64 = 1 << 20;
 
 /// The landing state of one rank.
 #[derive(Default)]
@@ -33,6 +39,29 @@ pub(crate) struct Landing {
 }
 
 impl Landing {
+    /// Admits operation `f` of `from`: refused when its number was seen before or is
+    /// [`MAX_AHEAD`] or more past the first one that has not landed.
+    pub(crate) fn admit(&mut self, from: usize, f: &Frame) -> Result<(), String> {
+        let s = self.streams.entry((from, f.context)).or_default();
+        if f.seq < s.watermark || s.early.contains(&f.seq) || s.admitted.contains(&f.seq) {
+            return Err(format!(
+                "operation {} of context {} a second time",
+                f.seq, f.context
+            ));
+        }
+        if f.seq - s.watermark >= MAX_AHEAD {
+            return Err(format!(
+                "operation {} of context {}, {} past the first that has not landed ({})",
+                f.seq,
+                f.context,
+                f.seq - s.watermark,
+                s.watermark
+            ));
+        }
+        s.admitted.insert(f.seq);
+        Ok(())
+    }
+
     /// Records that operation `f` from `from` has landed; calls `apply` with every signal
     /// update that may now be seen, in the promised order (`strong_as_weak`: the deliberately
     /// broken build, see `Config`).
@@ -44,6 +73,7 @@ impl Landing {
         mut apply: impl FnMut((SignalOp, u32, u64)),
     ) {
         let s = self.streams.entry((from, f.context)).or_default();
+        s.admitted.remove(&f.seq);
         if f.seq == s.watermark {
             s.watermark += 1;
             while s.early.remove(&s.watermark) {
@@ -100,6 +130,23 @@ mod tests {
         assert_eq!(seen, [30, 10, 60]);
         l.landed(5, &op(0, false, 0), false, |a| seen.push(a.1));
         assert_eq!(seen, [30, 10, 60, 0, 20]);
+        // Numbers seen before, or far ahead, are refused.
+        assert!(
+            l.admit(5, &op(2, true, 0))
+                .unwrap_err()
+                .contains("a second time")
+        );
+        assert!(l.admit(5, &op(4, true, 0)).is_ok());
+        assert!(
+            l.admit(5, &op(4, true, 0))
+                .unwrap_err()
+                .contains("a second time")
+        );
+        assert!(
+            l.admit(5, &op(4 + MAX_AHEAD, true, 0))
+                .unwrap_err()
+                .contains("past the first")
+        );
         // The broken build applies strong signals at once.
         let mut b = Landing::default();
         let mut early = Vec::new();

@@ -34,7 +34,8 @@
 //! window, an index out of range, a peer that is not connected, a connection lost without
 //! notice) fails the device communicator on this rank: the error is kept
 //! ([`crate::DevComm::failure`]), the abort flag is raised so that every device wait returns
-//! `Aborted`, and the peer whose operation was refused is told, so it fails too.
+//! `Aborted`, the peer whose operation was refused is told why, and every connected peer gets a
+//! failure notice (best effort, never blocking), so that none keeps waiting for this rank.
 
 mod landing;
 mod mover;
@@ -203,12 +204,13 @@ impl GinRuntime {
         let shared = Arc::new(Shared {
             cfg,
             mem,
-            registry: Registry::new(Arc::clone(comm.symm_slot())),
+            registry: Registry::new(Arc::clone(comm.gin_table())),
             stats: Stats::default(),
             abort,
             failure: Mutex::new(None),
             stop: AtomicBool::new(false),
             landing: Mutex::new(Landing::default()),
+            notify: std::sync::OnceLock::new(),
         });
         let transport: Arc<dyn Transport> = Arc::new(socket::Sockets::connect(
             comm,
@@ -218,15 +220,26 @@ impl GinRuntime {
         let (sh, tr) = (Arc::clone(&shared), Arc::clone(&transport));
         let proxy = std::thread::Builder::new()
             .name(format!("symcomm-gin{me}"))
-            .spawn(move || proxy(sh, tr, device));
-        let proxy = match proxy {
-            Ok(p) => p,
-            Err(e) => {
+            .spawn(move || proxy(sh, tr, device))
+            .map_err(|e| Error::Io {
+                what: "starting the GIN proxy thread".into(),
+                source: e,
+            });
+        // The last rank-local step: every rank learns whether every rank's GIN started.
+        let started = comm.agree("GIN start", "GIN", proxy.as_ref().err(), &[]);
+        let proxy = match (proxy, started) {
+            (Ok(p), Ok(())) => p,
+            (proxy, started) => {
+                shared.stop.store(true, Ordering::Release);
+                let err = match proxy {
+                    Ok(p) => {
+                        let _ = p.join();
+                        started.err()
+                    }
+                    Err(e) => Some(e),
+                };
                 transport.close();
-                return Err(Error::Io {
-                    what: "starting the GIN proxy thread".into(),
-                    source: e,
-                });
+                return Err(err.unwrap_or_else(|| Error::Internal("GIN start failed".into())));
             }
         };
         tracing::info!(
@@ -290,7 +303,10 @@ impl GinRuntime {
 
 impl Drop for GinRuntime {
     fn drop(&mut self) {
-        // The proxy drains what kernels posted, then stops; then the transport says goodbye.
+        // No kernel may wait on the rings and signals freed below (one still running is
+        // released: its waits return `Aborted`). The proxy drains what kernels posted, then
+        // stops; then the transport says goodbye.
+        self.shared.abort.atomic().store(1, Ordering::Relaxed);
         self.shared.stop.store(true, Ordering::Release);
         if let Some(p) = self.proxy.take() {
             let _ = p.join();
@@ -314,6 +330,9 @@ fn proxy(shared: Arc<Shared>, transport: Arc<dyn Transport>, device: Device) {
         let mut busy = false;
         for (ring, head) in heads.iter_mut().enumerate() {
             for _ in 0..64 {
+                if shared.failed() {
+                    return;
+                }
                 let idx = *head;
                 let base = (ring as u64 * depth + (idx & (depth - 1))) as usize * 16;
                 let stamp = shared.mem.rings.word(base + Descriptor::STAMP);
@@ -409,7 +428,7 @@ fn process(
     let src = match op {
         Op::Put => {
             let (bytes, off, win) = (d.bytes(), d.src_off(), d.src_win());
-            let (_, size) = shared.registry.lookup(win).ok_or_else(|| {
+            let size = shared.registry.size(win).ok_or_else(|| {
                 bad(format!(
                     "a put from window {win}, which this rank has not registered"
                 ))
@@ -428,6 +447,7 @@ fn process(
     if peer == me {
         // A put to itself: the same checks and ordering as a peer's, without the wire.
         let target = shared.check_incoming(me, &f).map_err(bad)?;
+        shared.admit(me, &f).map_err(bad)?;
         let moved = match (target, src) {
             (Target::Bytes { win, off, len }, Some((sw, so, _))) => {
                 mover.copy(&shared.registry, (win, off), (sw, so), len)

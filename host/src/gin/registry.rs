@@ -1,37 +1,32 @@
 //! The windows a rank's proxy may read from and write to: the communicator's registered
-//! windows, found by their GIN id (registration number + 1, the same on every rank). Looked up
-//! at every access, under the symmetric state's lock, which deregistration takes before it
-//! unmaps a window: a window registered after the device communicator is found, a deregistered
-//! one is refused, and none is unmapped while a proxy copies into or out of it.
+//! windows, found by their GIN id (registration number + 1, the same on every rank), in the
+//! communicator's GIN table. Looked up at every access: a window registered after the device
+//! communicator is found, a deregistered one is refused. A copy holds the table's read lock
+//! (never across network I/O), and deregistration removes its window under the write lock
+//! before unmapping it, so no window is unmapped while a proxy copies into or out of it.
 
 use crate::Error;
-use crate::symmem::state::StateSlot;
+use crate::symmem::state::GinTable;
 
-/// A view of the communicator's window registrations.
+/// A view of the communicator's GIN table.
 pub(crate) struct Registry {
-    state: StateSlot,
+    table: GinTable,
 }
 
 impl Registry {
-    pub(crate) fn new(state: StateSlot) -> Registry {
-        Registry { state }
+    pub(crate) fn new(table: GinTable) -> Registry {
+        Registry { table }
     }
 
-    /// This rank's copy of window `id` (its flat-range address) and its size.
-    pub(crate) fn lookup(&self, id: u32) -> Option<(u64, usize)> {
-        let seq = u64::from(id).checked_sub(1)?;
-        let guard = self.state.lock().ok()?;
-        guard
-            .as_ref()?
-            .windows
-            .iter()
-            .find(|w| w.seq == seq)
-            .map(|w| (w.local, w.size))
+    /// The size of window `id`, `None` when it is not registered.
+    pub(crate) fn size(&self, id: u32) -> Option<usize> {
+        let t = self.table.read().ok()?;
+        t.iter().find(|w| w.id == id).map(|w| w.size)
     }
 
-    /// Runs `f` with the address of bytes `off..off + len` of window `id`, holding the lock that
-    /// keeps the window mapped. `Err(Ok(why))` when the window is not registered or the range
-    /// is outside it; `Err(Err(e))` when `f` fails.
+    /// Runs `f` with the address of bytes `off..off + len` of window `id`, holding the read
+    /// lock that keeps the window mapped. `Err(Ok(why))` when the window is not registered or
+    /// the range is outside it; `Err(Err(e))` when `f` fails.
     pub(crate) fn with(
         &self,
         id: u32,
@@ -39,16 +34,12 @@ impl Registry {
         len: usize,
         f: impl FnOnce(u64) -> crate::Result<()>,
     ) -> std::result::Result<(), std::result::Result<String, Error>> {
-        let guard = self.state.lock().map_err(|_| {
+        let t = self.table.read().map_err(|_| {
             Err(Error::Internal(
-                "the symmetric state's lock is poisoned".into(),
+                "the GIN window table's lock is poisoned".into(),
             ))
         })?;
-        let seq = u64::from(id).checked_sub(1);
-        let Some(w) = guard
-            .as_ref()
-            .and_then(|s| s.windows.iter().find(|w| Some(w.seq) == seq))
-        else {
+        let Some(w) = t.iter().find(|w| w.id == id) else {
             return Err(Ok(format!(
                 "window {id}, which this rank has not registered"
             )));

@@ -20,7 +20,7 @@ use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -51,21 +51,55 @@ pub(crate) struct Sockets {
     shared: Arc<Shared>,
 }
 
-/// The sending halves: `[peer][lane]`, empty for peers this rank is not connected to.
-pub(crate) struct Writers(Vec<Vec<Mutex<TcpStream>>>);
+/// The sending halves: `[peer][lane]`, empty for peers this rank is not connected to. A lane
+/// is `None` once broken: after an error that may have left a frame half-written, it is shut
+/// down and never written again (the peer would read the next header as data).
+pub(crate) struct Writers {
+    lanes: Vec<Vec<Mutex<Option<TcpStream>>>>,
+    /// Peers that said goodbye: their device communicator is gone.
+    left: Vec<AtomicBool>,
+}
 
 impl Writers {
-    /// Tells `peer` that this rank refused an operation it sent (best effort: the refusal is
-    /// this rank's failure either way).
-    fn refuse(&self, peer: usize, why: &str) {
-        let mut f = Frame::new(Kind::Refused);
+    /// Sends a control frame of `kind` carrying `why` to `peer` on lane 0, best effort and
+    /// without blocking: if the lane is busy or the peer is not reading, nothing is sent (and
+    /// a half-sent frame breaks the lane).
+    fn notice(&self, peer: usize, kind: Kind, why: &str) {
+        self.notice_on(peer, 0, kind, why);
+    }
+
+    /// [`Writers::notice`] on lane `lane`.
+    fn notice_on(&self, peer: usize, lane: usize, kind: Kind, why: &str) {
+        let mut f = Frame::new(kind);
         f.bytes = why.len() as u64;
-        if let Some(lane) = self.0.get(peer).and_then(|l| l.first())
-            && let Ok(mut st) = lane.lock()
+        let Some(lane) = self.lanes.get(peer).and_then(|l| l.get(lane)) else {
+            return;
+        };
+        let Ok(mut guard) = lane.try_lock() else {
+            return;
+        };
+        let Some(st) = guard.as_mut() else {
+            return;
+        };
+        let mut frame = f.encode().to_vec();
+        frame.extend_from_slice(why.as_bytes());
+        let _ = st.set_nonblocking(true);
+        let sent = st.write(&frame);
+        let _ = st.set_nonblocking(false);
+        if !matches!(sent, Ok(n) if n == frame.len())
+            && !matches!(sent, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
         {
-            let _ = st
-                .write_all(&f.encode())
-                .and_then(|_| st.write_all(why.as_bytes()));
+            // Part of the frame went out (or the connection failed): the lane is unusable.
+            if let Some(st) = guard.take() {
+                let _ = st.shutdown(std::net::Shutdown::Both);
+            }
+        }
+    }
+
+    /// [`Writers::notice`] to every connected peer.
+    fn notice_all(&self, kind: Kind, why: &str) {
+        for peer in 0..self.lanes.len() {
+            self.notice(peer, kind, why);
         }
     }
 }
@@ -118,77 +152,103 @@ impl Sockets {
         }
         let deadline = Instant::now() + boot.timeout();
         let expected: Vec<usize> = (0..me).filter(|&p| shared.connected(p)).collect();
-        let mut writers: Vec<Vec<Mutex<TcpStream>>> = (0..size).map(|_| Vec::new()).collect();
+        let mut writers: Vec<Vec<Mutex<Option<TcpStream>>>> =
+            (0..size).map(|_| Vec::new()).collect();
         let mut readers: Vec<(usize, usize, TcpStream)> = Vec::new();
+        // The set-up's outcome, agreed below with every rank.
         // Accept the lower ranks while dialing the higher ones.
+        let stop = AtomicBool::new(false);
         let accepted = std::thread::scope(|s| {
-            let acceptor = s.spawn(|| accept(&listener, me, size, token, &expected, deadline));
-            let mut dialed = Vec::new();
-            for p in (me + 1..size).filter(|&p| shared.connected(p)) {
-                let Some((addr, their_token)) = peers[p] else {
-                    continue;
-                };
-                for lane in 0..LANES {
-                    let mut st = dial(
-                        addr,
-                        (me, comm.job_id()),
-                        p,
-                        deadline,
-                        boot.timeout(),
-                        "GIN set-up",
-                    )?;
-                    let hello = Hello {
-                        magic: their_token,
-                        version: PROTOCOL_VERSION,
-                        role: Role::Gin,
-                        rank: me as u32,
-                        size: size as u32,
-                        to: p as u32,
-                        port: lane as u16,
+            let acceptor =
+                s.spawn(|| accept(&listener, me, size, token, &expected, deadline, &stop, boot));
+            let dialed = (|| {
+                let mut dialed = Vec::new();
+                for p in (me + 1..size).filter(|&p| shared.connected(p)) {
+                    let Some((addr, their_token)) = peers[p] else {
+                        continue;
                     };
-                    wire::write_frame(&mut st, wire::Kind::Hello, 0, 0, &hello.encode())
-                        .map_err(io_err(format!("sending a GIN hello to rank {p}")))?;
-                    dialed.push((p, lane, st));
+                    for lane in 0..LANES {
+                        let mut st = dial(
+                            addr,
+                            (me, comm.job_id()),
+                            p,
+                            deadline,
+                            boot.timeout(),
+                            "GIN set-up",
+                        )?;
+                        let hello = Hello {
+                            magic: their_token,
+                            version: PROTOCOL_VERSION,
+                            role: Role::Gin,
+                            rank: me as u32,
+                            size: size as u32,
+                            to: p as u32,
+                            port: lane as u16,
+                        };
+                        wire::write_frame(&mut st, wire::Kind::Hello, 0, 0, &hello.encode())
+                            .map_err(io_err(format!("sending a GIN hello to rank {p}")))?;
+                        dialed.push((p, lane, st));
+                    }
                 }
+                Ok::<_, Error>(dialed)
+            })();
+            if dialed.is_err() {
+                stop.store(true, Ordering::Release);
             }
             let got = acceptor
                 .join()
-                .map_err(|_| Error::Internal("the GIN acceptor panicked".into()))??;
-            Ok::<_, Error>((dialed, got))
+                .map_err(|_| Error::Internal("the GIN acceptor panicked".into()))?;
+            Ok::<_, Error>((dialed?, got?))
+        });
+        drop(listener);
+        let built = accepted.and_then(|(dialed, got)| {
+            let mut all: Vec<(usize, usize, TcpStream)> = dialed.into_iter().chain(got).collect();
+            all.sort_by_key(|c| (c.0, c.1));
+            for (p, _lane, st) in all {
+                let _ = st.set_nodelay(true);
+                let _ = st.set_write_timeout(Some(boot.timeout()));
+                let r = st
+                    .try_clone()
+                    .map_err(io_err("cloning a GIN connection".into()))?;
+                readers.push((p, writers[p].len(), r));
+                writers[p].push(Mutex::new(Some(st)));
+            }
+            let delay = std::env::var(TEST_DELAY_ENV)
+                .ok()
+                .and_then(|v| v.parse::<u64>().ok())
+                .map(Duration::from_micros)
+                .filter(|d| !d.is_zero());
+            let writers = Arc::new(Writers {
+                lanes: writers,
+                left: (0..size).map(|_| AtomicBool::new(false)).collect(),
+            });
+            let (sh, w) = (Arc::clone(&shared), Arc::clone(&writers));
+            let dev = device.clone();
+            let receiver = std::thread::Builder::new()
+                .name(format!("symcomm-gin-rx{me}"))
+                .spawn(move || receive(sh, w, dev, readers, delay))
+                .map_err(io_err("starting the GIN receive thread".into()))?;
+            Ok(Sockets {
+                writers,
+                receiver: Mutex::new(Some(receiver)),
+                shared: Arc::clone(&shared),
+            })
         });
         // Every rank learns whether every rank's connections came up.
-        let outcome = accepted.as_ref().err();
-        comm.agree("GIN set-up", "GIN", outcome, &[])?;
-        let (dialed, got) = accepted?;
-        drop(listener);
-        let mut all: Vec<(usize, usize, TcpStream)> = dialed.into_iter().chain(got).collect();
-        all.sort_by_key(|c| (c.0, c.1));
-        for (p, _lane, st) in all {
-            let _ = st.set_nodelay(true);
-            let _ = st.set_write_timeout(Some(boot.timeout()));
-            let r = st
-                .try_clone()
-                .map_err(io_err("cloning a GIN connection".into()))?;
-            readers.push((p, writers[p].len(), r));
-            writers[p].push(Mutex::new(st));
+        if let Err(e) = comm.agree("GIN set-up", "GIN", built.as_ref().err(), &[]) {
+            if let Ok(s) = &built {
+                s.shared.stop.store(true, Ordering::Release);
+                s.close();
+            }
+            return Err(built.err().unwrap_or(e));
         }
-        let delay = std::env::var(TEST_DELAY_ENV)
-            .ok()
-            .and_then(|v| v.parse::<u64>().ok())
-            .map(Duration::from_micros)
-            .filter(|d| !d.is_zero());
-        let writers = Arc::new(Writers(writers));
-        let (sh, w) = (Arc::clone(&shared), Arc::clone(&writers));
-        let dev = device.clone();
-        let receiver = std::thread::Builder::new()
-            .name(format!("symcomm-gin-rx{me}"))
-            .spawn(move || receive(sh, w, dev, readers, delay))
-            .map_err(io_err("starting the GIN receive thread".into()))?;
-        Ok(Sockets {
-            writers,
-            receiver: Mutex::new(Some(receiver)),
-            shared,
-        })
+        let sockets = built?;
+        let w = Arc::clone(&sockets.writers);
+        // A failure of this rank's GIN reaches every peer (they stop waiting for this rank).
+        let _ = shared
+            .notify
+            .set(Box::new(move |why: &str| w.notice_all(Kind::Failed, why)));
+        Ok(sockets)
     }
 
     fn write_frame(
@@ -199,48 +259,66 @@ impl Sockets {
         body: Body,
         mover: &mut Mover,
     ) -> Result<()> {
+        let me = self.shared.cfg.rank;
+        let failed = |reason: String| Error::PeerFailed {
+            rank: Some(me),
+            step: "GIN".into(),
+            peer,
+            reason,
+        };
         let lanes = self
             .writers
-            .0
+            .lanes
             .get(peer)
             .filter(|l| l.len() == LANES)
             .ok_or_else(|| Error::InvalidArgument(format!("GIN: no connection to rank {peer}")))?;
-        let mut st = lanes[lane]
+        if self.writers.left[peer].load(Ordering::Acquire) {
+            return Err(failed(format!(
+                "destroyed its device communicator, and this rank still sent it a {:?}",
+                f.kind
+            )));
+        }
+        let mut guard = lanes[lane]
             .lock()
             .map_err(|_| Error::Internal("a GIN connection's lock is poisoned".into()))?;
-        let lost = |e: Error| Error::PeerFailed {
-            rank: Some(self.shared.cfg.rank),
-            step: "GIN".into(),
-            peer,
-            reason: format!("connection lost: {e}"),
+        let Some(st) = guard.as_mut() else {
+            return Err(failed(
+                "has no working GIN connection to this rank any more".into(),
+            ));
         };
-        st.write_all(&f.encode())
-            .map_err(io_err("sending a GIN frame".into()))
-            .map_err(lost)?;
-        let n = match body {
-            Body::None => 0,
-            Body::Bytes(b) => {
-                st.write_all(b)
-                    .map_err(io_err("sending a GIN frame".into()))
-                    .map_err(lost)?;
-                b.len()
-            }
-            Body::Window { win, off, len } => {
-                match mover.send(&self.shared.registry, (win, off, len), &mut *st) {
-                    Ok(()) => {}
-                    Err(Ok(why)) => {
-                        return Err(Error::InvalidArgument(format!("GIN put from {why}")));
+        let sent = (|| -> std::result::Result<usize, Error> {
+            let io = |e: std::io::Error| failed(format!("GIN connection lost: {e}"));
+            st.write_all(&f.encode()).map_err(io)?;
+            match body {
+                Body::None => Ok(0),
+                Body::Bytes(b) => st.write_all(b).map(|()| b.len()).map_err(io),
+                Body::Window { win, off, len } => {
+                    match mover.send(&self.shared.registry, (win, off, len), &mut *st) {
+                        Ok(()) => Ok(len),
+                        Err(Ok(why)) => Err(Error::InvalidArgument(format!(
+                            "GIN: a put from {why} (the window went while it was being sent)"
+                        ))),
+                        Err(Err(e)) => Err(failed(format!("GIN connection lost: {e}"))),
                     }
-                    Err(Err(e)) => return Err(lost(e)),
                 }
-                len
             }
-        };
-        let s = &self.shared.stats;
-        s.bytes_sent
-            .fetch_add((HEADER + n) as u64, Ordering::Relaxed);
-        s.frames_sent.fetch_add(1, Ordering::Relaxed);
-        Ok(())
+        })();
+        match sent {
+            Ok(n) => {
+                let s = &self.shared.stats;
+                s.bytes_sent
+                    .fetch_add((HEADER + n) as u64, Ordering::Relaxed);
+                s.frames_sent.fetch_add(1, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                // The header is out, the frame perhaps not: the lane cannot carry another.
+                if let Some(st) = guard.take() {
+                    let _ = st.shutdown(std::net::Shutdown::Both);
+                }
+                Err(e)
+            }
+        }
     }
 }
 
@@ -280,11 +358,15 @@ impl Transport for Sockets {
     }
 
     fn close(&self) {
-        let f = Frame::new(Kind::Close).encode();
-        for lanes in &self.writers.0 {
-            for l in lanes {
-                if let Ok(mut st) = l.lock() {
-                    let _ = st.write_all(&f);
+        for peer in 0..self.writers.lanes.len() {
+            for lane in 0..self.writers.lanes[peer].len() {
+                // A goodbye on every lane (each ends with one), then the lane is shut (no
+                // blocking write: a peer that stopped reading must not hold up this rank's
+                // teardown).
+                self.writers.notice_on(peer, lane, Kind::Close, "");
+                if let Ok(mut g) = self.writers.lanes[peer][lane].lock()
+                    && let Some(st) = g.take()
+                {
                     let _ = st.shutdown(std::net::Shutdown::Both);
                 }
             }
@@ -297,6 +379,7 @@ impl Transport for Sockets {
 }
 
 /// Accepts the connections of the `expected` lower ranks, every lane of each.
+#[allow(clippy::too_many_arguments)]
 fn accept(
     listener: &TcpListener,
     me: usize,
@@ -304,12 +387,21 @@ fn accept(
     token: u64,
     expected: &[usize],
     deadline: Instant,
+    stop: &AtomicBool,
+    boot: &crate::Bootstrap,
 ) -> Result<Vec<(usize, usize, TcpStream)>> {
     let mut hellos =
         Hellos::new(listener, token, Role::Gin).map_err(io_err("reading GIN hellos".into()))?;
     let want = expected.len() * LANES;
     let mut got: Vec<(usize, usize, TcpStream)> = Vec::with_capacity(want);
     while got.len() < want {
+        // Give up at once when this rank's dialing failed, or a rank is known to have died.
+        if stop.load(Ordering::Acquire) {
+            return Err(Error::Internal("GIN set-up abandoned".into()));
+        }
+        if let Some(e) = boot.failure() {
+            return Err(e);
+        }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             let missing: Vec<usize> = expected
@@ -485,7 +577,7 @@ fn read_one(
         Err(e) => return Err(gone(format!("GIN connection failed: {e}"))),
     }
     let f = Frame::decode(&head).map_err(|w| {
-        writers.refuse(from, &w);
+        writers.notice(from, Kind::Refused, &w);
         Error::PeerProtocol {
             rank: Some(me),
             step: "GIN".into(),
@@ -498,22 +590,30 @@ fn read_one(
         .bytes_received
         .fetch_add(HEADER as u64, Ordering::Relaxed);
     match f.kind {
-        Kind::Close => return Ok(false),
-        Kind::Refused => {
+        Kind::Close => {
+            writers.left[from].store(true, Ordering::Release);
+            return Ok(false);
+        }
+        Kind::Refused | Kind::Failed => {
             let mut why = vec![0u8; f.bytes.min(4096) as usize];
             let _ = c.stream.read_exact(&mut why);
-            return Err(gone(format!(
-                "refused an operation of this rank: {}",
-                String::from_utf8_lossy(&why)
-            )));
+            let what = if f.kind == Kind::Refused {
+                "refused an operation of this rank"
+            } else {
+                "failed its GIN"
+            };
+            return Err(gone(format!("{what}: {}", String::from_utf8_lossy(&why))));
         }
         _ => {}
     }
     shared.stats.frames_received.fetch_add(1, Ordering::Relaxed);
-    let target = match shared.check_incoming(from, &f) {
+    let target = match shared.check_incoming(from, &f).and_then(|t| {
+        shared.admit(from, &f)?;
+        Ok(t)
+    }) {
         Ok(t) => t,
         Err(why) => {
-            writers.refuse(from, &why);
+            writers.notice(from, Kind::Refused, &why);
             return Err(Error::PeerProtocol {
                 rank: Some(me),
                 step: "GIN".into(),

@@ -4,7 +4,7 @@
 //! requirements (never trusting the peer) and applies signals.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 
 use symcomm_device::gin::{GinConnection, SignalOp};
 
@@ -13,6 +13,9 @@ use super::registry::Registry;
 use super::wire::{Frame, Kind};
 use crate::Error;
 use crate::cuda::memory::{HostMapped, PinnedBytes};
+
+/// How a transport tells every peer that this rank's GIN failed (the reason).
+pub(crate) type Notify = Box<dyn Fn(&str) + Send + Sync>;
 
 /// Where an operation's data goes, once checked.
 pub(crate) enum Target {
@@ -65,6 +68,8 @@ pub(crate) struct Shared {
     pub failure: Mutex<Option<String>>,
     pub stop: AtomicBool,
     pub landing: Mutex<Landing>,
+    /// Tells the peers that this rank's GIN failed (set by the transport).
+    pub notify: OnceLock<Notify>,
 }
 
 impl Shared {
@@ -78,18 +83,38 @@ impl Shared {
     }
 
     /// Fails this rank's GIN with `e` (the first failure is kept) and raises the abort flag.
+    /// Tells the peers (once), so that none keeps waiting for this rank.
     pub(crate) fn fail(&self, e: Error) {
         let text = e.to_string();
         let prefix = format!("rank {}: ", self.cfg.rank);
         let reason = text.strip_prefix(&prefix).unwrap_or(&text).to_string();
-        if let Ok(mut f) = self.failure.lock()
-            && f.is_none()
-        {
-            tracing::warn!("rank {}: GIN failed: {reason}", self.cfg.rank);
-            *f = Some(reason);
-        }
+        let first = match self.failure.lock() {
+            Ok(mut f) if f.is_none() => {
+                *f = Some(reason.clone());
+                true
+            }
+            _ => false,
+        };
         // Relaxed: the flag publishes nothing else (kernels read it relaxed, .sys).
         self.abort.atomic().store(1, Ordering::Relaxed);
+        if first {
+            tracing::warn!("rank {}: GIN failed: {reason}", self.cfg.rank);
+            if !self.stopping()
+                && let Some(notify) = self.notify.get()
+            {
+                notify(&reason);
+            }
+        }
+    }
+
+    /// Checks that operation `f` from `from` is new and not too far ahead of its stream (a
+    /// peer that repeats or skips sequence numbers is refused, not trusted).
+    pub(crate) fn admit(&self, from: usize, f: &Frame) -> Result<(), String> {
+        let mut landing = match self.landing.lock() {
+            Ok(l) => l,
+            Err(p) => p.into_inner(),
+        };
+        landing.admit(from, f)
     }
 
     pub(crate) fn stopping(&self) -> bool {
@@ -141,9 +166,11 @@ impl Shared {
                 }
                 return Ok(Target::Nothing);
             }
-            Kind::Close | Kind::Refused => return Err("a control frame as an operation".into()),
+            Kind::Close | Kind::Refused | Kind::Failed => {
+                return Err("a control frame as an operation".into());
+            }
         };
-        let Some((_, size)) = self.registry.lookup(f.dst_win) else {
+        let Some(size) = self.registry.size(f.dst_win) else {
             return Err(format!(
                 "a {} of {len} bytes to window {}, which this rank has not registered",
                 kind_name(f.kind),
@@ -196,5 +223,6 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Signal => "signal",
         Kind::Close => "close",
         Kind::Refused => "refusal",
+        Kind::Failed => "failure notice",
     }
 }

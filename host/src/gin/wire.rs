@@ -35,6 +35,8 @@ pub(crate) enum Kind {
     Close = 4,
     /// The sender refuses something this rank sent; the payload says what.
     Refused = 5,
+    /// The sender's GIN failed (it stops); the payload says why.
+    Failed = 6,
 }
 
 /// A decoded header.
@@ -111,6 +113,7 @@ impl Frame {
             3 => Kind::Signal,
             4 => Kind::Close,
             5 => Kind::Refused,
+            6 => Kind::Failed,
             k => return Err(format!("a frame of unknown kind {k}")),
         };
         let signal_op =

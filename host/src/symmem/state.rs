@@ -6,7 +6,7 @@
 //! window can deregister after its communicator is gone. Registration (`crate::window`) and
 //! the multicast set-up ([`super::multicast`]) fill it; this module only defines it.
 
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 
 use crate::cuda::multicast::{McBinding, Multicast};
 use crate::cuda::vmm::{Mapping, PhysicalMem, VaRange};
@@ -17,6 +17,20 @@ use crate::{Error, Result};
 
 /// The communicator's slot for its symmetric state: empty until the first registration.
 pub(crate) type StateSlot = Arc<Mutex<Option<SymState>>>;
+
+/// A window as GIN proxies see it: its GIN id, this rank's copy (flat-range address) and size.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GinWindow {
+    pub(crate) id: u32,
+    pub(crate) local: u64,
+    pub(crate) size: usize,
+}
+
+/// The windows GIN proxies may copy into and out of, behind a lock of their own: registration
+/// holds the symmetric state's lock across collective steps, and a proxy must not wait for
+/// those. A proxy holds the read lock for one bounded copy; deregistration removes its window
+/// under the write lock (so after every copy in progress) before it unmaps it.
+pub(crate) type GinTable = Arc<RwLock<Vec<GinWindow>>>;
 
 /// Per-communicator symmetric-memory state, created by the first registration.
 #[derive(Debug)]
@@ -34,10 +48,6 @@ pub(crate) struct SymState {
 #[derive(Debug, Clone)]
 pub(crate) struct WindowEntry {
     pub(crate) user_ptr: u64,
-    /// This rank's copy in the flat range (stays mapped while the window lives).
-    pub(crate) local: u64,
-    /// The registration number (the same on every rank; GIN id − 1).
-    pub(crate) seq: u64,
     pub(crate) size: usize,
     pub(crate) descriptor: u64,
     pub(crate) slot_offset: u64,

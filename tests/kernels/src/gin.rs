@@ -39,7 +39,8 @@ pub unsafe fn gin_reset(comm: DevComm, n_signals: u32, n_counters: u32) {
     }
 }
 
-/// One block: a put of `bytes` bytes from `win` at `src_off` to world rank `peer`'s `win` at
+/// One block, on GIN context `context`: a put of `bytes` bytes from `win` at `src_off` to
+/// world rank `peer`'s `win` at
 /// `dst_off` with the remote action `kind`/`strong` on signal 0 (operand `value`) and counter 0
 /// on completion; then a `put_value` of `value ^ VALUE_XOR` (u64) to `dst_off + bytes` with a
 /// weak add of 7 on signal 1; then a strong inc of signal 2 with no data. Waits for counter 0,
@@ -51,8 +52,8 @@ pub unsafe fn gin_reset(comm: DevComm, n_signals: u32, n_counters: u32) {
 ///
 /// # Safety
 /// `win` is registered for GIN on every rank and holds `dst_off + bytes + 8` and
-/// `src_off + bytes` bytes; `comm` has ≥ 1 context, ≥ 3 signals, ≥ 1 counter; `out` holds 6
-/// u64; the partner launches the same kernel towards this rank.
+/// `src_off + bytes` bytes; `comm` has > `context` contexts, ≥ 3 signals, ≥ 1 counter; `out`
+/// holds 6 u64; the partner launches the same kernel towards this rank.
 #[kernel]
 pub unsafe fn gin_put_signal(
     comm: DevComm,
@@ -65,11 +66,12 @@ pub unsafe fn gin_put_signal(
     strong: u32,
     value: u64,
     their_value: u64,
+    context: u32,
     timeout_ns: u64,
     out: *mut u64,
 ) {
     let cta = Cta::new();
-    let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
+    let gin = Gin::new(&comm, context).with_timeout(timeout_ns);
     let world = comm.world_team();
     let p = peer as i32;
     let mut code = 0u64;

@@ -1,4 +1,5 @@
-//! `gin_check --nodes M [--threads N] [--rounds R] [--order strong|weak] [--kill K] [--bad]`:
+//! `gin_check --nodes M [--threads N] [--rounds R] [--order strong|weak] [--kill K] [--bad]
+//! [--idle S] [--rail]`:
 //! the GIN checks of `symcomm_tests::gin` on a job of `M` nodes. Under a launcher
 //! (`symcomm-run --nnodes M …`) every process is a rank; with `--threads N` the ranks are
 //! threads of this process and rank `r` declares node `r / (N / M)`.
@@ -12,7 +13,11 @@
 //!   see its wait aborted within 3 s and a failure naming rank K;
 //! - `--bad`: rank 0 puts past the end of its window (its proxy refuses it), then every rank
 //!   posts a bad signal index, a bad peer and a bad counter index (each stops the kernel with a
-//!   message; emulator only).
+//!   message; emulator only);
+//! - `--rail`: GIN connects only the rail team (the partner is on it when the nodes hold the
+//!   same number of ranks);
+//! - `--idle S`: after a short ping-pong, leaves GIN idle for `S` seconds and reports the CPU
+//!   time its proxy and receive threads used meanwhile (from `/proc/self/task`).
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -29,9 +34,31 @@ struct Args {
     order: Option<bool>,
     kill: Option<usize>,
     bad: bool,
+    idle: Option<u64>,
+    rail: bool,
 }
 
-const USAGE: &str = "usage: gin_check --nodes M [--threads N] [--rounds R] [--order strong|weak] [--kill K] [--bad]";
+const USAGE: &str = "usage: gin_check --nodes M [--threads N] [--rounds R] \
+                     [--order strong|weak] [--kill K] [--bad] [--idle S] [--rail]";
+
+/// CPU time (user + system, in clock ticks) of this process's threads named `name`.
+fn thread_ticks(name: &str) -> Option<u64> {
+    let mut total = None;
+    for t in std::fs::read_dir("/proc/self/task").ok()?.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).ok()?;
+        // The fields after the command (which ends with ')'): utime and stime are the 12th
+        // and 13th of them.
+        let rest = &stat[stat.rfind(')')? + 2..];
+        let f: Vec<&str> = rest.split(' ').collect();
+        let ticks = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+        *total.get_or_insert(0) += ticks;
+    }
+    total
+}
 
 fn parse() -> Option<Args> {
     let args: Vec<String> = std::env::args().skip(1).collect();
@@ -42,11 +69,14 @@ fn parse() -> Option<Args> {
         order: None,
         kill: None,
         bad: false,
+        idle: None,
+        rail: false,
     };
     let mut it = args.iter();
     while let Some(k) = it.next() {
         match k.as_str() {
             "--bad" => a.bad = true,
+            "--rail" => a.rail = true,
             "--order" => {
                 a.order = match it.next()?.as_str() {
                     "strong" => Some(true),
@@ -61,6 +91,7 @@ fn parse() -> Option<Args> {
                     "--threads" if v > 0 => a.threads = Some(v),
                     "--rounds" => a.rounds = u32::try_from(v).ok()?,
                     "--kill" => a.kill = Some(v),
+                    "--idle" => a.idle = Some(v as u64),
                     _ => return None,
                 }
             }
@@ -78,7 +109,7 @@ fn run(comm: &Communicator, a: Args) -> Result<String> {
             a.nodes
         )));
     }
-    let s = gin::setup(comm)?;
+    let s = gin::setup(comm, a.rail)?;
     if let Some(k) = a.kill {
         comm.bootstrap().barrier()?;
         if r == k {
@@ -110,12 +141,39 @@ fn run(comm: &Communicator, a: Args) -> Result<String> {
             gin::device_check(&s, what, index, msg)?;
             line += &format!(" bad op {what} stopped the kernel ({msg});");
         }
+        if a.rail && comm.lsa_size() > 1 {
+            // A rank of this node: not on this rank's rail.
+            let off_rail = (r - comm.lsa_rank() + (comm.lsa_rank() + 1) % comm.lsa_size()) as u32;
+            let msg = "is not connected to this rank";
+            gin::device_check(&s, 2, off_rail, msg)?;
+            line +=
+                &format!(" a signal to rank {off_rail}, off the rail, stopped the kernel ({msg});");
+        }
         comm.bootstrap().barrier()?;
         if r == 0 {
             let why = gin::put_beyond_window(comm, &s)?;
             line += &format!(" a put past the window failed: {why}");
         }
         return Ok(line);
+    }
+    if let Some(secs) = a.idle {
+        gin::pingpong(comm, &s, 100)?;
+        let names = [format!("symcomm-gin{r}"), format!("symcomm-gin-rx{r}")];
+        let before: Vec<Option<u64>> = names.iter().map(|n| thread_ticks(n)).collect();
+        std::thread::sleep(Duration::from_secs(secs));
+        let after: Vec<Option<u64>> = names.iter().map(|n| thread_ticks(n)).collect();
+        comm.bootstrap().barrier()?;
+        // SAFETY: sysconf has no preconditions.
+        let hz = unsafe { libc::sysconf(libc::_SC_CLK_TCK) }.max(1) as f64;
+        let used = |k: usize| match (before[k], after[k]) {
+            (Some(b), Some(a)) => format!("{:.1} ms", (a - b) as f64 * 1000.0 / hz),
+            _ => "unknown".into(),
+        };
+        return Ok(format!(
+            "gin: rank {r}: {secs} s idle: proxy thread used {} of CPU, receive thread {}",
+            used(0),
+            used(1)
+        ));
     }
     if let Some(strong) = a.order {
         let early = gin::ordering(comm, &s, strong, a.rounds)?;
@@ -149,10 +207,11 @@ fn run(comm: &Communicator, a: Args) -> Result<String> {
         )));
     }
     Ok(format!(
-        "gin: rank {r} of {} ({} nodes): {f}; {p}; strong order held in 50 rounds; transport \
-         sent {} B in {} frames, received {} B in {} frames",
+        "gin: rank {r} of {} ({} nodes, {} connectivity): {f}; {p}; strong order held in 50 \
+         rounds; transport sent {} B in {} frames, received {} B in {} frames",
         comm.size(),
         a.nodes,
+        if a.rail { "rail" } else { "full" },
         st.bytes_sent,
         st.frames_sent,
         st.bytes_received,

@@ -225,10 +225,10 @@ mod tests {
         assert_eq!(size_of::<WindowHandle>(), 8);
         for decl in [
             ".param .u64 window_math_param_0,",
-            ".param .align 8 .b8 window_math_param_1[80],",
+            ".param .align 8 .b8 window_math_param_1[144],",
             ".param .align 8 .b8 window_math_param_2[16],",
             ".param .u64 .ptr .align 1 window_math_param_3\n)",
-            ".param .align 8 .b8 barrier_pair_param_0[80],",
+            ".param .align 8 .b8 barrier_pair_param_0[144],",
             ".param .u64 .ptr .align 1 barrier_pair_param_1,",
             ".param .u32 barrier_pair_param_2,",
             ".param .u64 barrier_pair_param_3,",
