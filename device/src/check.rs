@@ -177,6 +177,18 @@ pub(crate) fn gin_window(slot: u32) -> ! {
     )
 }
 
+/// Reports a GIN barrier index outside `0..n`.
+#[cold]
+#[inline(never)]
+pub(crate) fn gin_barrier(index: u32, n: u32) -> ! {
+    fail!(
+        b"symcomm: GIN barrier %lld of a device communicator with %lld such barriers\n\0",
+        index, n;
+        "symcomm: GIN barrier {index} of a device communicator with {n} such barriers \
+         (Requirements::world_gin_barriers / rail_gin_barriers)"
+    )
+}
+
 /// Reports an inline GIN value of more than 8 bytes.
 #[cold]
 #[inline(never)]

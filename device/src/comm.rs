@@ -22,7 +22,7 @@ pub const DEVCOMM_MAGIC: u32 = 0x434d_5953;
 
 /// The layout version of [`DevComm`] this crate was compiled with. Bumped on every layout or
 /// meaning change.
-pub const DEVCOMM_VERSION: u32 = 2;
+pub const DEVCOMM_VERSION: u32 = 3;
 
 /// Resource handles count in units of this many bytes (as NCCL's `ncclDevResourceHandle_t`).
 pub const RESOURCE_UNIT: usize = 128;
@@ -142,7 +142,7 @@ const _: () = {
     assert!(offset_of!(ResourceWindow, lsa_flat_base) == 0);
     assert!(offset_of!(ResourceWindow, stride4g) == 8);
     assert!(offset_of!(ResourceWindow, mc_offset4k) == 12);
-    assert!(size_of::<DevComm>() == 144);
+    assert!(size_of::<DevComm>() == 168);
     assert!(align_of::<DevComm>() == 8);
     assert!(offset_of!(DevComm, magic) == 0);
     assert!(offset_of!(DevComm, version) == 4);
@@ -220,6 +220,11 @@ impl DevComm {
                 n_counters: 0,
                 peer_slots: 0,
                 connection: 0,
+                barrier_epochs: 0,
+                barrier_signals: 0,
+                world_barriers: 0,
+                rail_barriers: 0,
+                reserved: 0,
             },
         }
     }
@@ -345,7 +350,7 @@ mod tests {
     #[test]
     fn devcomm_layout_is_fixed() {
         use core::mem::{offset_of, size_of};
-        assert_eq!(size_of::<DevComm>(), 144);
+        assert_eq!(size_of::<DevComm>(), 168);
         let offsets = [
             offset_of!(DevComm, magic),
             offset_of!(DevComm, version),

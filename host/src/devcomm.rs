@@ -31,8 +31,8 @@ use crate::bootstrap::FailureWatch;
 use crate::comm::Communicator;
 use crate::cuda::memory::HostMapped;
 use crate::gin::{
-    DEFAULT_GIN_QUEUE_DEPTH, GinConnection, GinParams, GinRuntime, GinStats, MAX_GIN_CONTEXTS,
-    MAX_GIN_QUEUE_DEPTH, MAX_GIN_SIGNALS,
+    DEFAULT_GIN_QUEUE_DEPTH, GinConnection, GinParams, GinRuntime, GinStats, MAX_GIN_BARRIERS,
+    MAX_GIN_CONTEXTS, MAX_GIN_QUEUE_DEPTH, MAX_GIN_SIGNALS,
 };
 use crate::window::{SymmetricMemory, Window};
 use crate::{Error, Result};
@@ -50,6 +50,8 @@ pub struct Requirements {
     gin_counters: u32,
     gin_queue_depth: u32,
     gin_connection: GinConnection,
+    world_gin_barriers: u32,
+    rail_gin_barriers: u32,
 }
 
 impl Default for Requirements {
@@ -62,6 +64,8 @@ impl Default for Requirements {
             gin_counters: 0,
             gin_queue_depth: DEFAULT_GIN_QUEUE_DEPTH,
             gin_connection: GinConnection::Full,
+            world_gin_barriers: 0,
+            rail_gin_barriers: 0,
         }
     }
 }
@@ -127,6 +131,24 @@ impl Requirements {
         self
     }
 
+    /// `n` GIN barriers over the world team (NCCL's `worldGinBarrierCount`): each takes one
+    /// signal per rank at every rank, past the signals kernels name; at most
+    /// [`MAX_GIN_BARRIERS`].
+    #[doc(alias = "worldGinBarrierCount")]
+    pub fn world_gin_barriers(mut self, n: u32) -> Self {
+        self.world_gin_barriers = n;
+        self
+    }
+
+    /// `n` GIN barriers over the rail team (NCCL's `railGinBarrierCount`); the hybrid
+    /// `Barrier` uses rail barrier `index` with LSA barrier `index`. At most
+    /// [`MAX_GIN_BARRIERS`].
+    #[doc(alias = "railGinBarrierCount")]
+    pub fn rail_gin_barriers(mut self, n: u32) -> Self {
+        self.rail_gin_barriers = n;
+        self
+    }
+
     /// The GIN parameters, checked; `None` without GIN.
     fn gin_params(&self) -> Result<Option<GinParams>> {
         if self.gin_contexts == 0 {
@@ -153,6 +175,14 @@ impl Requirements {
                 "gin_queue_depth({d}): a power of two from 1 to {MAX_GIN_QUEUE_DEPTH}"
             ));
         }
+        for (name, n) in [
+            ("world_gin_barriers", self.world_gin_barriers),
+            ("rail_gin_barriers", self.rail_gin_barriers),
+        ] {
+            if n > MAX_GIN_BARRIERS {
+                return bad(format!("{name}({n}): at most {MAX_GIN_BARRIERS}"));
+            }
+        }
         if self.gin_connection == GinConnection::None {
             return bad(format!(
                 "gin_connection(None) with gin_contexts({}): ask for 0 contexts for no GIN",
@@ -165,6 +195,8 @@ impl Requirements {
             counters: self.gin_counters,
             queue_depth: d,
             connection: self.gin_connection,
+            world_barriers: self.world_gin_barriers,
+            rail_barriers: self.rail_gin_barriers,
         }))
     }
 
@@ -245,7 +277,8 @@ impl DevComm {
     pub fn create(comm: &Communicator, req: Requirements) -> Result<DevComm> {
         let gin = req.gin_params()?;
         let barrier_bytes = req.barrier_bytes(comm.lsa_size())?;
-        // The GIN producer indices (one u64 per ring) follow the barriers.
+        // The GIN producer indices (one u64 per ring) follow the barriers, then the GIN
+        // barriers' epochs (one u64 each).
         let gin_bytes = gin.map_or(0, |g| {
             let slots = match g.connection {
                 GinConnection::Rail => comm.size() / comm.lsa_size().max(1),
@@ -253,7 +286,10 @@ impl DevComm {
             };
             (g.contexts as usize * slots * 8).next_multiple_of(RESOURCE_UNIT)
         });
-        let bytes = barrier_bytes + gin_bytes;
+        let epoch_bytes = gin.map_or(0, |g| {
+            ((g.world_barriers + g.rail_barriers) as usize * 8).next_multiple_of(RESOURCE_UNIT)
+        });
+        let bytes = barrier_bytes + gin_bytes + epoch_bytes;
         let n_barriers = i32::try_from(req.lsa_barriers).map_err(|_| {
             Error::Internal(format!("{} barriers passed the check", req.lsa_barriers))
         })?;
@@ -296,7 +332,14 @@ impl DevComm {
         let gin = match gin {
             Some(params) => {
                 let producers = raw.resource_local_ptr((barrier_bytes / RESOURCE_UNIT) as u32);
-                let g = GinRuntime::start(comm, params, producers as u64, Arc::clone(&abort))?;
+                let epochs =
+                    raw.resource_local_ptr(((barrier_bytes + gin_bytes) / RESOURCE_UNIT) as u32);
+                let g = GinRuntime::start(
+                    comm,
+                    params,
+                    (producers as u64, epochs as u64),
+                    Arc::clone(&abort),
+                )?;
                 raw.gin = g.handle();
                 Some(g)
             }

@@ -12,7 +12,8 @@ use symcomm::{
     Communicator, DevComm, Device, Error, Requirements, Result, SymmetricMemory, Window,
 };
 use symcomm_test_kernels::{
-    GinBad, GinOrder, GinPingpong, GinPutSignal, GinReset, GinWaitForever, VALUE_XOR,
+    GinBad, GinBarrierRounds, GinOrder, GinPingpong, GinPutSignal, GinReset, GinWaitForever,
+    VALUE_XOR,
 };
 
 use crate::kernels::PTX;
@@ -67,8 +68,8 @@ pub struct Setup {
 pub const CONTEXTS: u32 = 2;
 
 /// Collective: allocates and registers a 1 MiB window and a device communicator with
-/// [`CONTEXTS`] GIN contexts, 8 signals and 2 counters, connecting every rank (`rail`: only
-/// the rail team).
+/// [`CONTEXTS`] GIN contexts, 8 signals, 2 counters, one world and one rail GIN barrier and
+/// one LSA barrier, connecting every rank (`rail`: only the rail team).
 pub fn setup(comm: &Communicator, rail: bool) -> Result<Setup> {
     let dev = Device::for_rank(comm)?;
     let module = Module::load(PTX)?;
@@ -77,6 +78,9 @@ pub fn setup(comm: &Communicator, rail: bool) -> Result<Setup> {
     let devcomm = DevComm::create(
         comm,
         Requirements::new()
+            .lsa_barriers(1)
+            .world_gin_barriers(1)
+            .rail_gin_barriers(1)
             .gin_contexts(CONTEXTS)
             .gin_signals(SIGNALS)
             .gin_counters(COUNTERS)
@@ -356,4 +360,42 @@ pub fn device_check(s: &Setup, what: u32, index: u32, message: &str) -> Result<(
         Err(e) => Err(fail(format!("bad op {what}: launch failed otherwise: {e}"))),
         Ok(()) => Err(fail(format!("bad op {what}: the launch succeeded"))),
     }
+}
+
+/// `rounds` rounds of barrier `kind` (0 world GIN, 1 rail GIN, 2 hybrid), each publishing data
+/// before and checking it after the barrier; returns µs per round.
+pub fn barriers(comm: &Communicator, s: &Setup, kind: u32, rounds: u32) -> Result<f64> {
+    let stream = s.dev.stream()?;
+    stream.fill_bytes(&s.win, 0)?;
+    stream.synchronize()?;
+    comm.bootstrap().barrier()?;
+    let k = s.module.kernel::<GinBarrierRounds>()?;
+    // One thread under the emulator (its block barriers are OS-thread rendezvous), a warp on
+    // GPUs.
+    let threads = if s.dev.is_emulated() { 1 } else { 32 };
+    let out_buf = s.dev.alloc(3 * 8)?;
+    let t0 = Instant::now();
+    let args = (
+        s.devcomm.raw(),
+        s.win.handle(),
+        kind,
+        rounds,
+        TIMEOUT_NS,
+        out_buf.as_mut_ptr::<u64>(),
+    );
+    // SAFETY: the communicator has the barriers; the window holds 2 × n u64; every rank runs
+    // the same kind and rounds.
+    unsafe { k.launch(LaunchConfig::linear(1, threads), &stream, args)? };
+    stream.synchronize()?;
+    let us = t0.elapsed().as_secs_f64() * 1e6 / f64::from(rounds.max(1));
+    s.check_failure()?;
+    let mut out = [0u64; 3];
+    stream.copy_to_host(&out_buf, 0, &mut out)?;
+    expect(
+        &format!("barrier kind {kind}: code, wrong slots, rounds"),
+        out,
+        [0, 0, u64::from(rounds)],
+    )?;
+    comm.bootstrap().barrier()?;
+    Ok(us)
 }

@@ -93,6 +93,31 @@ fn threads_that_declare_their_nodes_run_gin_2x2_and_4x1() {
 }
 
 #[test]
+fn gin_and_hybrid_barriers_hold_for_10000_rounds_on_2x2_and_4x1() {
+    for nodes in ["2", "4"] {
+        let t0 = Instant::now();
+        let out = gin_check()
+            .args(["--threads", "4", "--nodes", nodes, "--barriers", "10000"])
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert!(out.status.success(), "{nodes} nodes: {all}");
+        for kind in ["world GIN", "rail GIN", "hybrid"] {
+            let done = format!("{kind} barrier: 10000 rounds, data checked");
+            assert_eq!(
+                all.matches(&done).count(),
+                4,
+                "{nodes} nodes, {kind}: {all}"
+            );
+        }
+        for line in all.lines().filter(|l| l.starts_with("gin: rank 0:")) {
+            println!("{nodes} nodes: {line}");
+        }
+        println!("{nodes} nodes: {:.1} s", t0.elapsed().as_secs_f64());
+    }
+}
+
+#[test]
 fn rail_connectivity_connects_the_rail_team() {
     let out = gin_check()
         .args([

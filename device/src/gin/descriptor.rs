@@ -242,11 +242,27 @@ pub struct GinHandle {
     pub peer_slots: u32,
     /// A [`GinConnection`] as its `u32`.
     pub connection: u32,
+    /// Device address of the GIN barriers' persisted epochs (device memory, one `u64` per
+    /// barrier: the world barriers, then the rail barriers).
+    pub barrier_epochs: u64,
+    /// Index of the first barrier signal: world barrier `b`'s slot for team member `p` is
+    /// signal `barrier_signals + b × world size + p`; rail barrier `b`'s follow all the world
+    /// barriers' at `… + world_barriers × world size + b × rail size + p`. Barrier signals lie
+    /// past the `n_signals` a kernel may name.
+    pub barrier_signals: u32,
+    /// Number of GIN barriers over the world team.
+    pub world_barriers: u32,
+    /// Number of GIN barriers over the rail team.
+    pub rail_barriers: u32,
+    /// Zero.
+    pub reserved: u32,
 }
 
 const _: () = {
     use core::mem::{offset_of, size_of};
-    assert!(size_of::<GinHandle>() == 64);
+    assert!(size_of::<GinHandle>() == 88);
+    assert!(offset_of!(GinHandle, barrier_epochs) == 64);
+    assert!(offset_of!(GinHandle, reserved) == 84);
     assert!(offset_of!(GinHandle, producers) == 8);
     assert!(offset_of!(GinHandle, counters) == 32);
     assert!(offset_of!(GinHandle, n_contexts) == 40);

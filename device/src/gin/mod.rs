@@ -41,8 +41,10 @@
 //! against their windows: a put outside a window fails the communicator with an error naming
 //! the rank, the window and the range.
 
+pub mod barrier;
 pub mod descriptor;
 
+pub use barrier::{Barrier, GinBarrier, GinFence};
 pub use descriptor::{Descriptor, GinConnection, GinHandle, Op, SignalOp};
 
 use crate::check;
@@ -537,6 +539,44 @@ impl Gin {
     }
 
     // ---- internals ----
+
+    /// Posts a data-less signal action on signal `signal` (any index of the array, barrier
+    /// signals included; checked against the whole array) to `peer` of `team`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    pub(crate) fn post_signal<C: Coop>(
+        &self,
+        coop: &C,
+        team: &Team,
+        peer: i32,
+        op: SignalOp,
+        signal: u32,
+        value: u64,
+        strong: bool,
+    ) -> Result<(), WaitError> {
+        let d = Descriptor::new(
+            Op::Signal,
+            op,
+            strong,
+            signal,
+            value,
+            None,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+            0,
+        );
+        self.post_from(coop, team, peer, &d)
+    }
+
+    /// The address of signal `index` of the whole array (user and barrier signals).
+    #[inline(always)]
+    pub(crate) fn signal_word(&self, index: u32) -> *mut u64 {
+        (self.h.signals + index as u64 * 8) as *mut u64
+    }
 
     #[inline(always)]
     fn check_actions(&self, sop: SignalOp, signal: u32, local: LocalAction) {

@@ -73,6 +73,8 @@ pub const TRANSPORT_ENV: &str = "SYMCOMM_GIN_TRANSPORT";
 pub const MAX_GIN_CONTEXTS: u32 = 64;
 /// Most GIN signals (and, separately, counters) of one device communicator.
 pub const MAX_GIN_SIGNALS: u32 = 1 << 20;
+/// Most GIN barriers of one kind (world or rail) of one device communicator.
+pub const MAX_GIN_BARRIERS: u32 = 1 << 16;
 /// Largest GIN queue depth (entries per ring).
 pub const MAX_GIN_QUEUE_DEPTH: u32 = 1 << 16;
 /// The queue depth when none is asked for.
@@ -103,6 +105,8 @@ pub(crate) struct GinParams {
     pub counters: u32,
     pub queue_depth: u32,
     pub connection: GinConnection,
+    pub world_barriers: u32,
+    pub rail_barriers: u32,
 }
 
 /// A rank's running GIN: owned by its device communicator; stopped on drop.
@@ -123,17 +127,29 @@ impl std::fmt::Debug for GinRuntime {
 
 impl GinRuntime {
     /// Collective: sets up GIN for `comm` (memory, transport connections, proxy thread).
-    /// `producers` is the device address of the producer indices (zeroed device memory, one
-    /// `u64` per ring); `abort` the device communicator's flag.
+    /// `producers` and `epochs` are the device addresses of the producer indices (one `u64`
+    /// per ring) and of the GIN barriers' epochs (one `u64` per barrier), zeroed device
+    /// memory; `abort` the device communicator's flag.
     pub(crate) fn start(
         comm: &Communicator,
         params: GinParams,
-        producers: u64,
+        (producers, epochs): (u64, u64),
         abort: Arc<HostMapped<u32>>,
     ) -> Result<GinRuntime> {
         let me = comm.rank();
         let transport = std::env::var(TRANSPORT_ENV).unwrap_or_default();
+        // The user's signals, then one per team member for every GIN barrier.
+        let rail_size = comm.size() / comm.lsa_size().max(1);
+        let barrier_signals = u64::from(params.world_barriers) * comm.size() as u64
+            + u64::from(params.rail_barriers) * rail_size as u64;
+        let all_signals = u64::from(params.signals) + barrier_signals;
         let prepared = (|| {
+            if all_signals > u64::from(u32::MAX) {
+                return Err(Error::InvalidArgument(format!(
+                    "GIN: {} signals and {barrier_signals} barrier signals do not fit a u32 index",
+                    params.signals
+                )));
+            }
             if !matches!(transport.as_str(), "" | "auto" | "socket") {
                 return Err(Error::InvalidArgument(format!(
                     "{TRANSPORT_ENV}={transport}: the GIN transports are auto and socket"
@@ -148,7 +164,7 @@ impl GinRuntime {
             let mem = GinMemory {
                 rings: PinnedBytes::new(rings * params.queue_depth as usize * 128)?,
                 consumers: PinnedBytes::new(rings * 8)?,
-                signals: PinnedBytes::new(params.signals as usize * 8)?,
+                signals: PinnedBytes::new(all_signals as usize * 8)?,
                 counters: PinnedBytes::new(params.counters as usize * 8)?,
             };
             let device = Device::for_rank(comm)?;
@@ -167,6 +183,8 @@ impl GinRuntime {
             ("signals", params.signals.to_string()),
             ("counters", params.counters.to_string()),
             ("queue depth", params.queue_depth.to_string()),
+            ("world barriers", params.world_barriers.to_string()),
+            ("rail barriers", params.rail_barriers.to_string()),
             ("connection", format!("{:?}", params.connection)),
         ];
         comm.agree(
@@ -181,7 +199,7 @@ impl GinRuntime {
             lsa_rank: comm.lsa_rank(),
             lsa_size: comm.lsa_size(),
             n_contexts: params.contexts,
-            n_signals: params.signals,
+            n_signals: all_signals as u32,
             n_counters: params.counters,
             depth: params.queue_depth,
             peer_slots,
@@ -200,6 +218,11 @@ impl GinRuntime {
             n_counters: params.counters,
             peer_slots,
             connection: params.connection as u32,
+            barrier_epochs: epochs,
+            barrier_signals: params.signals,
+            world_barriers: params.world_barriers,
+            rail_barriers: params.rail_barriers,
+            reserved: 0,
         };
         let shared = Arc::new(Shared {
             cfg,
@@ -283,7 +306,7 @@ impl GinRuntime {
         }
     }
 
-    /// Host access to signal `index` (tests, host-side waits).
+    /// Host access to signal `index` (tests, host-side waits; barrier signals included).
     pub(crate) fn signal(&self, index: u32) -> Option<u64> {
         (index < self.shared.cfg.n_signals).then(|| {
             self.shared

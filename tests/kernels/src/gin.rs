@@ -363,3 +363,122 @@ pub unsafe fn gin_bad(
     // SAFETY: out holds 1 u64.
     unsafe { *out = WaitError::result_code(r) as u64 };
 }
+
+/// The value rank `world_rank` publishes in barrier round `round` (1-based).
+pub const fn barrier_tag(round: u64, world_rank: u32) -> u64 {
+    round.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ ((world_rank as u64) << 48) ^ 0x00ab_cdef
+}
+
+// ANCHOR: gin_barrier_rounds
+/// One block runs `rounds` barrier rounds of kind `kind` (0: world GIN barrier 0, 1: rail GIN
+/// barrier 0, 2: the hybrid barrier 0) with fence `Put`. Each round first publishes
+/// [`barrier_tag`]`(round, rank)` into slot `rank` of parity `round & 1` of every member it
+/// synchronises with: by GIN `put_value` (no signal) to the GIN team's members, by a plain
+/// store into the LSA peers' copies for the hybrid barrier's LSA half. After the barrier it
+/// checks every slot those members wrote in this round. (Two parities: a fast rank's next
+/// round writes the other one, while this rank may still be checking.)
+///
+/// `win` holds `2 × n_ranks` u64. `out` (3 u64): first error code, wrong slots seen, rounds.
+///
+/// # Safety
+/// `comm` has GIN (≥ 1 context), world and rail GIN barrier 0 and LSA barrier 0; `win` is
+/// registered for GIN on every rank; every rank runs the same kind and rounds; `out` holds 3
+/// u64.
+#[kernel]
+pub unsafe fn gin_barrier_rounds(
+    comm: DevComm,
+    win: WindowHandle,
+    kind: u32,
+    rounds: u32,
+    timeout_ns: u64,
+    out: *mut u64,
+) {
+    use symcomm_device::gin::{Barrier, GinBarrier, GinFence};
+    let cta = Cta::new();
+    let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
+    let n = comm.n_ranks as usize;
+    let me = comm.rank;
+    // The GIN team: world, or the rail team for the rail and hybrid barriers.
+    let team = if kind == 0 {
+        comm.world_team()
+    } else {
+        comm.rail_team()
+    };
+    let lsa = comm.lsa_team();
+    // SAFETY: launch contract (sessions opened by every rank, index 0 exists).
+    let (mut gb, mut hb) = unsafe {
+        match kind {
+            0 => (Some(GinBarrier::world(&cta, &gin, &comm, 0)), None),
+            1 => (Some(GinBarrier::rail(&cta, &gin, &comm, 0)), None),
+            _ => (None, Some(Barrier::new(&cta, &gin, &comm, 0))),
+        }
+    };
+    let (mut code, mut wrong) = (0u64, 0u64);
+    let mut done = 0u64;
+    for r in 1..=rounds as u64 {
+        let slot = |rank: i32| ((r & 1) as usize * n + rank as usize) * 8;
+        let tag = barrier_tag(r, me as u32);
+        // Publish to the GIN team's other members.
+        for q in team.peers() {
+            // SAFETY: slot(me) lies in the window (2 × n u64).
+            let res =
+                unsafe { gin.put_value(&cta, &team, q, win, slot(me), tag, RemoteAction::None) };
+            first_err(&mut code, res);
+        }
+        // Publish to the LSA peers by stores (hybrid).
+        if kind == 2 && cta.is_leader() {
+            for q in lsa.peers() {
+                // SAFETY: a live window; slot(me) is inside every copy.
+                unsafe {
+                    let p = win.get().lsa_ptr(slot(me), q).cast::<u64>();
+                    p.write_volatile(tag);
+                }
+            }
+        }
+        let res = match (&mut gb, &mut hb) {
+            (Some(b), _) => b.sync(&cta, Ordering::AcqRel, GinFence::Put),
+            (_, Some(b)) => b.sync(&cta, Ordering::AcqRel, GinFence::Put),
+            _ => Ok(()),
+        };
+        first_err(&mut code, res);
+        if code != 0 {
+            break;
+        }
+        // Check what this round's members wrote here.
+        let mut bad = 0u64;
+        if cta.is_leader() {
+            // SAFETY: a live window.
+            let local = unsafe { win.get().local_ptr(0) }.cast::<u64>();
+            for q in team.peers() {
+                let w = team.to_world(me, q);
+                // SAFETY: inside the window.
+                bad += (unsafe { local.add(slot(w) / 8).read_volatile() }
+                    != barrier_tag(r, w as u32)) as u64;
+            }
+            if kind == 2 {
+                for q in lsa.peers() {
+                    let w = lsa.to_world(me, q);
+                    // SAFETY: inside the window.
+                    bad += (unsafe { local.add(slot(w) / 8).read_volatile() }
+                        != barrier_tag(r, w as u32)) as u64;
+                }
+            }
+        }
+        wrong += bad;
+        done = r;
+    }
+    match (gb, hb) {
+        (Some(b), _) => b.finish(&cta),
+        (_, Some(b)) => b.finish(&cta),
+        _ => {}
+    }
+    if cta.is_leader() {
+        // SAFETY: out holds 3 u64.
+        unsafe {
+            *out = code;
+            *out.add(1) = wrong;
+            *out.add(2) = done;
+        }
+    }
+}
+// ANCHOR_END: gin_barrier_rounds

@@ -14,6 +14,8 @@
 //! - `--bad`: rank 0 puts past the end of its window (its proxy refuses it), then every rank
 //!   posts a bad signal index, a bad peer and a bad counter index (each stops the kernel with a
 //!   message; emulator only);
+//! - `--barriers R`: `R` rounds each of the world GIN barrier, the rail GIN barrier and the
+//!   hybrid barrier, data published before and checked after every round;
 //! - `--rail`: GIN connects only the rail team (the partner is on it when the nodes hold the
 //!   same number of ranks);
 //! - `--idle S`: after a short ping-pong, leaves GIN idle for `S` seconds and reports the CPU
@@ -36,10 +38,11 @@ struct Args {
     bad: bool,
     idle: Option<u64>,
     rail: bool,
+    barriers: Option<u32>,
 }
 
 const USAGE: &str = "usage: gin_check --nodes M [--threads N] [--rounds R] \
-                     [--order strong|weak] [--kill K] [--bad] [--idle S] [--rail]";
+                     [--order strong|weak] [--kill K] [--bad] [--idle S] [--rail] [--barriers R]";
 
 /// CPU time (user + system, in clock ticks) of this process's threads named `name`.
 fn thread_ticks(name: &str) -> Option<u64> {
@@ -71,6 +74,7 @@ fn parse() -> Option<Args> {
         bad: false,
         idle: None,
         rail: false,
+        barriers: None,
     };
     let mut it = args.iter();
     while let Some(k) = it.next() {
@@ -92,6 +96,7 @@ fn parse() -> Option<Args> {
                     "--rounds" => a.rounds = u32::try_from(v).ok()?,
                     "--kill" => a.kill = Some(v),
                     "--idle" => a.idle = Some(v as u64),
+                    "--barriers" => a.barriers = Some(u32::try_from(v).ok()?),
                     _ => return None,
                 }
             }
@@ -153,6 +158,14 @@ fn run(comm: &Communicator, a: Args) -> Result<String> {
         if r == 0 {
             let why = gin::put_beyond_window(comm, &s)?;
             line += &format!(" a put past the window failed: {why}");
+        }
+        return Ok(line);
+    }
+    if let Some(rounds) = a.barriers {
+        let mut line = format!("gin: rank {r}:");
+        for (kind, name) in [(0, "world GIN"), (1, "rail GIN"), (2, "hybrid")] {
+            let us = gin::barriers(comm, &s, kind, rounds)?;
+            line += &format!(" {name} barrier: {rounds} rounds, data checked ({us:.1} µs/round);");
         }
         return Ok(line);
     }

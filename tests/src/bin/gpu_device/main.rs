@@ -220,15 +220,15 @@ mod tests {
         // Every launch is typed by the kernel's signature, and on a GPU `Module::kernel` checks
         // those sizes against the PTX declaration: DevComm and SymPtr travel by value with their
         // Rust sizes, a WindowHandle as a plain u64 (not a pointer).
-        assert_eq!(size_of::<DevComm>(), 144);
+        assert_eq!(size_of::<DevComm>(), 168);
         assert_eq!(size_of::<SymPtr<f32>>(), 16);
         assert_eq!(size_of::<WindowHandle>(), 8);
         for decl in [
             ".param .u64 window_math_param_0,",
-            ".param .align 8 .b8 window_math_param_1[144],",
+            ".param .align 8 .b8 window_math_param_1[168],",
             ".param .align 8 .b8 window_math_param_2[16],",
             ".param .u64 .ptr .align 1 window_math_param_3\n)",
-            ".param .align 8 .b8 barrier_pair_param_0[144],",
+            ".param .align 8 .b8 barrier_pair_param_0[168],",
             ".param .u64 .ptr .align 1 barrier_pair_param_1,",
             ".param .u32 barrier_pair_param_2,",
             ".param .u64 barrier_pair_param_3,",
