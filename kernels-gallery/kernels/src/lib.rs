@@ -24,6 +24,7 @@ extern crate std;
 
 mod collectives;
 mod common;
+pub mod gin_bench;
 mod ll_collectives;
 mod ll_path;
 pub mod multimem_ops;

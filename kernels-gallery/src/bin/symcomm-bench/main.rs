@@ -6,7 +6,8 @@
 //!
 //! Options:
 //! - `--coll LIST`: `all_reduce,all_gather,reduce_scatter,all_to_all,broadcast,rmsnorm` or
-//!   `all` (default `all_reduce`)
+//!   `all` (default `all_reduce`); `--coll gin` is a benchmark of its own (GIN between two
+//!   nodes against raw TCP: see `gin.rs`)
 //! - `--types LIST`: `f32,bf16,f16,i32` (default `f32,bf16`); `--ops LIST`: `sum,min,max`
 //!   (default `sum`)
 //! - `--min BYTES`, `--max BYTES` (suffixes K, M, G; default 4K and 1G), sizes double; or
@@ -46,6 +47,7 @@
 
 mod coll;
 mod error;
+mod gin;
 mod nccl;
 mod norm;
 mod opts;
@@ -85,6 +87,20 @@ fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // `--coll gin`: GIN between two nodes, its own rows and baselines (see `gin`).
+    if args.windows(2).any(|w| w[0] == "--coll" && w[1] == "gin") {
+        if let Some(line) = &notice {
+            println!("{line}");
+        }
+        return match gin::parse(&args) {
+            Ok(o) if gin::run(&o) => ExitCode::SUCCESS,
+            Ok(_) => ExitCode::FAILURE,
+            Err(e) => {
+                eprintln!("symcomm-bench: {e}");
+                ExitCode::from(2)
+            }
+        };
+    }
     let opts = match parse_args(args, small) {
         Ok(o) => o,
         Err(e) => {

@@ -151,7 +151,7 @@ impl Opts {
 }
 
 /// `4096`, `4K`, `16M`, `1G` (binary units, either case).
-fn parse_bytes(s: &str) -> Option<usize> {
+pub fn parse_bytes(s: &str) -> Option<usize> {
     let (num, mul) = match s.as_bytes().last()? {
         b'K' | b'k' => (&s[..s.len() - 1], 1usize << 10),
         b'M' | b'm' => (&s[..s.len() - 1], 1 << 20),
