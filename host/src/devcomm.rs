@@ -31,8 +31,8 @@ use crate::bootstrap::FailureWatch;
 use crate::comm::Communicator;
 use crate::cuda::memory::HostMapped;
 use crate::gin::{
-    DEFAULT_GIN_QUEUE_DEPTH, GinConnection, GinParams, GinRuntime, GinStats, MAX_GIN_BARRIERS,
-    MAX_GIN_CONTEXTS, MAX_GIN_QUEUE_DEPTH, MAX_GIN_SIGNALS,
+    DEFAULT_GIN_QUEUE_DEPTH, GinConnection, GinFootprint, GinParams, GinRuntime, GinStats,
+    MAX_GIN_BARRIERS, MAX_GIN_CONTEXTS, MAX_GIN_QUEUE_DEPTH, MAX_GIN_SIGNALS,
 };
 use crate::window::{SymmetricMemory, Window};
 use crate::{Error, Result};
@@ -147,6 +147,18 @@ impl Requirements {
     pub fn rail_gin_barriers(mut self, n: u32) -> Self {
         self.rail_gin_barriers = n;
         self
+    }
+
+    /// What a rank's GIN with these requirements takes in a job of `world` ranks with LSA
+    /// teams of `lsa_size` (no GIN: all zero); computed, nothing is allocated.
+    ///
+    /// # Errors
+    /// [`Error::InvalidArgument`] for GIN requirements out of range.
+    pub fn gin_footprint(&self, world: usize, lsa_size: usize) -> Result<GinFootprint> {
+        Ok(self
+            .gin_params()?
+            .map(|p| crate::gin::footprint_of(&p, world, lsa_size))
+            .unwrap_or_default())
     }
 
     /// The GIN parameters, checked; `None` without GIN.
@@ -337,7 +349,11 @@ impl DevComm {
                 let g = GinRuntime::start(
                     comm,
                     params,
-                    (producers as u64, epochs as u64),
+                    (
+                        producers as u64,
+                        epochs as u64,
+                        (gin_bytes + epoch_bytes) as u64,
+                    ),
                     Arc::clone(&abort),
                 )?;
                 raw.gin = g.handle();
@@ -395,6 +411,12 @@ impl DevComm {
     #[cfg(test)]
     pub(crate) fn gin_runtime(&self) -> Option<&GinRuntime> {
         self.gin.as_ref()
+    }
+
+    /// What this rank's GIN takes, from its own allocations and connections (`None` without
+    /// GIN); [`Requirements::gin_footprint`] computes the same without creating anything.
+    pub fn gin_footprint(&self) -> Option<GinFootprint> {
+        self.gin.as_ref().map(GinRuntime::footprint)
     }
 
     /// What the GIN transport has carried for this rank (`None` without GIN).

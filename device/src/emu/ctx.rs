@@ -117,13 +117,35 @@ pub(crate) fn poll(c: &ThreadCtx<'_>) {
     }
     let n = c.polls.get().saturating_add(1);
     c.polls.set(n);
-    if n < 8 {
+    // A launch of a few threads is latency-bound (a ping-pong, a proxy round trip), not a
+    // crowd that must leave the cores to the threads it waits for: it yields longer before
+    // it sleeps.
+    let threads = [
+        c.block_dim.x,
+        c.block_dim.y,
+        c.block_dim.z,
+        c.grid_dim.x,
+        c.grid_dim.y,
+    ]
+    .iter()
+    .fold(1u64, |a, &d| a.saturating_mul(u64::from(d)));
+    let yields = if threads <= FEW_THREADS {
+        FEW_THREAD_YIELDS
+    } else {
+        8
+    };
+    if n < yields {
         thread::yield_now();
     } else {
-        let us = 20 * u64::from(n - 7);
+        let us = 20 * u64::from(n + 1 - yields);
         thread::sleep(Duration::from_micros(us).min(MAX_BACKOFF));
     }
 }
+
+/// Launches of at most this many threads yield [`FEW_THREAD_YIELDS`] times before they sleep.
+const FEW_THREADS: u64 = 4;
+/// Yields of a few-thread launch's wait before it sleeps (some tens of microseconds).
+const FEW_THREAD_YIELDS: u32 = 256;
 
 /// The longest sleep of a polling thread: long enough that hundreds of spinning emulated
 /// threads leave the cores to the threads they wait for, short against the timeouts.

@@ -677,9 +677,9 @@ impl Gin {
         coop.sync();
         let mut res = Ok(());
         if coop.thread_rank() == 0 {
-            // The group's writes (ordered before ours by the sync) reach the system before the
-            // proxy can read the descriptor, hence the source.
-            mem::fence_sc(Scope::Sys);
+            // The group's writes are ordered before ours by the sync; `post` fences at system
+            // scope before it stamps the entry, so they reach the system before the proxy can
+            // see the descriptor, hence before it reads the source.
             // SAFETY: `slot` < peer_slots and context < n_contexts (both checked).
             res = unsafe { self.post(self.ring(slot), d) };
         }
@@ -730,7 +730,8 @@ impl Gin {
         }
         // SAFETY: word 14 of the same entry.
         unsafe { mem::store(entry.add(14), d.words[14], StoreOrder::Relaxed, Scope::Sys) };
-        // The whole entry before its stamp, as the proxy (another agent) sees it.
+        // The whole entry, and every write of the posting group before the post, before the
+        // stamp, as the proxy (another agent) sees it.
         mem::fence_sc(Scope::Sys);
         // SAFETY: the stamp word of the same entry.
         unsafe {

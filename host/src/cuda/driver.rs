@@ -461,6 +461,22 @@ pub(crate) unsafe fn stream_synchronize(stream: sys::CUstream) -> Result<()> {
     })
 }
 
+/// Waits for `stream` by spinning on `cuStreamQuery` (no yield or sleep in the driver: for
+/// short copies whose latency matters).
+///
+/// # Safety
+/// `stream` is live.
+pub(crate) unsafe fn stream_spin(stream: sys::CUstream) -> Result<()> {
+    loop {
+        // SAFETY: the caller's contract.
+        let status = unsafe { sys::cuStreamQuery(stream) };
+        if status != sys::CUresult::CUDA_ERROR_NOT_READY {
+            return check("cuStreamQuery", status);
+        }
+        std::hint::spin_loop();
+    }
+}
+
 /// `cuStreamDestroy`. Work still queued completes first (the driver defers the release).
 ///
 /// # Safety

@@ -285,10 +285,35 @@ unsafe impl Send for PinnedBytes {}
 // SAFETY: as above.
 unsafe impl Sync for PinnedBytes {}
 
+/// Bytes of every live [`PinnedBytes`] of this process (what the GIN accounting is checked
+/// against).
+static PINNED_BYTES_LIVE: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Bytes of every live GIN pinned allocation of this process (rings, indices, signals,
+/// counters, staging buffers), page-rounded as allocated.
+pub(crate) fn pinned_bytes_live() -> u64 {
+    PINNED_BYTES_LIVE.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 impl PinnedBytes {
+    /// The bytes `new(len)` allocates: `len` (at least 1) rounded up to a page.
+    pub(crate) const fn alloc_len(len: usize) -> usize {
+        let len = if len == 0 { 1 } else { len };
+        len.next_multiple_of(4096)
+    }
+
     /// `len` zeroed bytes (at least one page is allocated).
     pub(crate) fn new(len: usize) -> Result<PinnedBytes> {
-        let bytes = len.max(1).next_multiple_of(4096);
+        let bytes = Self::alloc_len(len);
+        PINNED_BYTES_LIVE.fetch_add(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        let out = Self::alloc(len, bytes);
+        if out.is_err() {
+            PINNED_BYTES_LIVE.fetch_sub(bytes as u64, std::sync::atomic::Ordering::Relaxed);
+        }
+        out
+    }
+
+    fn alloc(len: usize, bytes: usize) -> Result<PinnedBytes> {
         if backend()? == Backend::Emulated {
             let layout = std::alloc::Layout::from_size_align(bytes, 4096)
                 .map_err(|e| crate::Error::InvalidArgument(format!("{bytes} bytes: {e}")))?;
@@ -319,6 +344,11 @@ impl PinnedBytes {
         })
     }
 
+    /// The requested length.
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
     /// The host address of byte 0.
     pub(crate) fn host_ptr(&self) -> *mut u8 {
         self.host
@@ -347,6 +377,10 @@ impl PinnedBytes {
 
 impl Drop for PinnedBytes {
     fn drop(&mut self) {
+        PINNED_BYTES_LIVE.fetch_sub(
+            Self::alloc_len(self.len) as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
         if let PinnedBytesBacking::Emulated(layout) = self.backing {
             // SAFETY: allocated with this layout in `new`, freed once.
             unsafe { std::alloc::dealloc(self.host, layout) };

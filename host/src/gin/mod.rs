@@ -37,6 +37,7 @@
 //! `Aborted`, the peer whose operation was refused is told why, and every connected peer gets a
 //! failure notice (best effort, never blocking), so that none keeps waiting for this rank.
 
+mod footprint;
 mod landing;
 mod mover;
 mod registry;
@@ -52,6 +53,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
+pub use footprint::GinFootprint;
 pub use socket::TEST_DELAY_ENV;
 pub use symcomm_device::gin::GinConnection;
 use symcomm_device::gin::{Descriptor, GinHandle, Op};
@@ -66,6 +68,18 @@ use registry::Registry;
 use state::{Config, GinMemory, Shared, Stats, Target};
 use transport::Transport;
 use wire::{Frame, Kind};
+
+/// Bytes of every live GIN pinned allocation of this process (rings, indices, signals,
+/// counters and staging buffers of every rank it runs), as allocated: what
+/// [`GinFootprint`]'s accounting is checked against.
+pub fn pinned_bytes_live() -> u64 {
+    crate::cuda::memory::pinned_bytes_live()
+}
+
+/// The footprint of one rank (see [`crate::Requirements::gin_footprint`]).
+pub(crate) fn footprint_of(p: &GinParams, world: usize, lsa: usize) -> GinFootprint {
+    footprint::footprint(p, world, lsa)
+}
 
 /// Selects the GIN transport: `auto` (the default) or `socket`.
 pub const TRANSPORT_ENV: &str = "SYMCOMM_GIN_TRANSPORT";
@@ -111,6 +125,8 @@ pub(crate) struct GinParams {
 
 /// A rank's running GIN: owned by its device communicator; stopped on drop.
 pub(crate) struct GinRuntime {
+    /// The GIN part of the resource window (producers and barrier epochs).
+    device_bytes: u64,
     shared: Arc<Shared>,
     transport: Arc<dyn Transport>,
     proxy: Option<JoinHandle<()>>,
@@ -129,20 +145,18 @@ impl GinRuntime {
     /// Collective: sets up GIN for `comm` (memory, transport connections, proxy thread).
     /// `producers` and `epochs` are the device addresses of the producer indices (one `u64`
     /// per ring) and of the GIN barriers' epochs (one `u64` per barrier), zeroed device
-    /// memory; `abort` the device communicator's flag.
+    /// memory of `device_bytes` together; `abort` the device communicator's flag.
     pub(crate) fn start(
         comm: &Communicator,
         params: GinParams,
-        (producers, epochs): (u64, u64),
+        (producers, epochs, device_bytes): (u64, u64, u64),
         abort: Arc<HostMapped<u32>>,
     ) -> Result<GinRuntime> {
         let me = comm.rank();
         let transport = std::env::var(TRANSPORT_ENV).unwrap_or_default();
         // The user's signals, then one per team member for every GIN barrier.
-        let rail_size = comm.size() / comm.lsa_size().max(1);
-        let barrier_signals = u64::from(params.world_barriers) * comm.size() as u64
-            + u64::from(params.rail_barriers) * rail_size as u64;
-        let all_signals = u64::from(params.signals) + barrier_signals;
+        let all_signals = footprint::all_signals(&params, comm.size(), comm.lsa_size());
+        let barrier_signals = all_signals - u64::from(params.signals);
         let prepared = (|| {
             if all_signals > u64::from(u32::MAX) {
                 return Err(Error::InvalidArgument(format!(
@@ -155,11 +169,8 @@ impl GinRuntime {
                     "{TRANSPORT_ENV}={transport}: the GIN transports are auto and socket"
                 )));
             }
-            let lsa = comm.lsa_size();
-            let peer_slots = match params.connection {
-                GinConnection::Rail => comm.size() / lsa,
-                _ => comm.size(),
-            } as u32;
+            let peer_slots =
+                footprint::peer_slots(params.connection, comm.size(), comm.lsa_size()) as u32;
             let rings = params.contexts as usize * peer_slots as usize;
             let mem = GinMemory {
                 rings: PinnedBytes::new(rings * params.queue_depth as usize * 128)?,
@@ -231,6 +242,7 @@ impl GinRuntime {
             stats: Stats::default(),
             abort,
             failure: Mutex::new(None),
+            failed: AtomicBool::new(false),
             stop: AtomicBool::new(false),
             landing: Mutex::new(Landing::default()),
             notify: std::sync::OnceLock::new(),
@@ -241,13 +253,15 @@ impl GinRuntime {
             &device,
         )?);
         let (sh, tr) = (Arc::clone(&shared), Arc::clone(&transport));
-        let proxy = std::thread::Builder::new()
-            .name(format!("symcomm-gin{me}"))
-            .spawn(move || proxy(sh, tr, device))
-            .map_err(|e| Error::Io {
-                what: "starting the GIN proxy thread".into(),
-                source: e,
-            });
+        let proxy = Mover::new(&device).and_then(|mover| {
+            std::thread::Builder::new()
+                .name(format!("symcomm-gin{me}"))
+                .spawn(move || proxy(sh, tr, mover))
+                .map_err(|e| Error::Io {
+                    what: "starting the GIN proxy thread".into(),
+                    source: e,
+                })
+        });
         // The last rank-local step: every rank learns whether every rank's GIN started.
         let started = comm.agree("GIN start", "GIN", proxy.as_ref().err(), &[]);
         let proxy = match (proxy, started) {
@@ -274,6 +288,7 @@ impl GinRuntime {
             params.counters
         );
         Ok(GinRuntime {
+            device_bytes,
             shared,
             transport,
             proxy: Some(proxy),
@@ -293,6 +308,18 @@ impl GinRuntime {
             rank: Some(self.shared.cfg.rank),
             reason,
         })
+    }
+
+    /// This rank's resources, from its own allocations and connections.
+    pub(crate) fn footprint(&self) -> GinFootprint {
+        let m = &self.shared.mem;
+        let len = |b: &PinnedBytes| PinnedBytes::alloc_len(b.len()) as u64;
+        GinFootprint {
+            pinned_bytes: len(&m.rings) + len(&m.consumers) + len(&m.signals) + len(&m.counters),
+            staging_bytes: 2 * mover::STAGING_BYTES as u64,
+            device_bytes: self.device_bytes,
+            fds: self.transport.fds() as u64,
+        }
     }
 
     /// The transport's counts so far.
@@ -339,11 +366,10 @@ impl Drop for GinRuntime {
 }
 
 /// The proxy thread: drains the rings until asked to stop (see the module docs).
-fn proxy(shared: Arc<Shared>, transport: Arc<dyn Transport>, device: Device) {
-    let mut mover = match Mover::new(&device) {
-        Ok(m) => m,
-        Err(e) => return shared.fail(e),
-    };
+fn proxy(shared: Arc<Shared>, transport: Arc<dyn Transport>, mut mover: Mover) {
+    if let Err(e) = mover.bind() {
+        return shared.fail(e);
+    }
     let cfg = shared.cfg;
     let rings = cfg.n_contexts as usize * cfg.peer_slots as usize;
     let depth = cfg.depth as u64;

@@ -2,8 +2,11 @@
 //! from and to the memory on the emulated backend (windows are host memory of this process),
 //! through a pinned staging buffer and a non-blocking stream on GPUs (a blocking stream would
 //! wait for the very kernel that waits for this data). Every access of a window happens inside
-//! [`Registry::with`], so a window cannot be unmapped under it; network I/O happens outside, on
-//! the staging buffer, so no lock is held while a peer is slow.
+//! [`Registry::with`], so a window cannot be unmapped under it. Sending reads a chunk into the
+//! staging buffer under the lock and writes it to the socket outside it, so no lock is held
+//! while a peer is slow to read; receiving into host memory reads from the socket straight
+//! into the window under the (read) lock, which is safe because the sender writes a frame's
+//! body without holding any lock.
 
 use std::io::{Read, Write};
 
@@ -16,43 +19,57 @@ use crate::{Error, Result};
 /// Bytes of one staging chunk.
 pub(crate) const STAGING_BYTES: usize = 4 << 20;
 
+/// Copies of at most this many bytes are waited for by spinning on the stream (their
+/// latency is the latency of a small put); larger ones by `cuStreamSynchronize`.
+const SPIN_COPY_BYTES: usize = 64 << 10;
+
 /// The data mover of one proxy or receive thread.
 pub(crate) struct Mover {
     gpu: Option<cudarc::driver::sys::CUstream>,
-    staging: Staging,
+    /// Pinned on GPUs; a page-aligned heap allocation under emulation.
+    staging: PinnedBytes,
+    device: Device,
 }
 
-enum Staging {
-    Pinned(PinnedBytes),
-    Heap(Vec<u8>),
-}
+// SAFETY: the stream handle is used by one thread at a time (the mover is moved into the thread
+// that uses it, which binds the device's context first: `Mover::bind`); the staging buffer is
+// owned.
+unsafe impl Send for Mover {}
 
 impl Mover {
-    /// A mover for the calling thread: binds `device`'s context to it (GPU) and makes its
-    /// stream and staging buffer.
+    /// A mover with its stream and staging buffer ([`STAGING_BYTES`]), made on the calling
+    /// thread (with `device`'s context bound); the thread that uses it calls
+    /// [`bind`](Self::bind) first.
     pub(crate) fn new(device: &Device) -> Result<Mover> {
+        let staging = PinnedBytes::new(STAGING_BYTES)?;
         if device.is_emulated() {
             return Ok(Mover {
                 gpu: None,
-                staging: Staging::Heap(vec![0; STAGING_BYTES]),
+                staging,
+                device: device.clone(),
             });
         }
         device.bind_to_thread()?;
-        let staging = PinnedBytes::new(STAGING_BYTES)?;
         let stream = driver::stream_create_non_blocking()?;
         Ok(Mover {
             gpu: Some(stream),
-            staging: Staging::Pinned(staging),
+            staging,
+            device: device.clone(),
         })
+    }
+
+    /// Makes the device's context current on the calling thread (the thread that will use
+    /// this mover).
+    pub(crate) fn bind(&self) -> Result<()> {
+        self.device.bind_to_thread()
     }
 
     /// The first `n` (≤ [`STAGING_BYTES`]) bytes of the staging buffer.
     fn chunk(&mut self, n: usize) -> &mut [u8] {
-        match &mut self.staging {
-            // SAFETY: the pinned buffer holds STAGING_BYTES bytes, owned by this mover.
-            Staging::Pinned(p) => unsafe { std::slice::from_raw_parts_mut(p.host_ptr(), n) },
-            Staging::Heap(v) => &mut v[..n],
-        }
+        assert!(n <= STAGING_BYTES, "a chunk of {n} bytes");
+        // SAFETY: the staging buffer holds STAGING_BYTES bytes (n ≤ that, asserted), owned by
+        // this mover, which `&mut self` borrows exclusively.
+        unsafe { std::slice::from_raw_parts_mut(self.staging.host_ptr(), n) }
     }
 
     /// Copies `n` bytes at `src` (a window's memory, live: the caller holds the registry) into
@@ -70,7 +87,11 @@ impl Mover {
                 // SAFETY: as above; the copy completes before the synchronisation returns.
                 unsafe {
                     driver::memcpy_dtoh_async(dst.cast(), src, n, stream)?;
-                    driver::stream_synchronize(stream)
+                    if n <= SPIN_COPY_BYTES {
+                        driver::stream_spin(stream)
+                    } else {
+                        driver::stream_synchronize(stream)
+                    }
                 }
             }
         }
@@ -91,7 +112,11 @@ impl Mover {
                 // SAFETY: as above.
                 unsafe {
                     driver::memcpy_htod_async(dst, src.cast(), n, stream)?;
-                    driver::stream_synchronize(stream)
+                    if n <= SPIN_COPY_BYTES {
+                        driver::stream_spin(stream)
+                    } else {
+                        driver::stream_synchronize(stream)
+                    }
                 }
             }
         }
@@ -130,6 +155,22 @@ impl Mover {
         let mut done = 0;
         while done < len {
             let n = (len - done).min(STAGING_BYTES);
+            if self.gpu.is_none() {
+                // Host memory: straight from the socket into the window. The read lock is held
+                // while the chunk arrives; the sender writes a frame's body without holding any
+                // lock, so the chunk keeps coming.
+                reg.with(win, off + done as u64, n, |addr| {
+                    // SAFETY: `addr..addr + n` is in a registered window of this process,
+                    // mapped while the registry's read lock is held.
+                    let dst = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, n) };
+                    r.read_exact(dst).map_err(|e| Error::Io {
+                        what: "receiving GIN data".into(),
+                        source: e,
+                    })
+                })?;
+                done += n;
+                continue;
+            }
             r.read_exact(self.chunk(n)).map_err(|e| {
                 Err(Error::Io {
                     what: "receiving GIN data".into(),

@@ -40,12 +40,16 @@ use crate::{Error, Result};
 pub(crate) const SMALL_PUT: u64 = 4096;
 /// Connections per connected pair.
 pub(crate) const LANES: usize = 2;
+/// How long the receive thread polls without blocking after a frame.
+const RX_SPIN: Duration = Duration::from_micros(100);
 /// Test-only: microseconds every lane-1 put is held by the receiver before it lands (unset: 0).
 /// For the ordering tests; never set it in production.
 pub const TEST_DELAY_ENV: &str = "SYMCOMM_GIN_TEST_DELAY_US";
 
 /// The socket transport of one rank.
 pub(crate) struct Sockets {
+    /// Sockets this transport holds (one per lane per connected peer).
+    fds: usize,
     writers: Arc<Writers>,
     receiver: Mutex<Option<JoinHandle<()>>>,
     shared: Arc<Shared>,
@@ -55,7 +59,7 @@ pub(crate) struct Sockets {
 /// is `None` once broken: after an error that may have left a frame half-written, it is shut
 /// down and never written again (the peer would read the next header as data).
 pub(crate) struct Writers {
-    lanes: Vec<Vec<Mutex<Option<TcpStream>>>>,
+    lanes: Vec<Vec<Mutex<Option<Arc<TcpStream>>>>>,
     /// Peers that said goodbye: their device communicator is gone.
     left: Vec<AtomicBool>,
 }
@@ -84,7 +88,7 @@ impl Writers {
         let mut frame = f.encode().to_vec();
         frame.extend_from_slice(why.as_bytes());
         let _ = st.set_nonblocking(true);
-        let sent = st.write(&frame);
+        let sent = (&**st).write(&frame);
         let _ = st.set_nonblocking(false);
         if !matches!(sent, Ok(n) if n == frame.len())
             && !matches!(sent, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
@@ -152,9 +156,11 @@ impl Sockets {
         }
         let deadline = Instant::now() + boot.timeout();
         let expected: Vec<usize> = (0..me).filter(|&p| shared.connected(p)).collect();
-        let mut writers: Vec<Vec<Mutex<Option<TcpStream>>>> =
+        // One socket per lane, shared by the sending half (here) and the receive thread (one
+        // file descriptor per lane, not two).
+        let mut writers: Vec<Vec<Mutex<Option<Arc<TcpStream>>>>> =
             (0..size).map(|_| Vec::new()).collect();
-        let mut readers: Vec<(usize, usize, TcpStream)> = Vec::new();
+        let mut readers: Vec<(usize, usize, Arc<TcpStream>)> = Vec::new();
         // The set-up's outcome, agreed below with every rank.
         // Accept the lower ranks while dialing the higher ones.
         let stop = AtomicBool::new(false);
@@ -207,10 +213,8 @@ impl Sockets {
             for (p, _lane, st) in all {
                 let _ = st.set_nodelay(true);
                 let _ = st.set_write_timeout(Some(boot.timeout()));
-                let r = st
-                    .try_clone()
-                    .map_err(io_err("cloning a GIN connection".into()))?;
-                readers.push((p, writers[p].len(), r));
+                let st = Arc::new(st);
+                readers.push((p, writers[p].len(), Arc::clone(&st)));
                 writers[p].push(Mutex::new(Some(st)));
             }
             let delay = std::env::var(TEST_DELAY_ENV)
@@ -223,15 +227,17 @@ impl Sockets {
                 left: (0..size).map(|_| AtomicBool::new(false)).collect(),
             });
             let (sh, w) = (Arc::clone(&shared), Arc::clone(&writers));
-            let dev = device.clone();
+            let mover = Mover::new(device)?;
+            let fds = readers.len();
             let receiver = std::thread::Builder::new()
                 .name(format!("symcomm-gin-rx{me}"))
-                .spawn(move || receive(sh, w, dev, readers, delay))
+                .spawn(move || receive(sh, w, mover, readers, delay))
                 .map_err(io_err("starting the GIN receive thread".into()))?;
             Ok(Sockets {
                 writers,
                 receiver: Mutex::new(Some(receiver)),
                 shared: Arc::clone(&shared),
+                fds,
             })
         });
         // Every rank learns whether every rank's connections came up.
@@ -288,12 +294,13 @@ impl Sockets {
         };
         let sent = (|| -> std::result::Result<usize, Error> {
             let io = |e: std::io::Error| failed(format!("GIN connection lost: {e}"));
-            st.write_all(&f.encode()).map_err(io)?;
+            let mut w: &TcpStream = st;
+            w.write_all(&f.encode()).map_err(io)?;
             match body {
                 Body::None => Ok(0),
-                Body::Bytes(b) => st.write_all(b).map(|()| b.len()).map_err(io),
+                Body::Bytes(b) => w.write_all(b).map(|()| b.len()).map_err(io),
                 Body::Window { win, off, len } => {
-                    match mover.send(&self.shared.registry, (win, off, len), &mut *st) {
+                    match mover.send(&self.shared.registry, (win, off, len), &mut w) {
                         Ok(()) => Ok(len),
                         Err(Ok(why)) => Err(Error::InvalidArgument(format!(
                             "GIN: a put from {why} (the window went while it was being sent)"
@@ -335,6 +342,10 @@ pub(crate) enum Body<'a> {
 }
 
 impl Transport for Sockets {
+    fn fds(&self) -> usize {
+        self.fds
+    }
+
     fn send(
         &self,
         peer: usize,
@@ -454,7 +465,7 @@ fn accept(
 struct Conn {
     peer: usize,
     lane: usize,
-    stream: TcpStream,
+    stream: Arc<TcpStream>,
     open: bool,
 }
 
@@ -470,17 +481,14 @@ struct Held {
 fn receive(
     shared: Arc<Shared>,
     writers: Arc<Writers>,
-    device: Device,
-    readers: Vec<(usize, usize, TcpStream)>,
+    mut mover: Mover,
+    readers: Vec<(usize, usize, Arc<TcpStream>)>,
     delay: Option<Duration>,
 ) {
-    let mut mover = match Mover::new(&device) {
-        Ok(m) => m,
-        Err(e) => {
-            shared.fail(e);
-            return;
-        }
-    };
+    if let Err(e) = mover.bind() {
+        shared.fail(e);
+        return;
+    }
     let mut conns: Vec<Conn> = readers
         .into_iter()
         .map(|(peer, lane, stream)| Conn {
@@ -491,6 +499,9 @@ fn receive(
         })
         .collect();
     let mut held: VecDeque<Held> = VecDeque::new();
+    let mut last_frame = Instant::now()
+        .checked_sub(RX_SPIN)
+        .unwrap_or_else(Instant::now);
     loop {
         // Land held puts that are due.
         while held.front().is_some_and(|h| h.due <= Instant::now()) {
@@ -509,13 +520,20 @@ fn receive(
         if open.is_empty() && held.is_empty() {
             return;
         }
-        let wait_ms = match held.front() {
-            Some(h) => h
-                .due
-                .saturating_duration_since(Instant::now())
-                .as_millis()
-                .min(100) as i32,
-            None => 100,
+        // Right after a frame, poll without sleeping for a while (a reply often follows within
+        // tens of microseconds, and a wake-up costs several); then block in `poll`.
+        let wait_ms = if last_frame.elapsed() < RX_SPIN {
+            std::thread::yield_now();
+            0
+        } else {
+            match held.front() {
+                Some(h) => h
+                    .due
+                    .saturating_duration_since(Instant::now())
+                    .as_millis()
+                    .min(100) as i32,
+                None => 100,
+            }
         };
         let mut fds: Vec<libc::pollfd> = open
             .iter()
@@ -530,6 +548,7 @@ fn receive(
         if n <= 0 {
             continue;
         }
+        last_frame = Instant::now();
         for (k, &i) in open.iter().enumerate() {
             if fds[k].revents == 0 {
                 continue;
@@ -567,7 +586,7 @@ fn read_one(
         reason: why,
     };
     let mut head = [0u8; HEADER];
-    match c.stream.read_exact(&mut head) {
+    match (&*c.stream).read_exact(&mut head) {
         Ok(()) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => {
             return Err(gone(
@@ -596,7 +615,7 @@ fn read_one(
         }
         Kind::Refused | Kind::Failed => {
             let mut why = vec![0u8; f.bytes.min(4096) as usize];
-            let _ = c.stream.read_exact(&mut why);
+            let _ = (&*c.stream).read_exact(&mut why);
             let what = if f.kind == Kind::Refused {
                 "refused an operation of this rank"
             } else {
@@ -643,7 +662,7 @@ fn read_one(
                     .fetch_add(len as u64, Ordering::Relaxed);
                 if let (Some(d), 1) = (delay, c.lane) {
                     let mut data = vec![0u8; len];
-                    c.stream
+                    (&*c.stream)
                         .read_exact(&mut data)
                         .map_err(|e| gone(format!("GIN data could not be received: {e}")))?;
                     held.push_back(Held {
@@ -654,7 +673,7 @@ fn read_one(
                     });
                     return Ok(true);
                 }
-                landing(mover.receive(&shared.registry, (win, off, len), &mut c.stream))?;
+                landing(mover.receive(&shared.registry, (win, off, len), &mut &*c.stream))?;
             }
         }
     }

@@ -66,6 +66,8 @@ pub(crate) struct Shared {
     pub stats: Stats,
     pub abort: Arc<HostMapped<u32>>,
     pub failure: Mutex<Option<String>>,
+    /// Set with the first failure (the proxy checks it before every descriptor).
+    pub failed: AtomicBool,
     pub stop: AtomicBool,
     pub landing: Mutex<Landing>,
     /// Tells the peers that this rank's GIN failed (set by the transport).
@@ -95,6 +97,7 @@ impl Shared {
             }
             _ => false,
         };
+        self.failed.store(true, Ordering::Release);
         // Relaxed: the flag publishes nothing else (kernels read it relaxed, .sys).
         self.abort.atomic().store(1, Ordering::Relaxed);
         if first {
@@ -122,7 +125,7 @@ impl Shared {
     }
 
     pub(crate) fn failed(&self) -> bool {
-        self.failure.lock().map(|f| f.is_some()).unwrap_or(true)
+        self.failed.load(Ordering::Acquire)
     }
 
     /// The world rank of peer slot `slot`.

@@ -16,8 +16,15 @@ fn eventually<T>(mut f: impl FnMut() -> Option<T>) -> Option<T> {
     None
 }
 
+/// The tests of this module run one at a time: one of them measures the process's totals.
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
 #[test]
 fn a_forged_put_outside_the_receivers_window_is_refused() {
+    let _one = serial();
     let results = run_emulated(2, |comm| -> Result<(String, Vec<u8>)> {
         let dev = Device::for_rank(&comm)?;
         let stream = dev.stream()?;

@@ -17,6 +17,8 @@ pub(crate) trait Transport: Send + Sync {
         src: Option<(u32, u64, usize)>,
         mover: &mut Mover,
     ) -> Result<()>;
+    /// File descriptors the transport holds.
+    fn fds(&self) -> usize;
     /// Tells every peer this rank is leaving, then stops receiving (joins its threads).
     fn close(&self);
     /// Test-only: sends a frame as given, with `body` after it (forged operations).

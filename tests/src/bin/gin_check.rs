@@ -16,6 +16,8 @@
 //!   message; emulator only);
 //! - `--barriers R`: `R` rounds each of the world GIN barrier, the rail GIN barrier and the
 //!   hybrid barrier, data published before and checked after every round;
+//! - `--footprint`: prints the table of one rank's GIN resources (default requirements) for 2
+//!   to 1024 ranks, full and rail connectivity (computed; nothing is created);
 //! - `--rail`: GIN connects only the rail team (the partner is on it when the nodes hold the
 //!   same number of ranks);
 //! - `--idle S`: after a short ping-pong, leaves GIN idle for `S` seconds and reports the CPU
@@ -232,8 +234,51 @@ fn run(comm: &Communicator, a: Args) -> Result<String> {
     ))
 }
 
+/// The table of `--footprint`: one rank's GIN resources with the default requirements (one
+/// context) for 2 to 1024 ranks of 8 per node (fewer ranks: one node... of them all), full and
+/// rail connectivity.
+fn footprint_table() -> symcomm::Result<()> {
+    use symcomm::Requirements;
+    use symcomm::gin::GinConnection;
+    let mib = |b: u64| b as f64 / (1 << 20) as f64;
+    println!(
+        "| ranks | per node | full: pinned MiB | staging MiB | device KiB | total MiB | fds | rail: pinned MiB | total MiB | fds |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    for k in 1..=10 {
+        let n = 1usize << k;
+        let per = n.min(8);
+        let full = Requirements::new().gin_contexts(1).gin_footprint(n, per)?;
+        let rail = Requirements::new()
+            .gin_contexts(1)
+            .gin_connection(GinConnection::Rail)
+            .gin_footprint(n, per)?;
+        println!(
+            "| {n} | {per} | {:.3} | {:.0} | {:.2} | {:.2} | {} | {:.3} | {:.2} | {} |",
+            mib(full.pinned_bytes),
+            mib(full.staging_bytes),
+            full.device_bytes as f64 / 1024.0,
+            mib(full.total_bytes()),
+            full.fds,
+            mib(rail.pinned_bytes),
+            mib(rail.total_bytes()),
+            rail.fds
+        );
+    }
+    Ok(())
+}
+
 fn main() -> ExitCode {
     symcomm::init_logging(); // SYMCOMM_LOG
+    if std::env::args().any(|a| a == "--footprint") {
+        return match footprint_table() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("gin_check: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let Some(a) = parse() else {
         eprintln!("{USAGE}");
         return ExitCode::from(2);

@@ -41,11 +41,19 @@ pub struct GinOpts {
 pub fn parse(args: &[String]) -> std::result::Result<GinOpts, String> {
     let mut o = GinOpts {
         threads: None,
-        sizes: (0..=25)
-            .step_by(3)
-            .map(|k| 8usize << k)
-            .chain([256 << 20])
-            .collect(),
+        sizes: vec![
+            8,
+            64,
+            512,
+            4 << 10,
+            32 << 10,
+            256 << 10,
+            1 << 20,
+            4 << 20,
+            16 << 20,
+            64 << 20,
+            256 << 20,
+        ],
         iters: 5,
         rounds: 2000,
     };
