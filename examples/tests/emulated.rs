@@ -5,7 +5,8 @@
 //! Each example checks every element against its reference and exits non-zero otherwise.
 //!
 //! Adding an example (or a gallery kernel's driver binary) is one line in [`SINGLE`] or
-//! [`MULTI`].
+//! [`MULTI`]. The GIN example (`ring_exchange`) has tests of its own: its ranks declare
+//! nodes, so that every block crosses GIN.
 
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
@@ -111,12 +112,23 @@ fn free_port() -> u16 {
 
 /// Runs `n` processes of `bin` as ranks of one job (the environment `symcomm-run` sets).
 fn as_processes(bin: &str, args: &[&str], n: usize) -> Output {
+    as_processes_with(bin, args, n, |_| Vec::new())
+}
+
+/// [`as_processes`], with `extra(rank)` added to each rank's environment.
+fn as_processes_with(
+    bin: &str,
+    args: &[&str],
+    n: usize,
+    extra: impl Fn(usize) -> Vec<(&'static str, String)>,
+) -> Output {
     let id = UniqueId::random(SocketAddr::from((Ipv4Addr::LOCALHOST, free_port())));
     let children: Vec<_> = (0..n)
         .map(|rank| {
             emulated(bin)
                 .args(args)
                 .envs(rank_env(rank, n, &id, None))
+                .envs(extra(rank))
                 .stdout(Stdio::piped())
                 .stderr(Stdio::piped())
                 .spawn()
@@ -181,4 +193,60 @@ fn multi_rank_examples_run_under_symcomm_run() {
             n,
         );
     }
+}
+
+/// What `ring_exchange` prints for each rank that checked every block.
+const RING_OK: &str = "every block of every rank arrived";
+
+/// Checks a `ring_exchange` run of `n` ranks: exit 0, the emulator line, and exactly one
+/// success line per rank, naming it.
+fn expect_ring(what: &str, out: &Output, n: usize) {
+    expect_ok(what, out, RING_OK, n);
+    let (stdout, _) = text(out);
+    for r in 0..n {
+        let line = format!("ring_exchange: rank {r} of {n}: {RING_OK}");
+        assert_eq!(
+            stdout.matches(&line).count(),
+            1,
+            "{what}: no line {line:?}\n{stdout}"
+        );
+    }
+}
+
+/// The GIN ring all-gather with 2 and 4 ranks as threads, each its own node (`node{r}`), so
+/// that no two ranks share memory and every block crosses GIN; a small block (the transport's
+/// lane for puts of at most 4096 bytes) and a large one, 3 launches each.
+#[test]
+fn ring_exchange_over_gin_with_2_and_4_thread_ranks() {
+    let bin = env!("CARGO_BIN_EXE_ring_exchange");
+    for n in [2, 4] {
+        for elems in ["1000", "20000"] {
+            let t0 = Instant::now();
+            let out = emulated(bin)
+                .args(["--threads", &n.to_string(), "--n", elems])
+                .output()
+                .unwrap();
+            expect_ring(&format!("ring_exchange --threads {n} --n {elems}"), &out, n);
+            println!(
+                "ring_exchange --threads {n} --n {elems}: {:.2} s",
+                t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+}
+
+/// The same as 3 processes of one job, each declaring its node (`SYMCOMM_NODE_ID`).
+#[test]
+fn ring_exchange_over_gin_as_processes_on_3_nodes() {
+    let bin = env!("CARGO_BIN_EXE_ring_exchange");
+    let n = 3;
+    let t0 = Instant::now();
+    let out = as_processes_with(bin, &["--n", "5000"], n, |r| {
+        vec![("SYMCOMM_NODE_ID", format!("node{r}"))]
+    });
+    expect_ring(&format!("ring_exchange as {n} processes"), &out, n);
+    println!(
+        "ring_exchange as {n} processes: {:.2} s",
+        t0.elapsed().as_secs_f64()
+    );
 }

@@ -22,7 +22,7 @@ fn example_ptx_targets_sm90_and_exports_vector_add() {
     );
     assert_eq!(
         symcomm_examples::kernels::ENTRY_POINTS,
-        ["hello_window", "vector_add"]
+        ["hello_window", "ring_exchange", "vector_add"]
     );
 }
 

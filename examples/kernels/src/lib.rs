@@ -89,3 +89,119 @@ pub unsafe fn hello_window(
     }
 }
 // ANCHOR_END: hello_window
+
+// ANCHOR: ring_pattern
+/// The value world rank `origin` contributes at index `i` of its block in launch `round` of
+/// `ring_exchange` (the round is in the value, so a block left over from an earlier launch
+/// shows).
+pub const fn ring_pattern(origin: u32, round: u32, i: u64) -> u32 {
+    origin.wrapping_mul(0x9e37_79b1)
+        ^ round.wrapping_mul(0x7f4a_7c15)
+        ^ (i as u32).wrapping_mul(0x85eb_ca77)
+        ^ 0x0052_1e6c
+}
+// ANCHOR_END: ring_pattern
+
+// ANCHOR: ring_exchange
+/// A ring all-gather over GIN: afterwards slot `o` of every rank's window holds the block of
+/// world rank `o` ([`ring_pattern`]`(o, round, i)` for `i < n`).
+///
+/// The window holds `n_ranks` slots of `n` u32. The block writes its own pattern into its own
+/// slot, then for `n_ranks − 1` steps puts one block to its right neighbour (world rank
+/// `rank + 1` mod `n_ranks`), into the same slot of the neighbour's window, with a strong
+/// increment of the neighbour's signal 0. At step `s` it forwards the block that originated at
+/// rank `rank − s`, which its left neighbour put here at step `s − 1`; after each put it waits
+/// for its own signal 0 to reach `base + s + 1`: the left neighbour's `s + 1`-th put, and,
+/// the increment being strong, every earlier one, have landed. Finally it flushes, so that the
+/// host may overwrite the window as soon as the launch is over.
+///
+/// `status` (2 u32): the first result code (0 = ok, 1 = a wait timed out after `timeout_ns`,
+/// 2 = aborted), then the number of steps completed.
+///
+/// # Safety
+/// - `comm` comes from `DevComm::create` with at least 1 GIN context and 1 GIN signal, GIN
+///   connecting every rank (`GinConnection::Full`);
+/// - `win` is a window of that communicator of at least `n_ranks × n × 4` bytes on every
+///   rank, which nothing but this launch (on every rank) reads or writes until it returns;
+/// - signal 0 of every rank was `base` before any rank started this launch, and only this
+///   kernel updates it (signals start at 0 and each launch adds `n_ranks − 1`: pass
+///   `launches so far × (n_ranks − 1)`, and let no rank launch again before every rank's
+///   previous launch has returned);
+/// - `status` holds 2 u32 of this device;
+/// - every rank launches this kernel with one block of the same size, and the same `n`,
+///   `round` and `base`.
+#[kernel]
+pub unsafe fn ring_exchange(
+    comm: DevComm,
+    win: WindowHandle,
+    n: u64,
+    round: u32,
+    base: u64,
+    timeout_ns: u64,
+    status: *mut u32,
+) {
+    let cta = Cta::new();
+    let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
+    let world = comm.world_team();
+    let (me, size) = (comm.rank, comm.n_ranks);
+    let right = (me + 1) % size;
+    let n = n as usize;
+    // The block that originated at world rank `o`: slot `o`, at the same offset in every
+    // rank's window.
+    let slot = |o: i32| SymSlice::<u32>::new(win.sym(o as usize * n), n);
+
+    // Our own block, into our own slot (no one else writes it).
+    // SAFETY: `win` is a live window holding `size` slots (launch contract).
+    let mine = unsafe { slot(me).local() };
+    let mut i = thread_idx().x as usize;
+    while i < n {
+        // SAFETY: i < n, inside our slot; only this block touches it now.
+        unsafe { mine.write(i, ring_pattern(me as u32, round, i as u64)) };
+        i += block_dim().x as usize;
+    }
+
+    let mut res = Ok(());
+    let mut failed = false;
+    let mut done = 0u32;
+    for step in 0..size - 1 {
+        let block = slot((me - step).rem_euclid(size)).start();
+        // Every thread calls it; the group syncs first, so the writes above are in the data.
+        // SAFETY: `win` is registered for GIN on every rank and holds the slot; the source
+        // slot is not written again in this launch, and the flush below ends its use; only
+        // we write that slot of our right neighbour's window.
+        res = unsafe {
+            gin.put_sym(
+                &cta,
+                &world,
+                right,
+                block,
+                block,
+                n,
+                RemoteAction::inc(0),
+                LocalAction::None,
+            )
+        };
+        // One thread waits (acquire at system scope): it alone posts the next put, and the
+        // proxy reads the forwarded block after that post.
+        if res.is_ok() && cta.is_leader() {
+            res = gin.wait_signal(0, base + step as u64 + 1).map(|_| ());
+        }
+        if cta.any(res.is_err()) {
+            failed = true;
+            break;
+        }
+        done += 1;
+    }
+    if !failed {
+        // Every source read by the proxy: the host may poison the window for the next launch.
+        res = gin.flush(&cta);
+    }
+    if cta.is_leader() {
+        // SAFETY: status holds 2 u32 (launch contract).
+        unsafe {
+            *status = WaitError::result_code(res);
+            *status.add(1) = done;
+        }
+    }
+}
+// ANCHOR_END: ring_exchange
