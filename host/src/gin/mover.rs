@@ -19,6 +19,9 @@ use crate::{Error, Result};
 /// Bytes of one staging chunk.
 pub(crate) const STAGING_BYTES: usize = 4 << 20;
 
+/// The chunk of a send from host memory (emulated windows).
+const HOST_SEND_CHUNK: usize = 256 << 10;
+
 /// Copies of at most this many bytes are waited for by spinning on the stream (their
 /// latency is the latency of a small put); larger ones by `cuStreamSynchronize`.
 const SPIN_COPY_BYTES: usize = 64 << 10;
@@ -130,9 +133,16 @@ impl Mover {
         (win, off, len): (u32, u64, usize),
         w: &mut impl Write,
     ) -> std::result::Result<(), std::result::Result<String, Error>> {
+        // Host memory goes out in chunks that stay in the core's cache between the copy into
+        // the staging buffer and the socket's copy out of it.
+        let step = if self.gpu.is_none() {
+            HOST_SEND_CHUNK
+        } else {
+            STAGING_BYTES
+        };
         let mut done = 0;
         while done < len {
-            let n = (len - done).min(STAGING_BYTES);
+            let n = (len - done).min(step);
             reg.with(win, off + done as u64, n, |addr| self.load(addr, n))?;
             w.write_all(self.chunk(n)).map_err(|e| {
                 Err(Error::Io {

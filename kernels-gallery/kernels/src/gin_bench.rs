@@ -32,6 +32,8 @@ pub unsafe fn gin_bench_pingpong(
     timeout_ns: u64,
     out: *mut u64,
 ) {
+    // Every gallery kernel waits for the kernel ahead of it first (dependent launch).
+    arch::grid_dependency_wait();
     let t = symcomm_device::coop::Thread::new();
     let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
     let world = comm.world_team();
@@ -93,6 +95,7 @@ pub unsafe fn gin_bench_stream(
     timeout_ns: u64,
     out: *mut u64,
 ) {
+    arch::grid_dependency_wait();
     let t = symcomm_device::coop::Thread::new();
     let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
     let world = comm.world_team();
