@@ -21,7 +21,8 @@
 
 use core::marker::PhantomData;
 
-use super::{Gin, GinHandle, SignalOp, rolling_ge, share_result};
+use super::context::{Gin, rolling_ge, share_result};
+use super::descriptor::{GinHandle, SignalOp};
 use crate::barrier::LsaBarrier;
 use crate::check;
 use crate::comm::DevComm;

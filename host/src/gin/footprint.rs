@@ -2,10 +2,23 @@
 //! descriptors — computed from the requirements and the job's shape (no allocation: the
 //! table for 1024 ranks needs no 1024 ranks), and the same accounting of a running rank.
 
+use symcomm_device::gin::GinConnection;
+
 use super::mover::STAGING_BYTES;
-use super::socket::LANES;
-use super::{GinConnection, GinParams};
+use super::socket::SETUP_FDS;
 use crate::cuda::memory::PinnedBytes;
+
+/// The GIN part of a device communicator's requirements (checked by the caller).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct GinParams {
+    pub contexts: u32,
+    pub signals: u32,
+    pub counters: u32,
+    pub queue_depth: u32,
+    pub connection: GinConnection,
+    pub world_barriers: u32,
+    pub rail_barriers: u32,
+}
 
 /// One rank's GIN resources.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -19,8 +32,11 @@ pub struct GinFootprint {
     /// Device memory in the resource window: the producer indices and the GIN barriers'
     /// epochs (each part rounded up to 128 bytes).
     pub device_bytes: u64,
-    /// File descriptors: one TCP socket per lane per connected peer (the listener is closed
-    /// after set-up).
+    /// File descriptors: the listener and the receive thread's wake-up descriptor from set-up
+    /// on, plus one TCP socket per lane of every connection made since (on the first operation
+    /// between two ranks: up to 2 per peer this rank exchanges operations with, 4 when both
+    /// dialed at once). The computed footprint ([`crate::Requirements::gin_footprint`]) is
+    /// the set-up's.
     pub fds: u64,
 }
 
@@ -52,8 +68,6 @@ pub(crate) fn footprint(p: &GinParams, world: usize, lsa: usize) -> GinFootprint
     let rings = u64::from(p.contexts) * slots;
     let pinned = |bytes: u64| PinnedBytes::alloc_len(bytes as usize) as u64;
     let unit = |bytes: u64| bytes.next_multiple_of(128);
-    // Connected peers other than this rank.
-    let peers = slots.saturating_sub(1);
     GinFootprint {
         pinned_bytes: pinned(rings * u64::from(p.queue_depth) * 128)
             + pinned(rings * 8)
@@ -61,6 +75,6 @@ pub(crate) fn footprint(p: &GinParams, world: usize, lsa: usize) -> GinFootprint
             + pinned(u64::from(p.counters) * 8),
         staging_bytes: 2 * STAGING_BYTES as u64,
         device_bytes: unit(rings * 8) + unit(u64::from(p.world_barriers + p.rail_barriers) * 8),
-        fds: peers * LANES as u64,
+        fds: SETUP_FDS as u64,
     }
 }

@@ -54,6 +54,7 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 pub use footprint::GinFootprint;
+pub(crate) use footprint::GinParams;
 pub use socket::TEST_DELAY_ENV;
 pub use symcomm_device::gin::GinConnection;
 use symcomm_device::gin::{Descriptor, GinHandle, Op};
@@ -109,18 +110,6 @@ pub struct GinStats {
     pub frames_sent: u64,
     /// Operations received.
     pub frames_received: u64,
-}
-
-/// The GIN part of a device communicator's requirements (checked by the caller).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) struct GinParams {
-    pub contexts: u32,
-    pub signals: u32,
-    pub counters: u32,
-    pub queue_depth: u32,
-    pub connection: GinConnection,
-    pub world_barriers: u32,
-    pub rail_barriers: u32,
 }
 
 /// A rank's running GIN: owned by its device communicator; stopped on drop.

@@ -1,26 +1,30 @@
-//! The socket transport: TCP between the proxies of every pair of connected ranks, two
-//! connections ("lanes") per pair: lane 0 for signals, inline values and puts of at most
-//! [`SMALL_PUT`] bytes, lane 1 for larger puts, so that a signal is not queued behind bulk
-//! data (and strong signals really depend on the ordering rules of [`super::landing`]).
+//! The socket transport: TCP between the proxies of ranks that exchange operations, two
+//! connections ("lanes") per pair and direction of first use: lane 0 for signals, inline values
+//! and puts of at most [`SMALL_PUT`] bytes, lane 1 for larger puts, so that a signal is not
+//! queued behind bulk data (and strong signals really depend on the ordering rules of
+//! [`super::landing`]).
 //!
 //! Set-up (collective, inside `DevComm::create`): every rank listens on the address its
-//! bootstrap links use (port chosen by the OS), and all-gathers the address and a random
-//! 64-bit token. A rank dials every connected higher rank, once per lane, and sends a hello
-//! carrying the *acceptor's* token; it accepts the lower ranks' connections. The listener reads
-//! hellos as the bootstrap's do (every pending connection at once, each with its own deadline,
-//! a bounded number pending), so a stranger that connects and sends nothing or garbage holds up
-//! nobody, and one without the token (which only the job's ranks learnt, through the bootstrap)
-//! is refused. The listener is closed when set-up ends: nothing is accepted afterwards.
+//! bootstrap links use (port chosen by the OS) and all-gathers the address and a random 64-bit
+//! token; that is all (one listening socket and one wake-up descriptor per rank, whatever the
+//! job's size). **Connections are made on first use**: the first operation a rank sends to a
+//! peer on a lane dials that peer and sends a hello carrying the *peer's* token; the peer's
+//! receive thread accepts it and, if it has no connection of its own to this rank on that lane
+//! yet, sends its own operations back on it. Two ranks that dial each other at once simply have
+//! two connections on that lane, both read. Hellos are read as the bootstrap reads its own
+//! (every pending connection at once, each with its own deadline, a bounded number pending), so
+//! a stranger that connects and sends nothing or garbage holds up nobody, and one without the
+//! token (which only the job's ranks learnt, through the bootstrap) is refused.
 //!
-//! The receive thread polls every connection and applies what arrives ([`super::landing`]).
-//! A test-only mode ([`TEST_DELAY_ENV`]) holds every lane-1 put for a while before it lands,
-//! so that data lands after signals sent later on lane 0.
+//! The receive thread polls the listener and every connection and applies what arrives
+//! ([`super::landing`]). A test-only mode ([`TEST_DELAY_ENV`]) holds every lane-1 put for a
+//! while before it lands, so that data lands after signals sent later on lane 0.
 
 use std::collections::VecDeque;
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -40,34 +44,42 @@ use crate::{Error, Result};
 pub(crate) const SMALL_PUT: u64 = 4096;
 /// Connections per connected pair.
 pub(crate) const LANES: usize = 2;
+/// Descriptors a rank's transport holds from set-up on: the listener and the receive thread's
+/// wake-up `eventfd`.
+pub(crate) const SETUP_FDS: usize = 2;
 /// How long the receive thread polls without blocking after a frame.
 const RX_SPIN: Duration = Duration::from_micros(100);
 /// Test-only: microseconds every lane-1 put is held by the receiver before it lands (unset: 0).
 /// For the ordering tests; never set it in production.
 pub const TEST_DELAY_ENV: &str = "SYMCOMM_GIN_TEST_DELAY_US";
 
-/// The socket transport of one rank.
-pub(crate) struct Sockets {
-    /// Sockets this transport holds (one per lane per connected peer).
-    fds: usize,
-    writers: Arc<Writers>,
-    receiver: Mutex<Option<JoinHandle<()>>>,
-    shared: Arc<Shared>,
+/// One lane to a peer, as the sending half sees it.
+enum Lane {
+    /// No connection yet: the first operation dials one.
+    Unconnected,
+    /// This rank writes its operations here.
+    Open(Arc<TcpStream>),
+    /// Broken after an error that may have left a frame half-written: never written again (the
+    /// peer would read the next header as data).
+    Broken,
 }
 
-/// The sending halves: `[peer][lane]`, empty for peers this rank is not connected to. A lane
-/// is `None` once broken: after an error that may have left a frame half-written, it is shut
-/// down and never written again (the peer would read the next header as data).
+/// The sending halves, per peer and lane.
 pub(crate) struct Writers {
-    lanes: Vec<Vec<Mutex<Option<Arc<TcpStream>>>>>,
+    lanes: Vec<[Mutex<Lane>; LANES]>,
+    /// Serialises the dialing of each peer (the receive thread adopts a connection only when
+    /// nobody is dialing that peer).
+    connecting: Vec<Mutex<()>>,
     /// Peers that said goodbye: their device communicator is gone.
     left: Vec<AtomicBool>,
+    /// Sockets of connections this rank holds (dialed or accepted).
+    sockets: AtomicUsize,
 }
 
 impl Writers {
     /// Sends a control frame of `kind` carrying `why` to `peer` on lane 0, best effort and
-    /// without blocking: if the lane is busy or the peer is not reading, nothing is sent (and
-    /// a half-sent frame breaks the lane).
+    /// without blocking: if the lane is busy, unconnected or the peer is not reading, nothing is
+    /// sent (and a half-sent frame breaks the lane).
     fn notice(&self, peer: usize, kind: Kind, why: &str) {
         self.notice_on(peer, 0, kind, why);
     }
@@ -82,7 +94,7 @@ impl Writers {
         let Ok(mut guard) = lane.try_lock() else {
             return;
         };
-        let Some(st) = guard.as_mut() else {
+        let Lane::Open(st) = &*guard else {
             return;
         };
         let mut frame = f.encode().to_vec();
@@ -94,18 +106,70 @@ impl Writers {
             && !matches!(sent, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
         {
             // Part of the frame went out (or the connection failed): the lane is unusable.
-            if let Some(st) = guard.take() {
-                let _ = st.shutdown(std::net::Shutdown::Both);
-            }
+            let _ = st.shutdown(std::net::Shutdown::Both);
+            *guard = Lane::Broken;
         }
     }
 
-    /// [`Writers::notice`] to every connected peer.
+    /// [`Writers::notice`] to every peer this rank has a connection to.
     fn notice_all(&self, kind: Kind, why: &str) {
         for peer in 0..self.lanes.len() {
             self.notice(peer, kind, why);
         }
     }
+}
+
+/// New connections for the receive thread, and the `eventfd` that wakes it.
+struct Inbox {
+    conns: Mutex<Vec<(usize, usize, Arc<TcpStream>)>>,
+    wake: OwnedFd,
+    /// Set when the transport closes: the receive thread shuts its connections and ends.
+    stop: AtomicBool,
+}
+
+impl Inbox {
+    fn new() -> Result<Inbox> {
+        // SAFETY: eventfd(2) with valid flags; the descriptor is owned below.
+        let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
+        if fd < 0 {
+            return Err(Error::Io {
+                what: "creating the GIN receive thread's eventfd".into(),
+                source: std::io::Error::last_os_error(),
+            });
+        }
+        Ok(Inbox {
+            conns: Mutex::new(Vec::new()),
+            // SAFETY: a fresh descriptor, owned by nothing else.
+            wake: unsafe { OwnedFd::from_raw_fd(fd) },
+            stop: AtomicBool::new(false),
+        })
+    }
+
+    fn wake(&self) {
+        let one = 1u64.to_ne_bytes();
+        // SAFETY: an 8-byte write of a live buffer to our eventfd (never blocks: non-blocking).
+        let _ = unsafe { libc::write(self.wake.as_raw_fd(), one.as_ptr().cast(), 8) };
+    }
+
+    fn drain_wake(&self) {
+        let mut b = [0u8; 8];
+        // SAFETY: an 8-byte read into a live buffer from our non-blocking eventfd.
+        let _ = unsafe { libc::read(self.wake.as_raw_fd(), b.as_mut_ptr().cast(), 8) };
+    }
+}
+
+/// The socket transport of one rank.
+pub(crate) struct Sockets {
+    me: usize,
+    size: usize,
+    job: u64,
+    timeout: Duration,
+    /// Every rank's listener address and token.
+    peers: Vec<(SocketAddr, u64)>,
+    writers: Arc<Writers>,
+    inbox: Arc<Inbox>,
+    receiver: Mutex<Option<JoinHandle<()>>>,
+    shared: Arc<Shared>,
 }
 
 fn io_err(what: String) -> impl FnOnce(std::io::Error) -> Error {
@@ -133,8 +197,7 @@ impl Sockets {
             Err(e) => format!("! {e}"),
         };
         let all = boot.runtime_all_gather(mine.as_bytes())?;
-        let listener = listener?;
-        let mut peers: Vec<Option<(SocketAddr, u64)>> = vec![None; size];
+        let mut peers = Vec::with_capacity(size);
         for (r, b) in all.iter().enumerate() {
             let text = String::from_utf8_lossy(b);
             let mut it = text.split(' ');
@@ -143,7 +206,7 @@ impl Sockets {
                 _ => None,
             };
             match parsed {
-                Some(p) => peers[r] = Some(p),
+                Some(p) => peers.push(p),
                 None => {
                     return Err(Error::PeerFailed {
                         rank: Some(me),
@@ -154,107 +217,113 @@ impl Sockets {
                 }
             }
         }
-        let deadline = Instant::now() + boot.timeout();
-        let expected: Vec<usize> = (0..me).filter(|&p| shared.connected(p)).collect();
-        // One socket per lane, shared by the sending half (here) and the receive thread (one
-        // file descriptor per lane, not two).
-        let mut writers: Vec<Vec<Mutex<Option<Arc<TcpStream>>>>> =
-            (0..size).map(|_| Vec::new()).collect();
-        let mut readers: Vec<(usize, usize, Arc<TcpStream>)> = Vec::new();
-        // The set-up's outcome, agreed below with every rank.
-        // Accept the lower ranks while dialing the higher ones.
-        let stop = AtomicBool::new(false);
-        let accepted = std::thread::scope(|s| {
-            let acceptor =
-                s.spawn(|| accept(&listener, me, size, token, &expected, deadline, &stop, boot));
-            let dialed = (|| {
-                let mut dialed = Vec::new();
-                for p in (me + 1..size).filter(|&p| shared.connected(p)) {
-                    let Some((addr, their_token)) = peers[p] else {
-                        continue;
-                    };
-                    for lane in 0..LANES {
-                        let mut st = dial(
-                            addr,
-                            (me, comm.job_id()),
-                            p,
-                            deadline,
-                            boot.timeout(),
-                            "GIN set-up",
-                        )?;
-                        let hello = Hello {
-                            magic: their_token,
-                            version: PROTOCOL_VERSION,
-                            role: Role::Gin,
-                            rank: me as u32,
-                            size: size as u32,
-                            to: p as u32,
-                            port: lane as u16,
-                        };
-                        wire::write_frame(&mut st, wire::Kind::Hello, 0, 0, &hello.encode())
-                            .map_err(io_err(format!("sending a GIN hello to rank {p}")))?;
-                        dialed.push((p, lane, st));
-                    }
-                }
-                Ok::<_, Error>(dialed)
-            })();
-            if dialed.is_err() {
-                stop.store(true, Ordering::Release);
-            }
-            let got = acceptor
-                .join()
-                .map_err(|_| Error::Internal("the GIN acceptor panicked".into()))?;
-            Ok::<_, Error>((dialed?, got?))
-        });
-        drop(listener);
-        let built = accepted.and_then(|(dialed, got)| {
-            let mut all: Vec<(usize, usize, TcpStream)> = dialed.into_iter().chain(got).collect();
-            all.sort_by_key(|c| (c.0, c.1));
-            for (p, _lane, st) in all {
-                let _ = st.set_nodelay(true);
-                let _ = st.set_write_timeout(Some(boot.timeout()));
-                let st = Arc::new(st);
-                readers.push((p, writers[p].len(), Arc::clone(&st)));
-                writers[p].push(Mutex::new(Some(st)));
-            }
+        let built = listener.and_then(|listener| {
             let delay = std::env::var(TEST_DELAY_ENV)
                 .ok()
                 .and_then(|v| v.parse::<u64>().ok())
                 .map(Duration::from_micros)
                 .filter(|d| !d.is_zero());
             let writers = Arc::new(Writers {
-                lanes: writers,
+                lanes: (0..size)
+                    .map(|_| std::array::from_fn(|_| Mutex::new(Lane::Unconnected)))
+                    .collect(),
+                connecting: (0..size).map(|_| Mutex::new(())).collect(),
                 left: (0..size).map(|_| AtomicBool::new(false)).collect(),
+                sockets: AtomicUsize::new(0),
             });
-            let (sh, w) = (Arc::clone(&shared), Arc::clone(&writers));
-            let mover = Mover::new(device)?;
-            let fds = readers.len();
+            let inbox = Arc::new(Inbox::new()?);
+            let rx = Receiver {
+                shared: Arc::clone(&shared),
+                writers: Arc::clone(&writers),
+                inbox: Arc::clone(&inbox),
+                mover: Mover::new(device)?,
+                listener,
+                token,
+                size,
+                timeout: boot.timeout(),
+                delay,
+            };
             let receiver = std::thread::Builder::new()
                 .name(format!("symcomm-gin-rx{me}"))
-                .spawn(move || receive(sh, w, mover, readers, delay))
+                .spawn(move || rx.run())
                 .map_err(io_err("starting the GIN receive thread".into()))?;
             Ok(Sockets {
+                me,
+                size,
+                job: comm.job_id(),
+                timeout: boot.timeout(),
+                peers,
                 writers,
+                inbox,
                 receiver: Mutex::new(Some(receiver)),
                 shared: Arc::clone(&shared),
-                fds,
             })
         });
-        // Every rank learns whether every rank's connections came up.
+        // Every rank learns whether every rank's transport came up.
         if let Err(e) = comm.agree("GIN set-up", "GIN", built.as_ref().err(), &[]) {
             if let Ok(s) = &built {
-                s.shared.stop.store(true, Ordering::Release);
                 s.close();
             }
             return Err(built.err().unwrap_or(e));
         }
         let sockets = built?;
         let w = Arc::clone(&sockets.writers);
-        // A failure of this rank's GIN reaches every peer (they stop waiting for this rank).
+        // A failure of this rank's GIN reaches every peer it talks to (they stop waiting for
+        // this rank).
         let _ = shared
             .notify
             .set(Box::new(move |why: &str| w.notice_all(Kind::Failed, why)));
         Ok(sockets)
+    }
+
+    /// Dials `peer` on `lane` unless a connection is there already (dialed or adopted).
+    fn connect_lane(&self, peer: usize, lane: usize) -> Result<()> {
+        let w = &self.writers;
+        let _dialing = w.connecting[peer]
+            .lock()
+            .map_err(|_| Error::Internal("a GIN connecting lock is poisoned".into()))?;
+        let unconnected = matches!(
+            *w.lanes[peer][lane]
+                .lock()
+                .map_err(|_| Error::Internal("a GIN connection's lock is poisoned".into()))?,
+            Lane::Unconnected
+        );
+        if !unconnected {
+            return Ok(());
+        }
+        let (addr, token) = self.peers[peer];
+        let deadline = Instant::now() + self.timeout;
+        let mut st = dial(
+            addr,
+            (self.me, self.job),
+            peer,
+            deadline,
+            self.timeout,
+            "GIN connect",
+        )?;
+        let hello = Hello {
+            magic: token,
+            version: PROTOCOL_VERSION,
+            role: Role::Gin,
+            rank: self.me as u32,
+            size: self.size as u32,
+            to: peer as u32,
+            port: lane as u16,
+        };
+        wire::write_frame(&mut st, wire::Kind::Hello, 0, 0, &hello.encode())
+            .map_err(io_err(format!("sending a GIN hello to rank {peer}")))?;
+        let _ = st.set_nodelay(true);
+        let _ = st.set_write_timeout(Some(self.timeout));
+        let st = Arc::new(st);
+        w.sockets.fetch_add(1, Ordering::Relaxed);
+        if let Ok(mut l) = w.lanes[peer][lane].lock() {
+            *l = Lane::Open(Arc::clone(&st));
+        }
+        if let Ok(mut c) = self.inbox.conns.lock() {
+            c.push((peer, lane, st));
+        }
+        self.inbox.wake();
+        Ok(())
     }
 
     fn write_frame(
@@ -265,36 +334,46 @@ impl Sockets {
         body: Body,
         mover: &mut Mover,
     ) -> Result<()> {
-        let me = self.shared.cfg.rank;
+        let me = self.me;
         let failed = |reason: String| Error::PeerFailed {
             rank: Some(me),
             step: "GIN".into(),
             peer,
             reason,
         };
-        let lanes = self
-            .writers
-            .lanes
-            .get(peer)
-            .filter(|l| l.len() == LANES)
-            .ok_or_else(|| Error::InvalidArgument(format!("GIN: no connection to rank {peer}")))?;
+        if peer >= self.size || peer == me {
+            return Err(Error::InvalidArgument(format!(
+                "GIN: no connection to rank {peer}"
+            )));
+        }
         if self.writers.left[peer].load(Ordering::Acquire) {
             return Err(failed(format!(
                 "destroyed its device communicator, and this rank still sent it a {:?}",
                 f.kind
             )));
         }
-        let mut guard = lanes[lane]
-            .lock()
-            .map_err(|_| Error::Internal("a GIN connection's lock is poisoned".into()))?;
-        let Some(st) = guard.as_mut() else {
-            return Err(failed(
-                "has no working GIN connection to this rank any more".into(),
-            ));
+        let lock = || {
+            self.writers.lanes[peer][lane]
+                .lock()
+                .map_err(|_| Error::Internal("a GIN connection's lock is poisoned".into()))
+        };
+        let mut guard = lock()?;
+        if matches!(*guard, Lane::Unconnected) {
+            drop(guard);
+            self.connect_lane(peer, lane)?;
+            guard = lock()?;
+        }
+        let st = match &*guard {
+            Lane::Open(st) => Arc::clone(st),
+            _ => {
+                return Err(failed(
+                    "has no working GIN connection to this rank any more".into(),
+                ));
+            }
         };
         let sent = (|| -> std::result::Result<usize, Error> {
             let io = |e: std::io::Error| failed(format!("GIN connection lost: {e}"));
-            let mut w: &TcpStream = st;
+            let mut w: &TcpStream = &st;
             w.write_all(&f.encode()).map_err(io)?;
             match body {
                 Body::None => Ok(0),
@@ -320,9 +399,8 @@ impl Sockets {
             }
             Err(e) => {
                 // The header is out, the frame perhaps not: the lane cannot carry another.
-                if let Some(st) = guard.take() {
-                    let _ = st.shutdown(std::net::Shutdown::Both);
-                }
+                let _ = st.shutdown(std::net::Shutdown::Both);
+                *guard = Lane::Broken;
                 Err(e)
             }
         }
@@ -343,7 +421,7 @@ pub(crate) enum Body<'a> {
 
 impl Transport for Sockets {
     fn fds(&self) -> usize {
-        self.fds
+        SETUP_FDS + self.writers.sockets.load(Ordering::Relaxed)
     }
 
     fn send(
@@ -370,95 +448,26 @@ impl Transport for Sockets {
 
     fn close(&self) {
         for peer in 0..self.writers.lanes.len() {
-            for lane in 0..self.writers.lanes[peer].len() {
-                // A goodbye on every lane (each ends with one), then the lane is shut (no
+            for lane in 0..LANES {
+                // A goodbye on every open lane (each ends with one), then the lane is shut (no
                 // blocking write: a peer that stopped reading must not hold up this rank's
                 // teardown).
                 self.writers.notice_on(peer, lane, Kind::Close, "");
                 if let Ok(mut g) = self.writers.lanes[peer][lane].lock()
-                    && let Some(st) = g.take()
+                    && let Lane::Open(st) = &*g
                 {
                     let _ = st.shutdown(std::net::Shutdown::Both);
+                    *g = Lane::Broken;
                 }
             }
         }
+        self.inbox.stop.store(true, Ordering::Release);
+        self.inbox.wake();
         let handle = self.receiver.lock().ok().and_then(|mut h| h.take());
         if let Some(h) = handle {
             let _ = h.join();
         }
     }
-}
-
-/// Accepts the connections of the `expected` lower ranks, every lane of each.
-#[allow(clippy::too_many_arguments)]
-fn accept(
-    listener: &TcpListener,
-    me: usize,
-    size: usize,
-    token: u64,
-    expected: &[usize],
-    deadline: Instant,
-    stop: &AtomicBool,
-    boot: &crate::Bootstrap,
-) -> Result<Vec<(usize, usize, TcpStream)>> {
-    let mut hellos =
-        Hellos::new(listener, token, Role::Gin).map_err(io_err("reading GIN hellos".into()))?;
-    let want = expected.len() * LANES;
-    let mut got: Vec<(usize, usize, TcpStream)> = Vec::with_capacity(want);
-    while got.len() < want {
-        // Give up at once when this rank's dialing failed, or a rank is known to have died.
-        if stop.load(Ordering::Acquire) {
-            return Err(Error::Internal("GIN set-up abandoned".into()));
-        }
-        if let Some(e) = boot.failure() {
-            return Err(e);
-        }
-        let left = deadline.saturating_duration_since(Instant::now());
-        if left.is_zero() {
-            let missing: Vec<usize> = expected
-                .iter()
-                .copied()
-                .filter(|&p| got.iter().filter(|g| g.0 == p).count() < LANES)
-                .collect();
-            return Err(Error::Timeout {
-                rank: Some(me),
-                step: format!("GIN set-up waiting for the connections of ranks {missing:?}"),
-                after: Duration::ZERO,
-            });
-        }
-        for a in hellos.next(left.min(Duration::from_millis(100))) {
-            match a {
-                Arrival::Hello {
-                    stream,
-                    from,
-                    hello,
-                } => {
-                    let (p, lane) = (hello.rank as usize, hello.port as usize);
-                    let fits = hello.to as usize == me
-                        && hello.size as usize == size
-                        && expected.contains(&p)
-                        && lane < LANES
-                        && !got.iter().any(|g| g.0 == p && g.1 == lane);
-                    if fits {
-                        got.push((p, lane, stream));
-                    } else {
-                        tracing::warn!(
-                            "rank {me}: GIN set-up: refused a connection from {from} (hello for \
-                             rank {} of {} from rank {p}, lane {lane})",
-                            hello.to,
-                            hello.size
-                        );
-                    }
-                }
-                Arrival::Dropped { from, why } => {
-                    tracing::warn!(
-                        "rank {me}: GIN set-up: dropped a connection from {from}: {why}"
-                    );
-                }
-            }
-        }
-    }
-    Ok(got)
 }
 
 /// One connection as the receive thread sees it.
@@ -477,92 +486,179 @@ struct Held {
     data: Vec<u8>,
 }
 
-/// The receive thread: polls every connection until each is closed, lands what arrives.
-fn receive(
+/// The receive thread's state.
+struct Receiver {
     shared: Arc<Shared>,
     writers: Arc<Writers>,
-    mut mover: Mover,
-    readers: Vec<(usize, usize, Arc<TcpStream>)>,
+    inbox: Arc<Inbox>,
+    mover: Mover,
+    listener: TcpListener,
+    token: u64,
+    size: usize,
+    timeout: Duration,
     delay: Option<Duration>,
-) {
-    if let Err(e) = mover.bind() {
-        shared.fail(e);
-        return;
-    }
-    let mut conns: Vec<Conn> = readers
-        .into_iter()
-        .map(|(peer, lane, stream)| Conn {
-            peer,
-            lane,
-            stream,
-            open: true,
-        })
-        .collect();
-    let mut held: VecDeque<Held> = VecDeque::new();
-    let mut last_frame = Instant::now()
-        .checked_sub(RX_SPIN)
-        .unwrap_or_else(Instant::now);
-    loop {
-        // Land held puts that are due.
-        while held.front().is_some_and(|h| h.due <= Instant::now()) {
-            let Some(h) = held.pop_front() else { break };
-            let at = (h.frame.dst_win, h.frame.dst_off);
-            match mover.write(&shared.registry, at, &h.data) {
-                Ok(()) => shared.landed(h.from, &h.frame),
-                Err(Ok(why)) => shared.fail(Error::Gin {
-                    rank: None,
-                    reason: format!("a put from rank {} could not land: {why}", h.from),
-                }),
-                Err(Err(e)) => shared.fail(e),
-            }
-        }
-        let open: Vec<usize> = (0..conns.len()).filter(|&i| conns[i].open).collect();
-        if open.is_empty() && held.is_empty() {
+}
+
+impl Receiver {
+    /// Polls the wake-up descriptor, the listener and every connection until the transport
+    /// closes; accepts connections and lands what arrives.
+    fn run(mut self) {
+        let shared = Arc::clone(&self.shared);
+        let writers = Arc::clone(&self.writers);
+        if let Err(e) = self.mover.bind() {
+            shared.fail(e);
             return;
         }
-        // Right after a frame, poll without sleeping for a while (a reply often follows within
-        // tens of microseconds, and a wake-up costs several); then block in `poll`.
-        let wait_ms = if last_frame.elapsed() < RX_SPIN {
-            std::thread::yield_now();
-            0
-        } else {
-            match held.front() {
-                Some(h) => h
-                    .due
-                    .saturating_duration_since(Instant::now())
-                    .as_millis()
-                    .min(100) as i32,
-                None => 100,
+        let me = shared.cfg.rank;
+        let mut hellos = match Hellos::new(&self.listener, self.token, Role::Gin) {
+            Ok(h) => h,
+            Err(e) => {
+                shared.fail(Error::Io {
+                    what: "reading GIN hellos".into(),
+                    source: e,
+                });
+                return;
             }
         };
-        let mut fds: Vec<libc::pollfd> = open
-            .iter()
-            .map(|&i| libc::pollfd {
-                fd: conns[i].stream.as_raw_fd(),
-                events: libc::POLLIN,
-                revents: 0,
-            })
-            .collect();
-        // SAFETY: `fds` holds `fds.len()` initialised pollfds, alive for the whole call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
-        if n <= 0 {
-            continue;
-        }
-        last_frame = Instant::now();
-        for (k, &i) in open.iter().enumerate() {
-            if fds[k].revents == 0 {
+        let mut conns: Vec<Conn> = Vec::new();
+        let mut held: VecDeque<Held> = VecDeque::new();
+        let mut last_frame = Instant::now()
+            .checked_sub(RX_SPIN)
+            .unwrap_or_else(Instant::now);
+        loop {
+            // Land held puts that are due.
+            while held.front().is_some_and(|h| h.due <= Instant::now()) {
+                let Some(h) = held.pop_front() else { break };
+                let at = (h.frame.dst_win, h.frame.dst_off);
+                match self.mover.write(&shared.registry, at, &h.data) {
+                    Ok(()) => shared.landed(h.from, &h.frame),
+                    Err(Ok(why)) => shared.fail(Error::Gin {
+                        rank: None,
+                        reason: format!("a put from rank {} could not land: {why}", h.from),
+                    }),
+                    Err(Err(e)) => shared.fail(e),
+                }
+            }
+            if self.inbox.stop.load(Ordering::Acquire) {
+                for c in &conns {
+                    let _ = c.stream.shutdown(std::net::Shutdown::Both);
+                }
+                return;
+            }
+            // New connections this rank dialed.
+            if let Ok(mut new) = self.inbox.conns.lock() {
+                conns.extend(new.drain(..).map(|(peer, lane, stream)| Conn {
+                    peer,
+                    lane,
+                    stream,
+                    open: true,
+                }));
+            }
+            conns.retain(|c| c.open);
+            // Right after a frame, poll without sleeping for a while (a reply often follows
+            // within tens of microseconds, and a wake-up costs several); then block.
+            let wait_ms = if last_frame.elapsed() < RX_SPIN {
+                std::thread::yield_now();
+                0
+            } else {
+                match held.front() {
+                    Some(h) => h
+                        .due
+                        .saturating_duration_since(Instant::now())
+                        .as_millis()
+                        .min(100) as i32,
+                    None => 100,
+                }
+            };
+            let mut fds: Vec<libc::pollfd> =
+                [self.inbox.wake.as_raw_fd(), self.listener.as_raw_fd()]
+                    .into_iter()
+                    .chain(conns.iter().map(|c| c.stream.as_raw_fd()))
+                    .map(|fd| libc::pollfd {
+                        fd,
+                        events: libc::POLLIN,
+                        revents: 0,
+                    })
+                    .collect();
+            // SAFETY: `fds` holds `fds.len()` initialised pollfds, alive for the whole call.
+            let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, wait_ms) };
+            if fds[0].revents != 0 {
+                self.inbox.drain_wake();
+            }
+            // Accept and read hellos (also while some are pending, to expire them).
+            if fds[1].revents != 0 || !hellos.is_idle() {
+                for a in hellos.next(Duration::ZERO) {
+                    self.arrival(a, &mut conns);
+                }
+            }
+            if n <= 0 {
                 continue;
             }
-            let c = &mut conns[i];
-            match read_one(&shared, &writers, &mut mover, c, delay, &mut held) {
-                Ok(true) => {}
-                Ok(false) => c.open = false,
-                Err(e) => {
-                    c.open = false;
-                    if !shared.stopping() {
-                        shared.fail(e);
+            last_frame = Instant::now();
+            for (k, c) in conns.iter_mut().enumerate() {
+                if fds.get(k + 2).is_none_or(|f| f.revents == 0) {
+                    continue;
+                }
+                match read_one(&shared, &writers, &mut self.mover, c, self.delay, &mut held) {
+                    Ok(true) => {}
+                    Ok(false) => c.open = false,
+                    Err(e) => {
+                        c.open = false;
+                        if !shared.stopping() && !self.inbox.stop.load(Ordering::Acquire) {
+                            shared.fail(e);
+                        }
                     }
                 }
+            }
+            let _ = me;
+        }
+    }
+
+    /// A connection whose hello is complete: checked, then read; adopted for this rank's own
+    /// operations to that peer on that lane when it has none and nobody is dialing one.
+    fn arrival(&self, a: Arrival, conns: &mut Vec<Conn>) {
+        let me = self.shared.cfg.rank;
+        match a {
+            Arrival::Hello {
+                stream,
+                from,
+                hello,
+            } => {
+                let (p, lane) = (hello.rank as usize, hello.port as usize);
+                let fits = hello.to as usize == me
+                    && hello.size as usize == self.size
+                    && p < self.size
+                    && p != me
+                    && self.shared.connected(p)
+                    && lane < LANES;
+                if !fits {
+                    tracing::warn!(
+                        "rank {me}: GIN: refused a connection from {from} (hello for rank {} of \
+                         {} from rank {p}, lane {lane})",
+                        hello.to,
+                        hello.size
+                    );
+                    return;
+                }
+                let _ = stream.set_nodelay(true);
+                let _ = stream.set_write_timeout(Some(self.timeout));
+                let stream = Arc::new(stream);
+                self.writers.sockets.fetch_add(1, Ordering::Relaxed);
+                if let Ok(_nobody_dialing) = self.writers.connecting[p].try_lock()
+                    && let Ok(mut l) = self.writers.lanes[p][lane].lock()
+                    && matches!(*l, Lane::Unconnected)
+                {
+                    *l = Lane::Open(Arc::clone(&stream));
+                }
+                conns.push(Conn {
+                    peer: p,
+                    lane,
+                    stream,
+                    open: true,
+                });
+            }
+            Arrival::Dropped { from, why } => {
+                tracing::warn!("rank {me}: GIN: dropped a connection from {from}: {why}");
             }
         }
     }

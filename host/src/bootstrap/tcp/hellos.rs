@@ -85,6 +85,11 @@ impl<'l> Hellos<'l> {
         })
     }
 
+    /// True when no accepted connection's hello is being read.
+    pub(crate) fn is_idle(&self) -> bool {
+        self.pending.is_empty()
+    }
+
     /// Waits at most `wait` for a connection or bytes to arrive, then accepts, reads and
     /// expires what it can without blocking; returns what became of the connections done with.
     pub(crate) fn next(&mut self, wait: Duration) -> Vec<Arrival> {
