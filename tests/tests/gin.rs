@@ -235,6 +235,13 @@ fn bad_operations_stop_the_kernel_or_fail_the_communicator_with_a_clear_error() 
         2,
         "{all}"
     );
+    // Rank 0's GIN failure reached rank 1 through the bootstrap.
+    assert_eq!(
+        all.matches("rank 0's GIN failure released a signal wait here")
+            .count(),
+        1,
+        "{all}"
+    );
     assert!(
         all.contains(
             "a put past the window failed: rank 0: GIN failed: invalid argument: GIN: a \

@@ -623,6 +623,13 @@ impl Bootstrap {
         }
     }
 
+    /// A handle that reports a failure to every rank, as a failed step of this bootstrap
+    /// would, without keeping the bootstrap alive (for runtime parts that fail outside a
+    /// bootstrap call: a device communicator's GIN).
+    pub(crate) fn failure_reporter(&self) -> FailureReporter {
+        FailureReporter(Arc::downgrade(&self.s))
+    }
+
     /// Records a failure; if it is the first, sends an abort to every other rank still
     /// connected (the culprit too: a rank blamed for being slow or for what it sent learns why
     /// the others gave up instead of waiting for them).
@@ -761,6 +768,20 @@ pub struct FailureWatch {
     rank: usize,
     mailbox: Arc<Mailbox>,
     id: u64,
+}
+
+/// Reports a failure to every rank of a bootstrap that may be gone ([`Bootstrap::failure_reporter`]).
+#[derive(Clone)]
+pub(crate) struct FailureReporter(std::sync::Weak<Endpoint>);
+
+impl FailureReporter {
+    /// Records that `culprit` failed for `reason` and, if that is the bootstrap's first
+    /// failure, tells every other rank; nothing once the bootstrap is gone.
+    pub(crate) fn report(&self, culprit: usize, reason: String) {
+        if let Some(s) = self.0.upgrade() {
+            let _ = Bootstrap { s }.record(culprit, reason);
+        }
+    }
 }
 
 impl FailureWatch {

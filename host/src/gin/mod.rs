@@ -235,6 +235,7 @@ impl GinRuntime {
             stop: AtomicBool::new(false),
             landing: Mutex::new(Landing::default()),
             notify: std::sync::OnceLock::new(),
+            reporter: comm.bootstrap().failure_reporter(),
         });
         let transport: Arc<dyn Transport> = Arc::new(socket::Sockets::connect(
             comm,

@@ -74,49 +74,64 @@ pub(crate) struct Writers {
     left: Vec<AtomicBool>,
     /// Sockets of connections this rank holds (dialed or accepted).
     sockets: AtomicUsize,
+    /// Accepted connections not adopted as a lane: never written but for notices (the dialer
+    /// reads them), and shut down with the others at close.
+    accepted: Mutex<Vec<(usize, Arc<TcpStream>)>>,
 }
 
 impl Writers {
-    /// Sends a control frame of `kind` carrying `why` to `peer` on lane 0, best effort and
-    /// without blocking: if the lane is busy, unconnected or the peer is not reading, nothing is
-    /// sent (and a half-sent frame breaks the lane).
+    /// Sends a control frame of `kind` carrying `why` to `peer`, best effort and without
+    /// blocking: on lane 0 if this rank writes one, else on a connection it accepted from
+    /// `peer`; if the lane is busy or the peer is not reading, nothing is sent (and a half-sent
+    /// frame breaks the lane).
     fn notice(&self, peer: usize, kind: Kind, why: &str) {
-        self.notice_on(peer, 0, kind, why);
+        if !self.notice_on(peer, 0, kind, why)
+            && let Ok(acc) = self.accepted.lock()
+            && let Some((_, st)) = acc.iter().find(|(p, _)| *p == peer)
+        {
+            let _ = send_notice(st, kind, why);
+        }
     }
 
-    /// [`Writers::notice`] on lane `lane`.
-    fn notice_on(&self, peer: usize, lane: usize, kind: Kind, why: &str) {
-        let mut f = Frame::new(kind);
-        f.bytes = why.len() as u64;
+    /// [`Writers::notice`] on lane `lane` only; false when the lane is not open.
+    fn notice_on(&self, peer: usize, lane: usize, kind: Kind, why: &str) -> bool {
         let Some(lane) = self.lanes.get(peer).and_then(|l| l.get(lane)) else {
-            return;
+            return false;
         };
         let Ok(mut guard) = lane.try_lock() else {
-            return;
+            return true; // busy: open, in use
         };
         let Lane::Open(st) = &*guard else {
-            return;
+            return false;
         };
-        let mut frame = f.encode().to_vec();
-        frame.extend_from_slice(why.as_bytes());
-        let _ = st.set_nonblocking(true);
-        let sent = (&**st).write(&frame);
-        let _ = st.set_nonblocking(false);
-        if !matches!(sent, Ok(n) if n == frame.len())
-            && !matches!(sent, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
-        {
+        if !send_notice(st, kind, why) {
             // Part of the frame went out (or the connection failed): the lane is unusable.
             let _ = st.shutdown(std::net::Shutdown::Both);
             *guard = Lane::Broken;
         }
+        true
     }
 
-    /// [`Writers::notice`] to every peer this rank has a connection to.
+    /// [`Writers::notice`] to every peer this rank has a connection with.
     fn notice_all(&self, kind: Kind, why: &str) {
         for peer in 0..self.lanes.len() {
             self.notice(peer, kind, why);
         }
     }
+}
+
+/// Writes one control frame without blocking; false when it may be half-written or the
+/// connection failed.
+fn send_notice(st: &TcpStream, kind: Kind, why: &str) -> bool {
+    let mut f = Frame::new(kind);
+    f.bytes = why.len() as u64;
+    let mut frame = f.encode().to_vec();
+    frame.extend_from_slice(why.as_bytes());
+    let _ = st.set_nonblocking(true);
+    let sent = (&*st).write(&frame);
+    let _ = st.set_nonblocking(false);
+    matches!(sent, Ok(n) if n == frame.len())
+        || matches!(sent, Err(ref e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// New connections for the receive thread, and the `eventfd` that wakes it.
@@ -230,6 +245,7 @@ impl Sockets {
                 connecting: (0..size).map(|_| Mutex::new(())).collect(),
                 left: (0..size).map(|_| AtomicBool::new(false)).collect(),
                 sockets: AtomicUsize::new(0),
+                accepted: Mutex::new(Vec::new()),
             });
             let inbox = Arc::new(Inbox::new()?);
             let rx = Receiver {
@@ -447,18 +463,25 @@ impl Transport for Sockets {
     }
 
     fn close(&self) {
-        for peer in 0..self.writers.lanes.len() {
+        let w = &self.writers;
+        for peer in 0..w.lanes.len() {
             for lane in 0..LANES {
-                // A goodbye on every open lane (each ends with one), then the lane is shut (no
+                // A goodbye on every connection (each ends with one), then it is shut (no
                 // blocking write: a peer that stopped reading must not hold up this rank's
-                // teardown).
-                self.writers.notice_on(peer, lane, Kind::Close, "");
-                if let Ok(mut g) = self.writers.lanes[peer][lane].lock()
+                // teardown; shutting it also ends a read the receive thread is blocked in).
+                w.notice_on(peer, lane, Kind::Close, "");
+                if let Ok(mut g) = w.lanes[peer][lane].lock()
                     && let Lane::Open(st) = &*g
                 {
                     let _ = st.shutdown(std::net::Shutdown::Both);
                     *g = Lane::Broken;
                 }
+            }
+        }
+        if let Ok(acc) = w.accepted.lock() {
+            for (_, st) in acc.iter() {
+                send_notice(st, Kind::Close, "");
+                let _ = st.shutdown(std::net::Shutdown::Both);
             }
         }
         self.inbox.stop.store(true, Ordering::Release);
@@ -644,11 +667,19 @@ impl Receiver {
                 let _ = stream.set_write_timeout(Some(self.timeout));
                 let stream = Arc::new(stream);
                 self.writers.sockets.fetch_add(1, Ordering::Relaxed);
-                if let Ok(_nobody_dialing) = self.writers.connecting[p].try_lock()
-                    && let Ok(mut l) = self.writers.lanes[p][lane].lock()
+                // Never block here: the proxy may hold the lane for a long write that only
+                // this thread's reading lets finish.
+                let adopted = if let Ok(_nobody_dialing) = self.writers.connecting[p].try_lock()
+                    && let Ok(mut l) = self.writers.lanes[p][lane].try_lock()
                     && matches!(*l, Lane::Unconnected)
                 {
                     *l = Lane::Open(Arc::clone(&stream));
+                    true
+                } else {
+                    false
+                };
+                if !adopted && let Ok(mut acc) = self.writers.accepted.lock() {
+                    acc.push((p, Arc::clone(&stream)));
                 }
                 conns.push(Conn {
                     peer: p,

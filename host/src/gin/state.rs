@@ -72,6 +72,9 @@ pub(crate) struct Shared {
     pub landing: Mutex<Landing>,
     /// Tells the peers that this rank's GIN failed (set by the transport).
     pub notify: OnceLock<Notify>,
+    /// Reports this rank's GIN failure to every rank through the bootstrap, so that a rank
+    /// waiting for this one's signals is released even when no connection joins them.
+    pub reporter: crate::bootstrap::FailureReporter,
 }
 
 impl Shared {
@@ -102,10 +105,12 @@ impl Shared {
         self.abort.atomic().store(1, Ordering::Relaxed);
         if first {
             tracing::warn!("rank {}: GIN failed: {reason}", self.cfg.rank);
-            if !self.stopping()
-                && let Some(notify) = self.notify.get()
-            {
-                notify(&reason);
+            if !self.stopping() {
+                if let Some(notify) = self.notify.get() {
+                    notify(&reason);
+                }
+                self.reporter
+                    .report(self.cfg.rank, format!("failed its GIN: {reason}"));
             }
         }
     }

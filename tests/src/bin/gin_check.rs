@@ -160,6 +160,19 @@ fn run(comm: &Communicator, a: Args) -> Result<String> {
         if r == 0 {
             let why = gin::put_beyond_window(comm, &s)?;
             line += &format!(" a put past the window failed: {why}");
+        } else {
+            // Rank 0's GIN failure reaches every rank, connected to it or not: a wait for a
+            // signal that rank 0 will never send is released.
+            let (took, why) = gin::wait_for_death(&s)?;
+            if took > Duration::from_secs(3) || !why.contains("rank 0 failed its GIN") {
+                return Err(symcomm::Error::InvalidArgument(format!(
+                    "after rank 0's GIN failed: released after {took:?}: {why}"
+                )));
+            }
+            line += &format!(
+                " rank 0's GIN failure released a signal wait here after {} ms: {why}",
+                took.as_millis()
+            );
         }
         return Ok(line);
     }
