@@ -249,7 +249,9 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
     // Ping-pong.
     let ping = module.kernel::<GinBenchPingpong>()?;
     let mut base0 = 0u64;
+    // GIN and raw TCP runs alternate, so that both see the same machine state.
     let mut gin_rt = Vec::new();
+    let mut tcp_rt = Vec::new();
     for it in 0..=o.iters {
         let rounds = if it == 0 { 100.min(o.rounds) } else { o.rounds };
         let args = (
@@ -276,15 +278,13 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
                 r[2]
             )));
         }
+        comm.bootstrap().barrier()?;
+        let t = tcp_pingpong(&mut tcp, me, rounds)?;
         if it > 0 {
             gin_rt.push(r[1] as f64 / 1e3 / f64::from(rounds));
+            tcp_rt.push(t);
         }
         comm.bootstrap().barrier()?;
-    }
-    let mut tcp_rt = Vec::new();
-    tcp_pingpong(&mut tcp, me, 100.min(o.rounds))?;
-    for _ in 0..o.iters {
-        tcp_rt.push(tcp_pingpong(&mut tcp, me, o.rounds)?);
     }
     let (g, t) = (median(gin_rt), median(tcp_rt));
     lines.push(format!(
