@@ -296,7 +296,8 @@ impl DevComm {
                 GinConnection::Rail => comm.size() / comm.lsa_size().max(1),
                 _ => comm.size(),
             };
-            (g.contexts as usize * slots * 8).next_multiple_of(RESOURCE_UNIT)
+            // Producer indices and cached credit limits: two u64 per ring.
+            (g.contexts as usize * slots * 16).next_multiple_of(RESOURCE_UNIT)
         });
         let epoch_bytes = gin.map_or(0, |g| {
             ((g.world_barriers + g.rail_barriers) as usize * 8).next_multiple_of(RESOURCE_UNIT)

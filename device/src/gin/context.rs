@@ -595,6 +595,13 @@ impl Gin {
         (self.h.producers + ring * 8) as *mut u64
     }
 
+    /// The cached credit limit of `ring`: after the producer indices (one `u64` per ring).
+    #[inline(always)]
+    fn limit(&self, ring: u64) -> *mut u64 {
+        let rings = self.h.n_contexts as u64 * self.h.peer_slots as u64;
+        (self.h.producers + (rings + ring) * 8) as *mut u64
+    }
+
     #[inline(always)]
     fn consumer(&self, ring: u64) -> *const u64 {
         (self.h.consumers + ring * 8) as *const u64
@@ -658,20 +665,33 @@ impl Gin {
         let cons = self.consumer(ring);
         // SAFETY: the communicator's abort flag.
         let mut spin = unsafe { Spin::new(self.abort_flag, self.timeout_ns) };
+        // The credit limit last seen (consumer + depth), cached in device memory next to the
+        // producer indices: a post reads the consumer index across the bus only when the cache
+        // says the ring may be full. The cache never exceeds the true limit (the consumer only
+        // grows; a stale smaller value only costs a read), and it is published with release
+        // after an acquiring read of the consumer, so acquiring it orders our overwrite after
+        // the proxy's reading of the entry, as reading the consumer itself would.
+        let limit = self.limit(ring);
         let index = loop {
             // SAFETY: one u64 per ring in device memory (caller's index).
             let p = unsafe { mem::load(prod, LoadOrder::Relaxed, Scope::Gpu) };
-            // Acquire: the proxy has finished reading the entry we are about to overwrite.
-            // SAFETY: one u64 per ring in mapped host memory.
-            let c = unsafe { mem::load(cons, LoadOrder::Acquire, Scope::Sys) };
-            if p < c + depth {
+            // SAFETY: one u64 per ring in device memory, after the producers.
+            let mut lim = unsafe { mem::load(limit, LoadOrder::Acquire, Scope::Gpu) };
+            if p >= lim {
+                // Acquire: the proxy has finished reading the entry we are about to overwrite.
+                // SAFETY: one u64 per ring in mapped host memory.
+                lim = unsafe { mem::load(cons, LoadOrder::Acquire, Scope::Sys) } + depth;
                 // SAFETY: as above.
-                if unsafe { mem::atomic_cas(prod, p, p + 1, Ordering::Relaxed, Scope::Gpu) } == p {
-                    break p;
+                unsafe { mem::store(limit, lim, StoreOrder::Release, Scope::Gpu) };
+                if p >= lim {
+                    spin.check()?;
+                    continue;
                 }
-                continue; // another thread took it: look again
             }
-            spin.check()?;
+            // SAFETY: as above.
+            if unsafe { mem::atomic_cas(prod, p, p + 1, Ordering::Relaxed, Scope::Gpu) } == p {
+                break p;
+            }
         };
         let entry = (self.h.rings + (ring * depth + (index & (depth - 1))) * 128) as *mut u64;
         let mut k = 0;

@@ -221,7 +221,8 @@ pub struct GinHandle {
     /// [`Descriptor`]s.
     pub rings: u64,
     /// Device address of the producer indices (device memory), one `u64` per ring: the next
-    /// ring index to hand out.
+    /// ring index to hand out; followed by one `u64` per ring, the cached credit limit (the
+    /// consumer index + depth last read, 0 at first).
     pub producers: u64,
     /// Device address of the consumer indices (device-mapped host memory, written by the
     /// proxy), one `u64` per ring: entries below it are done with (their source was read).

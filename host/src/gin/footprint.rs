@@ -29,8 +29,8 @@ pub struct GinFootprint {
     /// The staging buffers of the proxy thread and the receive thread (pinned on GPUs, host
     /// memory under emulation).
     pub staging_bytes: u64,
-    /// Device memory in the resource window: the producer indices and the GIN barriers'
-    /// epochs (each part rounded up to 128 bytes).
+    /// Device memory in the resource window: the producer indices with their cached credit
+    /// limits, and the GIN barriers' epochs (each part rounded up to 128 bytes).
     pub device_bytes: u64,
     /// File descriptors: the listener and the receive thread's wake-up descriptor from set-up
     /// on, plus one TCP socket per lane of every connection made since (on the first operation
@@ -74,7 +74,7 @@ pub(crate) fn footprint(p: &GinParams, world: usize, lsa: usize) -> GinFootprint
             + pinned(all_signals(p, world, lsa) * 8)
             + pinned(u64::from(p.counters) * 8),
         staging_bytes: 2 * STAGING_BYTES as u64,
-        device_bytes: unit(rings * 8) + unit(u64::from(p.world_barriers + p.rail_barriers) * 8),
+        device_bytes: unit(rings * 16) + unit(u64::from(p.world_barriers + p.rail_barriers) * 8),
         fds: SETUP_FDS as u64,
     }
 }
