@@ -203,10 +203,20 @@ impl Window {
         crate::fault::pause_point("deregister", self.host.world_rank as usize);
         self.active = false;
         // Out of the GIN table first: once the write lock is ours, no proxy copies into or out
-        // of the window, and none finds it again.
-        match self.gin_table.write() {
-            Ok(mut t) => t.retain(|w| w.id != self.gin_id),
-            Err(p) => p.into_inner().retain(|w| w.id != self.gin_id),
+        // of the window, and none finds it again; then no proxy still sends from it (a send
+        // ends: its socket has a write timeout).
+        let removed = {
+            let mut t = match self.gin_table.write() {
+                Ok(t) => t,
+                Err(p) => p.into_inner(),
+            };
+            let at = t.iter().position(|w| w.id == self.gin_id);
+            at.map(|k| t.remove(k))
+        };
+        if let Some(w) = removed {
+            while Arc::strong_count(&w.busy) > 1 {
+                std::thread::sleep(std::time::Duration::from_micros(50));
+            }
         }
         self.mappings.clear(); // unmap every peer before the slot can be reused
         let mut guard = lock(&self.state)?;
@@ -419,6 +429,7 @@ impl Communicator {
                 id: gin_id,
                 local: local_copy,
                 size,
+                busy: Arc::default(),
             };
             match self.gin_table().write() {
                 Ok(mut t) => t.push(w),

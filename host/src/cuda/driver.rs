@@ -421,6 +421,71 @@ pub(crate) unsafe fn memcpy_dtoh_async(
     })
 }
 
+/// One write of a [`stream_write_values`] batch: `value` to `addr`, 8 bytes when `wide`
+/// (`addr` 8-byte aligned), else its low 4 bytes (`addr` 4-byte aligned).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ValueWrite {
+    pub addr: u64,
+    pub value: u64,
+    pub wide: bool,
+}
+
+/// Most writes of one [`stream_write_values`] batch (the driver takes fewer than 256).
+pub(crate) const MAX_VALUE_WRITES: usize = 32;
+
+/// `cuStreamBatchMemOp` of `writes` (at most [`MAX_VALUE_WRITES`]) on `stream`: stream memory
+/// operations, carried out by the GPU's front end in order, each after a memory fence that
+/// orders it after the writes before it (the driver's default for a write-value), without a
+/// copy engine.
+///
+/// # Safety
+/// Every address is device memory (or mapped host memory's device address) valid for the
+/// write, aligned as [`ValueWrite`] says, until the stream has run the batch; `stream` is
+/// live.
+pub(crate) unsafe fn stream_write_values(
+    stream: sys::CUstream,
+    writes: &[ValueWrite],
+) -> Result<()> {
+    assert!(
+        writes.len() <= MAX_VALUE_WRITES,
+        "{} value writes",
+        writes.len()
+    );
+    // SAFETY: the params are plain data; all zeroes is a valid (empty) value of the union.
+    let mut ops: [sys::CUstreamBatchMemOpParams; MAX_VALUE_WRITES] = unsafe { std::mem::zeroed() };
+    for (op, w) in ops.iter_mut().zip(writes) {
+        // Plain-data fields of the union's write-value member (writes are safe).
+        op.writeValue.operation = if w.wide {
+            sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_64
+        } else {
+            sys::CUstreamBatchMemOpType::CU_STREAM_MEM_OP_WRITE_VALUE_32
+        };
+        op.writeValue.address = w.addr;
+        if w.wide {
+            op.writeValue.__bindgen_anon_1.value64 = w.value;
+        } else {
+            op.writeValue.__bindgen_anon_1.value = w.value as u32;
+        }
+    }
+    // SAFETY: `writes.len()` initialised ops; the addresses are the caller's contract.
+    check("cuStreamBatchMemOp", unsafe {
+        sys::cuStreamBatchMemOp_v2(stream, writes.len() as u32, ops.as_mut_ptr(), 0)
+    })
+}
+
+/// `cuStreamQuery`: `Ok(true)` when everything queued on `stream` has run.
+///
+/// # Safety
+/// `stream` is live.
+pub(crate) unsafe fn stream_query(stream: sys::CUstream) -> Result<bool> {
+    // SAFETY: the caller's contract.
+    let status = unsafe { sys::cuStreamQuery(stream) };
+    if status == sys::CUresult::CUDA_ERROR_NOT_READY {
+        return Ok(false);
+    }
+    check("cuStreamQuery", status).map(|()| true)
+}
+
 /// `cuMemsetD8Async` on `stream`.
 ///
 /// # Safety

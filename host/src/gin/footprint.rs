@@ -24,7 +24,8 @@ pub(crate) struct GinParams {
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct GinFootprint {
     /// Pinned host memory mapped into the device, page-rounded as allocated: the rings, the
-    /// consumer indices, the signals (the kernels' and the barriers') and the counters.
+    /// consumer indices with the landing word, the signals (the kernels' and the barriers')
+    /// and the counters.
     pub pinned_bytes: u64,
     /// The staging buffers of the proxy thread and the receive thread (pinned on GPUs, host
     /// memory under emulation).
@@ -70,7 +71,7 @@ pub(crate) fn footprint(p: &GinParams, world: usize, lsa: usize) -> GinFootprint
     let unit = |bytes: u64| bytes.next_multiple_of(128);
     GinFootprint {
         pinned_bytes: pinned(rings * u64::from(p.queue_depth) * 128)
-            + pinned(rings * 8)
+            + pinned(rings * 8 + 8)
             + pinned(all_signals(p, world, lsa) * 8)
             + pinned(u64::from(p.counters) * 8),
         staging_bytes: 2 * STAGING_BYTES as u64,

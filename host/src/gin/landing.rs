@@ -9,10 +9,11 @@
 //! delay), so the landed set is tracked as a watermark (everything below it landed) plus the
 //! numbers above it that landed early.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
 
 use symcomm_device::gin::SignalOp;
 
+use super::registry::Pinned;
 use super::wire::Frame;
 
 /// The landing state of one (sender, context) stream.
@@ -36,6 +37,21 @@ pub(crate) const MAX_AHEAD: u64 = 1 << 20;
 #[derive(Default)]
 pub(crate) struct Landing {
     streams: HashMap<(usize, u32), Stream>,
+    /// Landings queued for the GPU to write.
+    pub(crate) queued: Queued,
+}
+
+/// Batches of landings (data, then the signal updates it lets through) queued for the GPU's
+/// front end to write, in order ([`super::state::Shared::land_values`]); each batch ends by
+/// writing its number to the landing word.
+#[derive(Default)]
+pub(crate) struct Queued {
+    /// The last batch queued (0: none yet).
+    pub(crate) issued: u64,
+    /// Signal → the value the last queued write of it gives it, and that write's batch.
+    pub(crate) values: HashMap<u32, (u64, u64)>,
+    /// The windows written by queued batches, held mapped until the batch has run.
+    pub(crate) pins: VecDeque<(u64, Pinned)>,
 }
 
 impl Landing {

@@ -163,7 +163,7 @@ impl GinRuntime {
             let rings = params.contexts as usize * peer_slots as usize;
             let mem = GinMemory {
                 rings: PinnedBytes::new(rings * params.queue_depth as usize * 128)?,
-                consumers: PinnedBytes::new(rings * 8)?,
+                consumers: PinnedBytes::new(rings * 8 + 8)?,
                 signals: PinnedBytes::new(all_signals as usize * 8)?,
                 counters: PinnedBytes::new(params.counters as usize * 8)?,
             };

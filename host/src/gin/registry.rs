@@ -2,8 +2,12 @@
 //! windows, found by their GIN id (registration number + 1, the same on every rank), in the
 //! communicator's GIN table. Looked up at every access: a window registered after the device
 //! communicator is found, a deregistered one is refused. A copy holds the table's read lock
-//! (never across network I/O), and deregistration removes its window under the write lock
-//! before unmapping it, so no window is unmapped while a proxy copies into or out of it.
+//! (never across a socket write); a send straight from host memory holds the window's token
+//! ([`Registry::pin`]) instead. Deregistration removes its window under the write lock and
+//! waits for the token before it unmaps it, so no window is unmapped while a proxy copies into
+//! or out of it. (Holding the read lock across a socket write could deadlock: a waiting writer
+//! blocks new readers, and the peer's receive thread may need its own read lock to take the
+//! bytes that would let the write finish.)
 
 use crate::Error;
 use crate::symmem::state::GinTable;
@@ -22,6 +26,37 @@ impl Registry {
     pub(crate) fn size(&self, id: u32) -> Option<usize> {
         let t = self.table.read().ok()?;
         t.iter().find(|w| w.id == id).map(|w| w.size)
+    }
+
+    /// The address of bytes `off..off + len` of window `id` with the window's token: the window
+    /// stays mapped while the [`Pinned`] lives (deregistration waits for it), without the
+    /// table's lock. For sends from host memory, which take as long as the peer takes to read.
+    pub(crate) fn pin(
+        &self,
+        id: u32,
+        off: u64,
+        len: usize,
+    ) -> std::result::Result<Pinned, std::result::Result<String, Error>> {
+        let t = self.table.read().map_err(|_| {
+            Err(Error::Internal(
+                "the GIN window table's lock is poisoned".into(),
+            ))
+        })?;
+        let Some(w) = t.iter().find(|w| w.id == id) else {
+            return Err(Ok(format!(
+                "window {id}, which this rank has not registered"
+            )));
+        };
+        match off.checked_add(len as u64) {
+            Some(end) if end <= w.size as u64 => Ok(Pinned {
+                addr: w.local + off,
+                _busy: std::sync::Arc::clone(&w.busy),
+            }),
+            _ => Err(Ok(format!(
+                "{len} bytes of window {id} at offset {off}, beyond its {} bytes",
+                w.size
+            ))),
+        }
     }
 
     /// Runs `f` with the address of bytes `off..off + len` of window `id`, holding the read
@@ -52,4 +87,11 @@ impl Registry {
             ))),
         }
     }
+}
+
+/// Bytes of a registered window that stay mapped while this lives ([`Registry::pin`]).
+pub(crate) struct Pinned {
+    /// The address of the first byte.
+    pub(crate) addr: u64,
+    _busy: std::sync::Arc<()>,
 }

@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
-use super::mover::Mover;
+use super::mover::{Mover, VALUE_WRITE_BYTES, write_all_vectored};
 use super::state::{Shared, Target};
 use super::transport::Transport;
 use super::wire::{Frame, HEADER, Kind};
@@ -387,15 +387,17 @@ impl Sockets {
                 ));
             }
         };
-        let sent = (|| -> std::result::Result<usize, Error> {
+        let sent: std::result::Result<usize, Error> = {
             let io = |e: std::io::Error| failed(format!("GIN connection lost: {e}"));
             let mut w: &TcpStream = &st;
-            w.write_all(&f.encode()).map_err(io)?;
+            let head = f.encode();
             match body {
-                Body::None => Ok(0),
-                Body::Bytes(b) => w.write_all(b).map(|()| b.len()).map_err(io),
+                Body::None => w.write_all(&head).map(|()| 0).map_err(io),
+                Body::Bytes(b) => write_all_vectored(&mut w, &head, b)
+                    .map(|()| b.len())
+                    .map_err(io),
                 Body::Window { win, off, len } => {
-                    match mover.send(&self.shared.registry, (win, off, len), &mut w) {
+                    match mover.send(&self.shared.registry, (win, off, len), &head, &mut w) {
                         Ok(()) => Ok(len),
                         Err(Ok(why)) => Err(Error::InvalidArgument(format!(
                             "GIN: a put from {why} (the window went while it was being sent)"
@@ -404,7 +406,7 @@ impl Sockets {
                     }
                 }
             }
-        })();
+        };
         match sent {
             Ok(n) => {
                 let s = &self.shared.stats;
@@ -532,7 +534,6 @@ impl Receiver {
             shared.fail(e);
             return;
         }
-        let me = shared.cfg.rank;
         let mut hellos = match Hellos::new(&self.listener, self.token, Role::Gin) {
             Ok(h) => h,
             Err(e) => {
@@ -548,7 +549,12 @@ impl Receiver {
         let mut last_frame = Instant::now()
             .checked_sub(RX_SPIN)
             .unwrap_or_else(Instant::now);
+        // Whether windows of queued landings are still held (see `Shared::release_landed`).
+        let mut holding = false;
         loop {
+            if holding {
+                holding = shared.release_landed();
+            }
             // Land held puts that are due.
             while held.front().is_some_and(|h| h.due <= Instant::now()) {
                 let Some(h) = held.pop_front() else { break };
@@ -622,6 +628,7 @@ impl Receiver {
                 if fds.get(k + 2).is_none_or(|f| f.revents == 0) {
                     continue;
                 }
+                holding = true;
                 match read_one(&shared, &writers, &mut self.mover, c, self.delay, &mut held) {
                     Ok(true) => {}
                     Ok(false) => c.open = false,
@@ -633,7 +640,6 @@ impl Receiver {
                     }
                 }
             }
-            let _ = me;
         }
     }
 
@@ -780,6 +786,12 @@ fn read_one(
         match f.kind {
             Kind::PutValue => {
                 let b = f.value.to_le_bytes();
+                match shared.land_values(from, &f, mover, (win, off), &b[..len]) {
+                    // Landed (queued for the GPU) with its signals.
+                    Ok(true) => return Ok(true),
+                    Ok(false) => {}
+                    Err(e) => landing(Err(e))?,
+                }
                 landing(mover.write(&shared.registry, (win, off), &b[..len]))?;
             }
             _ => {
@@ -800,7 +812,20 @@ fn read_one(
                     });
                     return Ok(true);
                 }
-                landing(mover.receive(&shared.registry, (win, off, len), &mut &*c.stream))?;
+                if mover.is_gpu() && len <= VALUE_WRITE_BYTES {
+                    let mut b = [0u8; VALUE_WRITE_BYTES];
+                    (&*c.stream)
+                        .read_exact(&mut b[..len])
+                        .map_err(|e| gone(format!("GIN data could not be received: {e}")))?;
+                    match shared.land_values(from, &f, mover, (win, off), &b[..len]) {
+                        Ok(true) => return Ok(true),
+                        Ok(false) => {}
+                        Err(e) => landing(Err(e))?,
+                    }
+                    landing(mover.write(&shared.registry, (win, off), &b[..len]))?;
+                } else {
+                    landing(mover.receive(&shared.registry, (win, off, len), &mut &*c.stream))?;
+                }
             }
         }
     }

@@ -9,10 +9,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use symcomm_device::gin::{GinConnection, SignalOp};
 
 use super::landing::Landing;
+use super::mover::Mover;
 use super::registry::Registry;
 use super::wire::{Frame, Kind};
 use crate::Error;
 use crate::cuda::memory::{HostMapped, PinnedBytes};
+
+/// Longest wait for the GPU to carry out queued landings before this rank's GIN fails.
+const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
 /// How a transport tells every peer that this rank's GIN failed (the reason).
 pub(crate) type Notify = Box<dyn Fn(&str) + Send + Sync>;
@@ -45,6 +49,8 @@ pub(crate) struct Config {
 /// The mapped host memory of a rank's GIN.
 pub(crate) struct GinMemory {
     pub rings: PinnedBytes,
+    /// One word per ring, then the landing word (the last batch of queued landings the GPU
+    /// has carried out: [`Shared::land_values`]).
     pub consumers: PinnedBytes,
     pub signals: PinnedBytes,
     pub counters: PinnedBytes,
@@ -207,7 +213,144 @@ impl Shared {
             Ok(l) => l,
             Err(p) => p.into_inner(),
         };
-        landing.landed(from, f, self.cfg.strong_as_weak, |a| self.apply_signal(a));
+        let mut actions = Vec::new();
+        landing.landed(from, f, self.cfg.strong_as_weak, |a| actions.push(a));
+        if actions.is_empty() {
+            return;
+        }
+        // A signal this thread applies must not pass data (or a signal) still queued for the
+        // GPU to write.
+        self.drain(landing.queued.issued);
+        for a in actions {
+            self.apply_signal(a);
+        }
+    }
+
+    /// The index of the landing word among the consumer words (after one per ring).
+    fn landing_index(&self) -> usize {
+        self.cfg.n_contexts as usize * self.cfg.peer_slots as usize
+    }
+
+    /// The landing word: the last batch of queued landings the GPU has carried out.
+    fn landing_word(&self) -> &AtomicU64 {
+        self.mem.consumers.word(self.landing_index())
+    }
+
+    /// Waits until the GPU has carried out queued batch `issued` and every one before it
+    /// (fails this rank's GIN after [`DRAIN_LIMIT`]: the GPU stopped).
+    fn drain(&self, issued: u64) {
+        let w = self.landing_word();
+        let mut since: Option<std::time::Instant> = None;
+        // Acquire: the batch's writes were made before it reported.
+        while w.load(Ordering::Acquire) < issued {
+            let t0 = *since.get_or_insert_with(std::time::Instant::now);
+            if t0.elapsed() > DRAIN_LIMIT {
+                self.fail(Error::Gin {
+                    rank: None,
+                    reason: format!(
+                        "landings queued for the GPU were not carried out in {DRAIN_LIMIT:?}"
+                    ),
+                });
+                return;
+            }
+            std::hint::spin_loop();
+        }
+    }
+
+    /// Lands `bytes` of operation `f` from `from` at `off` of window `win` (GPU memory) by
+    /// stream memory operations on `mover`'s stream, followed in the same batch by the signal
+    /// updates that its landing lets through (computed here: the value each signal will hold),
+    /// then the batch's number to the landing word. The GPU carries the batch out in order, so
+    /// a kernel that sees a signal sees the data before it; nothing waits for it here, and a
+    /// signal update by this rank's threads waits for it first ([`Shared::landed`]).
+    /// `Ok(false)`: not for this path (host memory, unaligned, too long, or the driver refuses
+    /// stream memory operations); the caller lands by copy and calls [`Shared::landed`].
+    pub(crate) fn land_values(
+        &self,
+        from: usize,
+        f: &Frame,
+        mover: &mut Mover,
+        (win, off): (u32, u64),
+        bytes: &[u8],
+    ) -> std::result::Result<bool, std::result::Result<String, Error>> {
+        let pinned = self.registry.pin(win, off, bytes.len())?;
+        let addr = pinned.addr;
+        if !mover.writes_values(addr, bytes.len()) {
+            return Ok(false);
+        }
+        let mut landing = match self.landing.lock() {
+            Ok(l) => l,
+            Err(p) => p.into_inner(),
+        };
+        let mut actions = Vec::new();
+        landing.landed(from, f, self.cfg.strong_as_weak, |a| actions.push(a));
+        let done = self.landing_word().load(Ordering::Acquire);
+        let batch = landing.queued.issued + 1;
+        let mut then = Vec::with_capacity(actions.len());
+        let mut values = Vec::with_capacity(actions.len());
+        for &(op, index, operand) in &actions {
+            let now = match landing.queued.values.get(&index) {
+                Some(&(v, b)) if b > done => v,
+                // Acquire: as a kernel would read it.
+                _ => self
+                    .mem
+                    .signals
+                    .word(index as usize)
+                    .load(Ordering::Acquire),
+            };
+            let next = match op {
+                SignalOp::None => continue,
+                SignalOp::Inc | SignalOp::Add => now.wrapping_add(operand),
+                SignalOp::Set => operand,
+            };
+            then.push((self.mem.signals.device_ptr() + 8 * u64::from(index), next));
+            values.push((index, next));
+        }
+        let word = self.mem.consumers.device_ptr() + 8 * self.landing_index() as u64;
+        // SAFETY: aligned (`writes_values`); the window stays mapped while `pinned` lives,
+        // which is kept below until the batch has run; the signals and the landing word are
+        // this rank's mapped memory, which outlives the movers (each synchronises its stream
+        // before it goes).
+        let queued =
+            unsafe { mover.queue_values(addr, bytes, &then, (word, batch)) }.map_err(Err)?;
+        if queued {
+            let q = &mut landing.queued;
+            q.issued = batch;
+            for (index, next) in values {
+                q.values.insert(index, (next, batch));
+            }
+            if q.values.len() > 256 {
+                q.values.retain(|_, &mut (_, b)| b > done);
+            }
+            q.pins.push_back((batch, pinned));
+            while q.pins.front().is_some_and(|(b, _)| *b <= done) {
+                q.pins.pop_front();
+            }
+        } else {
+            // Refused: by copy, then the signals from this thread.
+            mover.store_now(addr, bytes).map_err(Err)?;
+            self.drain(landing.queued.issued);
+            for a in actions {
+                self.apply_signal(a);
+            }
+        }
+        Ok(true)
+    }
+
+    /// Lets go of the windows of queued landings the GPU has carried out; whether some are
+    /// still held (the receive thread calls this until none are, so that a deregistration
+    /// waiting for its window goes on).
+    pub(crate) fn release_landed(&self) -> bool {
+        let mut landing = match self.landing.lock() {
+            Ok(l) => l,
+            Err(p) => p.into_inner(),
+        };
+        let done = self.landing_word().load(Ordering::Acquire);
+        let pins = &mut landing.queued.pins;
+        while pins.front().is_some_and(|(b, _)| *b <= done) {
+            pins.pop_front();
+        }
+        !pins.is_empty()
     }
 
     /// Applies one signal update (release: the data that landed before it is visible to a

@@ -19,17 +19,22 @@ use crate::{Error, Result};
 pub(crate) type StateSlot = Arc<Mutex<Option<SymState>>>;
 
 /// A window as GIN proxies see it: its GIN id, this rank's copy (flat-range address) and size.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub(crate) struct GinWindow {
     pub(crate) id: u32,
     pub(crate) local: u64,
     pub(crate) size: usize,
+    /// Held (cloned) by a proxy that sends from the window's host memory without the table's
+    /// lock; deregistration waits until it is the only holder before it unmaps.
+    pub(crate) busy: Arc<()>,
 }
 
 /// The windows GIN proxies may copy into and out of, behind a lock of their own: registration
 /// holds the symmetric state's lock across collective steps, and a proxy must not wait for
-/// those. A proxy holds the read lock for one bounded copy; deregistration removes its window
-/// under the write lock (so after every copy in progress) before it unmaps it.
+/// those. A proxy holds the read lock for one bounded copy, or a clone of the window's `busy`
+/// token while it writes the window's (host) memory to a socket; deregistration removes its
+/// window under the write lock (so after every copy in progress), waits until no proxy holds
+/// its token, and only then unmaps it.
 pub(crate) type GinTable = Arc<RwLock<Vec<GinWindow>>>;
 
 /// Per-communicator symmetric-memory state, created by the first registration.
