@@ -13,6 +13,10 @@
 //!   destination is checked byte for byte after every size.
 //!
 //! Windows are GPU memory on a GPU and host memory under the emulator (`SYMCOMM_BACKEND=emu`).
+//! With host windows the raw stream runs between the windows themselves (the same source and
+//! destination bytes as the puts: the emulator's shared memory, which sockets copy more
+//! slowly than heap memory), and a last column gives the raw stream between heap buffers;
+//! with GPU windows it runs between heap buffers.
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -306,13 +310,35 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
     ));
 
     // Put bandwidth.
-    lines.push(format!(
+    let mut head = format!(
         "# {:>12} {:>10} {:>6} {:>12} {:>12} {:>12} {:>8} {:>7}",
         "test", "bytes", "count", "symcomm_us", "symcomm_GB/s", "raw_tcp_GB/s", "ratio", "#wrong"
-    ));
+    );
+    if dev.is_emulated() {
+        head += &format!(" {:>13}", "heap_tcp_GB/s");
+    }
+    lines.push(head);
     let put = module.kernel::<GinBenchStream>()?;
     let mut base = 0u64;
-    let mut buf = vec![0u8; max.max(1 << 20)];
+    let mut heap = vec![0u8; max.max(1 << 20)];
+    // Under the emulator the windows are host memory of this process, and the raw stream also
+    // runs between them (from the sender's window at 0, into the receiver's window at
+    // `dst_off`, as the puts): the emulator's memory is shared memory (memfd), which sockets
+    // copy more slowly than private heap memory, and the ratio should compare transports over
+    // the same memory. The raw stream between heap buffers is reported next to it.
+    let window_bytes: Option<&mut [u8]> = if dev.is_emulated() {
+        let at = if me == 0 { 0 } else { dst_off };
+        // SAFETY: under the emulator a window's device address is the host address of its
+        // memory in this process; `at..at + max` lies in the allocation (`dst_off + max`
+        // bytes), which outlives `rank`'s use of the slice; no kernel or proxy touches that
+        // range while the raw stream runs (the GIN runs of a size end before it).
+        Some(unsafe {
+            std::slice::from_raw_parts_mut((mem.device_ptr() + at as u64) as *mut u8, max)
+        })
+    } else {
+        None
+    };
+    let mut window_bytes = window_bytes;
     for &size in &o.sizes {
         let count = ((256usize << 20) / size).clamp(1, 2000) as u32;
         let total = size as f64 * f64::from(count);
@@ -363,14 +389,22 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
             .try_into()
             .map(u64::from_le_bytes)
             .unwrap_or(u64::MAX);
-        tcp_stream(&mut tcp, me, size.min(buf.len()), 1, &mut buf)?; // warm-up
-        let mut tsecs = Vec::new();
-        for _ in 0..o.iters {
-            tsecs.push(tcp_stream(&mut tcp, me, size, count, &mut buf)?);
-        }
+        let mut raw = |buf: &mut [u8]| -> Result<f64> {
+            tcp_stream(&mut tcp, me, size.min(buf.len()), 1, buf)?; // warm-up
+            let mut tsecs = Vec::new();
+            for _ in 0..o.iters {
+                tsecs.push(tcp_stream(&mut tcp, me, size, count, buf)?);
+            }
+            Ok(median(tsecs))
+        };
+        let heap_secs = raw(&mut heap)?;
+        let ts = match window_bytes.as_deref_mut() {
+            Some(w) => raw(w)?,
+            None => heap_secs,
+        };
         comm.bootstrap().barrier()?;
-        let (gs, ts) = (median(secs), median(tsecs));
-        lines.push(format!(
+        let gs = median(secs);
+        let mut line = format!(
             "  {:>12} {:>10} {:>6} {:>12.2} {:>12.3} {:>12.3} {:>8.2} {:>7}",
             "put",
             size,
@@ -380,7 +414,11 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
             total / ts / 1e9,
             (total / gs) / (total / ts),
             wrong
-        ));
+        );
+        if window_bytes.is_some() {
+            line += &format!(" {:>13.3}", total / heap_secs / 1e9);
+        }
+        lines.push(line);
         if wrong != 0 {
             return Err(fail(format!("put of {size} bytes: {wrong} wrong bytes")));
         }
