@@ -28,7 +28,8 @@
 //! **Idle CPU**: the proxy spins (yielding) for [`SPIN`] after its last descriptor, then sleeps
 //! 50 µs at a time, and 1 ms at a time after [`NAP_AFTER`] of idleness: about 1000 wake-ups a
 //! second, well under 1% of a core, while an active kernel sees sub-10-µs pickup. The receive
-//! thread blocks in `poll`.
+//! thread polls its connections without blocking (yielding between polls) for 100 µs after a
+//! frame, then blocks in `poll`.
 //!
 //! **Failure**: a descriptor or frame that breaks the rules (a put outside a window, an unknown
 //! window, an index out of range, a peer that is not connected, a connection lost without
