@@ -21,7 +21,7 @@
 
 use core::marker::PhantomData;
 
-use super::context::{Gin, rolling_ge, share_result};
+use super::context::{Gin, share_result};
 use super::descriptor::{GinHandle, SignalOp};
 use crate::barrier::LsaBarrier;
 use crate::check;
@@ -29,7 +29,7 @@ use crate::comm::DevComm;
 use crate::coop::Coop;
 use crate::mem::{self, LoadOrder, Ordering, Scope, StoreOrder};
 use crate::team::Team;
-use crate::wait::{Spin, WaitError};
+use crate::wait::WaitError;
 
 /// What a GIN barrier guarantees about earlier puts (NCCL's fence levels).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -175,15 +175,8 @@ impl<C: Coop> GinBarrier<C> {
                 peer -= n;
             }
             let word = self.gin.signal_word(self.base + peer as u32);
-            // SAFETY: the communicator's abort flag.
-            let mut spin = unsafe { Spin::new(self.gin.abort_flag, self.gin.timeout_ns) };
-            res = spin.until(|| {
-                // SAFETY: a barrier signal of the live signal array.
-                rolling_ge(
-                    unsafe { mem::load(word, LoadOrder::Acquire, Scope::Sys) },
-                    target,
-                )
-            });
+            // SAFETY: a barrier signal of the live signal array.
+            res = unsafe { self.gin.wait_word(word, target) }.map(|_| ());
             i += coop.size() as i32;
         }
         share_result(coop, res)?;

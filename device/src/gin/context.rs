@@ -428,17 +428,8 @@ impl Gin {
     #[doc(alias = "ncclGin::waitSignal")]
     #[inline(always)]
     pub fn wait_signal(&self, signal: u32, least: u64) -> Result<u64, WaitError> {
-        let p = self.signal_ptr(signal);
-        // SAFETY: the communicator's abort flag.
-        let mut spin = unsafe { Spin::new(self.abort_flag, self.timeout_ns) };
-        loop {
-            // SAFETY: `p` is a checked index of the live signal array.
-            let v = unsafe { mem::load(p, LoadOrder::Acquire, Scope::Sys) };
-            if rolling_ge(v, least) {
-                return Ok(v);
-            }
-            spin.check()?;
-        }
+        // SAFETY: `signal_ptr` checks the index into the live signal array.
+        unsafe { self.wait_word(self.signal_ptr(signal), least) }
     }
 
     /// Sets local signal `signal` to 0 (relaxed; only while no operation that updates it is
@@ -466,11 +457,22 @@ impl Gin {
     #[doc(alias = "ncclGin::waitCounter")]
     #[inline(always)]
     pub fn wait_counter(&self, counter: u32, least: u64) -> Result<u64, WaitError> {
-        let p = self.counter_ptr(counter);
+        // SAFETY: `counter_ptr` checks the index into the live counter array.
+        unsafe { self.wait_word(self.counter_ptr(counter), least) }
+    }
+
+    /// Waits until the word at `p` reaches `least` (rolling compare), reading it with acquire
+    /// at system scope; its value then. Bounded by this `Gin`'s timeout and the abort flag.
+    ///
+    /// # Safety
+    /// `p` is a word of this communicator's signals or counters (mapped host memory, live while
+    /// the communicator is).
+    #[inline(always)]
+    pub(crate) unsafe fn wait_word(&self, p: *const u64, least: u64) -> Result<u64, WaitError> {
         // SAFETY: the communicator's abort flag.
         let mut spin = unsafe { Spin::new(self.abort_flag, self.timeout_ns) };
         loop {
-            // SAFETY: a checked index of the live counter array.
+            // SAFETY: the caller's contract.
             let v = unsafe { mem::load(p, LoadOrder::Acquire, Scope::Sys) };
             if rolling_ge(v, least) {
                 return Ok(v);
