@@ -203,8 +203,9 @@ impl Window {
         crate::fault::pause_point("deregister", self.host.world_rank as usize);
         self.active = false;
         // Out of the GIN table first: once the write lock is ours, no proxy copies into or out
-        // of the window, and none finds it again; then no proxy still sends from it (a send
-        // ends: its socket has a write timeout).
+        // of the window, and none finds it again. Then wait for its token: a send from it ends
+        // (its socket has a write timeout), and a landing queued for the GPU is let go once it
+        // has run (the receive thread looks every millisecond).
         let removed = {
             let mut t = match self.gin_table.write() {
                 Ok(t) => t,
@@ -214,9 +215,22 @@ impl Window {
             at.map(|k| t.remove(k))
         };
         if let Some(w) = removed {
+            let t0 = std::time::Instant::now();
+            let mut warned = false;
             while Arc::strong_count(&w.busy) > 1 {
+                if !warned && t0.elapsed() > std::time::Duration::from_secs(1) {
+                    tracing::warn!(
+                        "rank {}: deregistration waits for GIN traffic of its window (for 1 s \
+                         now)",
+                        self.host.world_rank
+                    );
+                    warned = true;
+                }
                 std::thread::sleep(std::time::Duration::from_micros(50));
             }
+            // Acquire: the last holder's accesses come before the unmapping below (the count
+            // is read relaxed).
+            std::sync::atomic::fence(std::sync::atomic::Ordering::Acquire);
         }
         self.mappings.clear(); // unmap every peer before the slot can be reused
         let mut guard = lock(&self.state)?;

@@ -48,8 +48,9 @@ pub(crate) struct Landing {
 pub(crate) struct Queued {
     /// The last batch queued (0: none yet).
     pub(crate) issued: u64,
-    /// Signal → the value the last queued write of it gives it, and that write's batch.
-    pub(crate) values: HashMap<u32, (u64, u64)>,
+    /// Signal → the last batch that writes it (a batch that writes a signal again waits for
+    /// it first, and then reads the signal's value from memory).
+    pub(crate) values: HashMap<u32, u64>,
     /// The windows written by queued batches, held mapped until the batch has run.
     pub(crate) pins: VecDeque<(u64, Pinned)>,
 }
@@ -116,6 +117,32 @@ impl Landing {
     }
 }
 
+/// The values a batch writes for `actions`, in order: a signal's value before the batch is
+/// `now(index)`, read once; a later action on the same signal builds on the value an earlier
+/// one in the batch gives it. Actions without an update write nothing.
+pub(crate) fn batch_values(
+    actions: &[(SignalOp, u32, u64)],
+    mut now: impl FnMut(u32) -> u64,
+) -> Vec<(u32, u64)> {
+    let mut out: Vec<(u32, u64)> = Vec::with_capacity(actions.len());
+    for &(op, index, operand) in actions {
+        if op == SignalOp::None {
+            continue;
+        }
+        let before = match out.iter().rev().find(|w| w.0 == index) {
+            Some(&(_, v)) => v,
+            None => now(index),
+        };
+        let next = match op {
+            SignalOp::None => continue,
+            SignalOp::Inc | SignalOp::Add => before.wrapping_add(operand),
+            SignalOp::Set => operand,
+        };
+        out.push((index, next));
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -129,6 +156,28 @@ mod tests {
         f.signal = signal;
         f.signal_value = 1;
         f
+    }
+
+    #[test]
+    fn a_batch_that_updates_a_signal_twice_builds_on_its_own_first_update() {
+        let mut reads = Vec::new();
+        let got = batch_values(
+            &[
+                (SignalOp::Inc, 5, 1),
+                (SignalOp::Inc, 5, 1),
+                (SignalOp::Set, 6, 10),
+                (SignalOp::Add, 6, 3),
+                (SignalOp::None, 7, 9),
+                (SignalOp::Add, 8, 2),
+            ],
+            |i| {
+                reads.push(i);
+                100 + u64::from(i)
+            },
+        );
+        assert_eq!(got, [(5, 106), (5, 107), (6, 10), (6, 13), (8, 110)]);
+        // Each signal's value in memory is read once, before its first update.
+        assert_eq!(reads, [5, 6, 8]);
     }
 
     #[test]

@@ -178,8 +178,9 @@ impl Mover {
     /// address `dst` (as 8- and 4-byte values), then each `(address, value)` of `then` (8-byte
     /// words), then `done.1` to the 8-byte word at `done.0`. The GPU's front end carries them
     /// out in order, each after a memory fence, so a word written later is seen only after
-    /// the writes before it. Nothing waits. `Ok(false)` when the driver refuses stream memory
-    /// operations (nothing was queued; copies are used from then on).
+    /// the writes before it. Nothing waits. `Ok(false)`, with nothing queued, when the batch
+    /// would have more than [`driver::MAX_VALUE_WRITES`] writes, or when the driver refuses
+    /// stream memory operations (copies are used from then on).
     ///
     /// # Safety
     /// [`writes_values`](Self::writes_values)`(dst, bytes.len())`; `dst..dst + bytes.len()`,
@@ -295,7 +296,8 @@ impl Mover {
         if self.gpu.is_none() {
             let pinned = reg.pin(win, off, len)?;
             // SAFETY: `len` bytes of a registered window of this process, mapped while
-            // `pinned` lives; the kernel's contract keeps them unchanged until the put is done.
+            // `pinned` lives. The kernel's contract keeps them unchanged until the put is done;
+            // the slice is only read, by the socket's copy.
             let body = unsafe { std::slice::from_raw_parts(pinned.addr as *const u8, len) };
             return write_all_vectored(w, head, body).map_err(io);
         }
@@ -307,6 +309,10 @@ impl Mover {
             write_all_vectored(w, head, self.chunk(n)).map_err(io)?;
             head = &[];
             done += n;
+        }
+        // A put of no bytes is still one frame.
+        if !head.is_empty() {
+            w.write_all(head).map_err(io)?;
         }
         Ok(())
     }

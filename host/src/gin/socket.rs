@@ -513,10 +513,12 @@ struct Held {
 
 /// The receive thread's state.
 struct Receiver {
+    /// First, so that it is dropped first: its stream is synchronised (queued landings run)
+    /// while the rank's mapped memory is still alive.
+    mover: Mover,
     shared: Arc<Shared>,
     writers: Arc<Writers>,
     inbox: Arc<Inbox>,
-    mover: Mover,
     listener: TcpListener,
     token: u64,
     size: usize,
@@ -590,13 +592,16 @@ impl Receiver {
                 std::thread::yield_now();
                 0
             } else {
+                // Holding windows for queued landings: look again soon, so that a
+                // deregistration waiting for one goes on.
+                let most = if holding { 1 } else { 100 };
                 match held.front() {
                     Some(h) => h
                         .due
                         .saturating_duration_since(Instant::now())
                         .as_millis()
-                        .min(100) as i32,
-                    None => 100,
+                        .min(most) as i32,
+                    None => most as i32,
                 }
             };
             let mut fds: Vec<libc::pollfd> =

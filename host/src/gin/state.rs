@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use symcomm_device::gin::{GinConnection, SignalOp};
 
-use super::landing::Landing;
+use super::landing::{Landing, batch_values};
 use super::mover::Mover;
 use super::registry::Registry;
 use super::wire::{Frame, Kind};
@@ -237,12 +237,16 @@ impl Shared {
     }
 
     /// Waits until the GPU has carried out queued batch `issued` and every one before it
-    /// (fails this rank's GIN after [`DRAIN_LIMIT`]: the GPU stopped).
+    /// (fails this rank's GIN after [`DRAIN_LIMIT`]: the GPU stopped; returns at once when
+    /// this rank's GIN has failed).
     fn drain(&self, issued: u64) {
         let w = self.landing_word();
         let mut since: Option<std::time::Instant> = None;
         // Acquire: the batch's writes were made before it reported.
         while w.load(Ordering::Acquire) < issued {
+            if self.failed() {
+                return;
+            }
             let t0 = *since.get_or_insert_with(std::time::Instant::now);
             if t0.elapsed() > DRAIN_LIMIT {
                 self.fail(Error::Gin {
@@ -263,8 +267,9 @@ impl Shared {
     /// then the batch's number to the landing word. The GPU carries the batch out in order, so
     /// a kernel that sees a signal sees the data before it; nothing waits for it here, and a
     /// signal update by this rank's threads waits for it first ([`Shared::landed`]).
-    /// `Ok(false)`: not for this path (host memory, unaligned, too long, or the driver refuses
-    /// stream memory operations); the caller lands by copy and calls [`Shared::landed`].
+    /// `Ok(false)`: not for this path (host memory, unaligned, too long, or stream memory
+    /// operations refused before); the caller lands by copy and calls [`Shared::landed`]. A
+    /// batch the driver refuses, or one of too many writes, lands here by copy.
     pub(crate) fn land_values(
         &self,
         from: usize,
@@ -284,28 +289,30 @@ impl Shared {
         };
         let mut actions = Vec::new();
         landing.landed(from, f, self.cfg.strong_as_weak, |a| actions.push(a));
-        let done = self.landing_word().load(Ordering::Acquire);
-        let batch = landing.queued.issued + 1;
-        let mut then = Vec::with_capacity(actions.len());
-        let mut values = Vec::with_capacity(actions.len());
-        for &(op, index, operand) in &actions {
-            let now = match landing.queued.values.get(&index) {
-                Some(&(v, b)) if b > done => v,
-                // Acquire: as a kernel would read it.
-                _ => self
-                    .mem
-                    .signals
-                    .word(index as usize)
-                    .load(Ordering::Acquire),
-            };
-            let next = match op {
-                SignalOp::None => continue,
-                SignalOp::Inc | SignalOp::Add => now.wrapping_add(operand),
-                SignalOp::Set => operand,
-            };
-            then.push((self.mem.signals.device_ptr() + 8 * u64::from(index), next));
-            values.push((index, next));
+        // A signal that an earlier batch writes is read once that batch has run: then its
+        // value in memory is the truth, a kernel's reset since included.
+        let mut done = self.landing_word().load(Ordering::Acquire);
+        let last = actions
+            .iter()
+            .filter_map(|a| landing.queued.values.get(&a.1).copied())
+            .max()
+            .unwrap_or(0);
+        if last > done {
+            self.drain(last);
+            done = self.landing_word().load(Ordering::Acquire);
         }
+        let batch = landing.queued.issued + 1;
+        // Acquire: as a kernel would read it.
+        let values = batch_values(&actions, |index| {
+            self.mem
+                .signals
+                .word(index as usize)
+                .load(Ordering::Acquire)
+        });
+        let then: Vec<(u64, u64)> = values
+            .iter()
+            .map(|&(index, v)| (self.mem.signals.device_ptr() + 8 * u64::from(index), v))
+            .collect();
         let word = self.mem.consumers.device_ptr() + 8 * self.landing_index() as u64;
         // SAFETY: aligned (`writes_values`); the window stays mapped while `pinned` lives,
         // which is kept below until the batch has run; the signals and the landing word are
@@ -316,11 +323,11 @@ impl Shared {
         if queued {
             let q = &mut landing.queued;
             q.issued = batch;
-            for (index, next) in values {
-                q.values.insert(index, (next, batch));
+            for (index, _) in values {
+                q.values.insert(index, batch);
             }
             if q.values.len() > 256 {
-                q.values.retain(|_, &mut (_, b)| b > done);
+                q.values.retain(|_, &mut b| b > done);
             }
             q.pins.push_back((batch, pinned));
             while q.pins.front().is_some_and(|(b, _)| *b <= done) {
