@@ -220,11 +220,14 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
     }
     let peer = 1 - me;
     let max = o.sizes.iter().copied().max().unwrap_or(8).max(8);
-    let dst_off = max.next_multiple_of(4096);
+    // Each half of the window (source, destination) is at least 1 MiB: the raw stream reads
+    // in chunks of a half, under the emulator from the window itself.
+    let region = max.max(1 << 20);
+    let dst_off = region.next_multiple_of(4096);
     let dev = Device::for_rank(comm)?;
     let stream = dev.stream()?;
     let module = Module::load(kernels::PTX)?;
-    let mem = SymmetricMemory::alloc(comm, dst_off + max)?;
+    let mem = SymmetricMemory::alloc(comm, dst_off + region)?;
     let win = comm.register_window(&mem)?;
     let devcomm = DevComm::create(comm, Requirements::new().gin_contexts(1).gin_signals(3))?;
     let out = dev.alloc(3 * 8)?;
@@ -320,25 +323,15 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
     lines.push(head);
     let put = module.kernel::<GinBenchStream>()?;
     let mut base = 0u64;
-    let mut heap = vec![0u8; max.max(1 << 20)];
+    let mut heap = vec![0u8; region];
     // Under the emulator the windows are host memory of this process, and the raw stream also
     // runs between them (from the sender's window at 0, into the receiver's window at
     // `dst_off`, as the puts): the emulator's memory is shared memory (memfd), which sockets
     // copy more slowly than private heap memory, and the ratio should compare transports over
     // the same memory. The raw stream between heap buffers is reported next to it.
-    let window_bytes: Option<&mut [u8]> = if dev.is_emulated() {
-        let at = if me == 0 { 0 } else { dst_off };
-        // SAFETY: under the emulator a window's device address is the host address of its
-        // memory in this process; `at..at + max` lies in the allocation (`dst_off + max`
-        // bytes), which outlives `rank`'s use of the slice; no kernel or proxy touches that
-        // range while the raw stream runs (the GIN runs of a size end before it).
-        Some(unsafe {
-            std::slice::from_raw_parts_mut((mem.device_ptr() + at as u64) as *mut u8, max)
-        })
-    } else {
-        None
-    };
-    let mut window_bytes = window_bytes;
+    let window_half = dev
+        .is_emulated()
+        .then(|| mem.device_ptr() + if me == 0 { 0 } else { dst_off as u64 });
     for &size in &o.sizes {
         let count = ((256usize << 20) / size).clamp(1, 2000) as u32;
         let total = size as f64 * f64::from(count);
@@ -398,8 +391,16 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
             Ok(median(tsecs))
         };
         let heap_secs = raw(&mut heap)?;
-        let ts = match window_bytes.as_deref_mut() {
-            Some(w) => raw(w)?,
+        let ts = match window_half {
+            Some(addr) => {
+                // SAFETY: under the emulator a window's device address is the host address of
+                // its memory in this process; `region` bytes from `addr` lie in the allocation
+                // (`dst_off + region` bytes), alive while `mem` is. Nothing else touches them
+                // while the slice lives: this size's GIN runs and checks are over, the next
+                // size's copies start after it.
+                let w = unsafe { std::slice::from_raw_parts_mut(addr as *mut u8, region) };
+                raw(w)?
+            }
             None => heap_secs,
         };
         comm.bootstrap().barrier()?;
@@ -415,7 +416,7 @@ fn rank(comm: &Communicator, o: &GinOpts) -> Result<Vec<String>> {
             (total / gs) / (total / ts),
             wrong
         );
-        if window_bytes.is_some() {
+        if window_half.is_some() {
             line += &format!(" {:>13.3}", total / heap_secs / 1e9);
         }
         lines.push(line);
