@@ -10,7 +10,7 @@
 //! bytes that would let the write finish.)
 
 use crate::Error;
-use crate::symmem::state::GinTable;
+use crate::symmem::state::{GinTable, GinWindow};
 
 /// A view of the communicator's GIN table.
 pub(crate) struct Registry {
@@ -37,26 +37,10 @@ impl Registry {
         off: u64,
         len: usize,
     ) -> std::result::Result<Pinned, std::result::Result<String, Error>> {
-        let t = self.table.read().map_err(|_| {
-            Err(Error::Internal(
-                "the GIN window table's lock is poisoned".into(),
-            ))
-        })?;
-        let Some(w) = t.iter().find(|w| w.id == id) else {
-            return Err(Ok(format!(
-                "window {id}, which this rank has not registered"
-            )));
-        };
-        match off.checked_add(len as u64) {
-            Some(end) if end <= w.size as u64 => Ok(Pinned {
-                addr: w.local + off,
-                _busy: std::sync::Arc::clone(&w.busy),
-            }),
-            _ => Err(Ok(format!(
-                "{len} bytes of window {id} at offset {off}, beyond its {} bytes",
-                w.size
-            ))),
-        }
+        self.locate(id, off, len, |w| Pinned {
+            addr: w.local + off,
+            _busy: std::sync::Arc::clone(&w.busy),
+        })
     }
 
     /// Runs `f` with the address of bytes `off..off + len` of window `id`, holding the read
@@ -69,6 +53,19 @@ impl Registry {
         len: usize,
         f: impl FnOnce(u64) -> crate::Result<()>,
     ) -> std::result::Result<(), std::result::Result<String, Error>> {
+        self.locate(id, off, len, |w| f(w.local + off))?
+            .map_err(Err)
+    }
+
+    /// Runs `f` with window `id` under the table's read lock, once `off..off + len` is known to
+    /// lie in it; `Err(Ok(why))` when the window is not registered or the range is outside it.
+    fn locate<R>(
+        &self,
+        id: u32,
+        off: u64,
+        len: usize,
+        f: impl FnOnce(&GinWindow) -> R,
+    ) -> std::result::Result<R, std::result::Result<String, Error>> {
         let t = self.table.read().map_err(|_| {
             Err(Error::Internal(
                 "the GIN window table's lock is poisoned".into(),
@@ -80,7 +77,7 @@ impl Registry {
             )));
         };
         match off.checked_add(len as u64) {
-            Some(end) if end <= w.size as u64 => f(w.local + off).map_err(Err),
+            Some(end) if end <= w.size as u64 => Ok(f(w)),
             _ => Err(Ok(format!(
                 "{len} bytes of window {id} at offset {off}, beyond its {} bytes",
                 w.size
