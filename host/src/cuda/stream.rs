@@ -142,6 +142,26 @@ impl Stream {
         }
     }
 
+    /// Like [`synchronize`](Self::synchronize), but the calling thread sleeps until the work
+    /// is done (an event made with `CU_EVENT_BLOCKING_SYNC`) instead of spinning in the
+    /// driver. Waking takes longer, but the wait makes no driver calls meanwhile, which
+    /// slow the driver calls of other threads of the process (GIN's proxy and receive
+    /// threads land small puts through the driver). A stream made by [`Stream::new`] is
+    /// waited for as `synchronize` does.
+    ///
+    /// # Errors
+    /// [`Error::Cuda`] with the error of a failed kernel or copy on the stream.
+    pub fn synchronize_asleep(&self) -> Result<()> {
+        match &self.inner {
+            Inner::Emulated => Ok(()),
+            Inner::Cudarc(s) => s
+                .record_event(Some(sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC))
+                .and_then(|e| e.synchronize())
+                .map_err(cu("cuEventSynchronize")),
+            Inner::Raw(_) => self.synchronize(),
+        }
+    }
+
     /// Copies `src` into `dst` from element `offset` on (in units of `T`), after everything
     /// queued on this stream before it, and returns once the copy is complete.
     ///

@@ -68,6 +68,43 @@ pub fn check_dependent_launch(ctx: &Ctx) -> Result<Verdict> {
     )))
 }
 
+/// `Stream::synchronize_asleep` returns only once the stream's work is done: a 5 ms kernel
+/// must have written every value when it returns, and at least 5 ms must have passed.
+pub fn check_synchronize_asleep(ctx: &Ctx) -> Result<Verdict> {
+    let n = 256usize;
+    let value = 0x5eed_0002u32;
+    let out = ctx.poisoned::<u32>(n)?;
+    let dev = symcomm::Device::open(ctx.dev as usize)?;
+    let stream = dev.stream()?;
+    let producer = ctx.module.kernel::<k::PdlProducer>()?;
+    let delay_ns = 5_000_000u64;
+    let t0 = Instant::now();
+    // SAFETY: the argument types are the kernel's; `out` holds one u32 per thread and
+    // outlives the wait below.
+    unsafe {
+        producer.launch(
+            LaunchConfig::linear(2, 128),
+            &stream,
+            (out.as_mut_ptr(), value, delay_ns),
+        )?
+    };
+    stream.synchronize_asleep()?;
+    let waited = t0.elapsed();
+    let got: Vec<u32> = ctx.download(&out, n)?;
+    if let Err(e) = compare("after synchronize_asleep", &got, &vec![value; n]) {
+        return Ok(Err(e));
+    }
+    if waited.as_nanos() < u128::from(delay_ns) {
+        return Ok(Err(format!(
+            "synchronize_asleep returned after {waited:?}, before the 5 ms kernel ended"
+        )));
+    }
+    Ok(Ok(format!(
+        "returned after {:.2} ms with all {n} values written",
+        waited.as_secs_f64() * 1e3
+    )))
+}
+
 pub fn check_smem_static(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
     let (blocks, t) = (4usize, k::STATIC_SMEM_THREADS as usize);
     let input: Vec<u32> = (0..blocks * t).map(|_| rng.next_u32()).collect();

@@ -170,6 +170,7 @@ fn main() -> ExitCode {
     report("module_load", check_module_load(&ctx));
     report("geometry", arch::check_geometry(&ctx));
     report("dependent_launch", arch::check_dependent_launch(&ctx));
+    report("synchronize_asleep", arch::check_synchronize_asleep(&ctx));
     report("smem_static", arch::check_smem_static(&ctx, &mut rng));
     report(
         "cluster_exchange",
