@@ -56,6 +56,7 @@ use std::time::{Duration, Instant};
 
 pub use footprint::GinFootprint;
 pub(crate) use footprint::GinParams;
+pub use mover::TEST_VALUE_WRITES_ENV;
 pub use socket::TEST_DELAY_ENV;
 pub use symcomm_device::gin::GinConnection;
 use symcomm_device::gin::{Descriptor, GinHandle, Op};
@@ -111,6 +112,9 @@ pub struct GinStats {
     pub frames_sent: u64,
     /// Operations received.
     pub frames_received: u64,
+    /// Small puts into GPU windows landed by stream memory operations (the others land by
+    /// copy; none under emulation).
+    pub value_landings: u64,
 }
 
 /// A rank's running GIN: owned by its device communicator; stopped on drop.
@@ -321,6 +325,7 @@ impl GinRuntime {
             bytes_received: s.bytes_received.load(Ordering::Relaxed),
             frames_sent: s.frames_sent.load(Ordering::Relaxed),
             frames_received: s.frames_received.load(Ordering::Relaxed),
+            value_landings: s.value_landings.load(Ordering::Relaxed),
         }
     }
 

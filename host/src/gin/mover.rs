@@ -37,6 +37,13 @@ pub(crate) const VALUE_WRITE_BYTES: usize = 64;
 const SPIN_COPY_BYTES: usize = 64 << 10;
 
 /// The data mover of one proxy or receive thread.
+/// Test-only: the most writes of one batch of stream memory operations (unset: 32). Batches
+/// of more writes land by copy, with their signals applied by the receive thread, as when
+/// the driver refuses stream memory operations; so `1` sends every landing down that path
+/// and `3` mixes the two (an 8-byte put with one signal is queued). Never set it in
+/// production.
+pub const TEST_VALUE_WRITES_ENV: &str = "SYMCOMM_GIN_TEST_VALUE_WRITES";
+
 pub(crate) struct Mover {
     gpu: Option<cudarc::driver::sys::CUstream>,
     /// Pinned on GPUs; a page-aligned heap allocation under emulation.
@@ -45,6 +52,9 @@ pub(crate) struct Mover {
     /// Whether small landings may use stream memory operations (until the driver refuses
     /// them once).
     value_writes: bool,
+    /// The most writes of one batch ([`driver::MAX_VALUE_WRITES`], or fewer for tests:
+    /// [`TEST_VALUE_WRITES_ENV`]); a larger batch lands by copy.
+    max_writes: usize,
     /// The last value written to the completion word.
     ticket: u64,
 }
@@ -66,6 +76,7 @@ impl Mover {
                 staging,
                 device: device.clone(),
                 value_writes: false,
+                max_writes: 0,
                 ticket: 0,
             });
         }
@@ -76,6 +87,12 @@ impl Mover {
             staging,
             device: device.clone(),
             value_writes: true,
+            max_writes: std::env::var(TEST_VALUE_WRITES_ENV)
+                .ok()
+                .and_then(|v| v.parse::<usize>().ok())
+                .map_or(driver::MAX_VALUE_WRITES, |n| {
+                    n.min(driver::MAX_VALUE_WRITES)
+                }),
             ticket: 0,
         })
     }
@@ -179,7 +196,8 @@ impl Mover {
     /// words), then `done.1` to the 8-byte word at `done.0`. The GPU's front end carries them
     /// out in order, each after a memory fence, so a word written later is seen only after
     /// the writes before it. Nothing waits. `Ok(false)`, with nothing queued, when the batch
-    /// would have more than [`driver::MAX_VALUE_WRITES`] writes, or when the driver refuses
+    /// would have more than [`driver::MAX_VALUE_WRITES`] writes (or [`TEST_VALUE_WRITES_ENV`]'s
+    /// number), or when the driver refuses
     /// stream memory operations (copies are used from then on).
     ///
     /// # Safety
@@ -217,7 +235,7 @@ impl Mover {
                 wide: true,
             });
         }
-        if writes.len() > driver::MAX_VALUE_WRITES {
+        if writes.len() > self.max_writes {
             return Ok(false);
         }
         // SAFETY: the caller's contract (alignment checked by `writes_values`); the stream is

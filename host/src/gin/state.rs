@@ -62,6 +62,7 @@ pub(crate) struct Stats {
     pub bytes_received: AtomicU64,
     pub frames_sent: AtomicU64,
     pub frames_received: AtomicU64,
+    pub value_landings: AtomicU64,
 }
 
 /// State shared by the proxy and the transport's threads.
@@ -321,6 +322,7 @@ impl Shared {
         let queued =
             unsafe { mover.queue_values(addr, bytes, &then, (word, batch)) }.map_err(Err)?;
         if queued {
+            self.stats.value_landings.fetch_add(1, Ordering::Relaxed);
             let q = &mut landing.queued;
             q.issued = batch;
             for (index, _) in values {

@@ -234,16 +234,34 @@ fn run(comm: &Communicator, a: Args) -> Result<String> {
             "the transport carried nothing: {st:?}"
         )));
     }
+    // Small puts (8 and 60 bytes) arrived: on a GPU they land by stream memory operations,
+    // unless the test limit keeps every batch off that path; never under emulation.
+    let most_writes = std::env::var(symcomm::gin::TEST_VALUE_WRITES_ENV)
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok());
+    // (An 8-byte put with a signal is 3 writes; with a limit of 2 only some could be.)
+    let want_some = !s.dev.is_emulated() && most_writes.is_none_or(|n| n >= 3);
+    if most_writes != Some(2) && (st.value_landings > 0) != want_some {
+        return Err(symcomm::Error::InvalidArgument(format!(
+            "{} small puts landed by stream memory operations, want {} (emulated: {}, \
+             batch limit {most_writes:?})",
+            st.value_landings,
+            if want_some { "some" } else { "none" },
+            s.dev.is_emulated()
+        )));
+    }
     Ok(format!(
         "gin: rank {r} of {} ({} nodes, {} connectivity): {f}; {p}; strong order held in 50 \
-         rounds; transport sent {} B in {} frames, received {} B in {} frames",
+         rounds; transport sent {} B in {} frames, received {} B in {} frames ({} small \
+         landings by stream memory operations)",
         comm.size(),
         a.nodes,
         if a.rail { "rail" } else { "full" },
         st.bytes_sent,
         st.frames_sent,
         st.bytes_received,
-        st.frames_received
+        st.frames_received,
+        st.value_landings
     ))
 }
 
