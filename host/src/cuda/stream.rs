@@ -156,7 +156,8 @@ impl Stream {
             Inner::Emulated => Ok(()),
             Inner::Cudarc(s) => s
                 .record_event(Some(sys::CUevent_flags::CU_EVENT_BLOCKING_SYNC))
-                .and_then(|e| e.synchronize())
+                .map_err(cu("cuEventRecord"))?
+                .synchronize()
                 .map_err(cu("cuEventSynchronize")),
             Inner::Raw(_) => self.synchronize(),
         }

@@ -112,8 +112,9 @@ pub struct GinStats {
     pub frames_sent: u64,
     /// Operations received.
     pub frames_received: u64,
-    /// Small puts into GPU windows landed by stream memory operations (the others land by
-    /// copy; none under emulation).
+    /// Small puts into GPU windows landed by one batch of stream memory operations that also
+    /// carries the signal updates they release (none under emulation; the others land by
+    /// copy, or by such writes that a thread waits for).
     pub value_landings: u64,
 }
 

@@ -36,14 +36,16 @@ pub(crate) const VALUE_WRITE_BYTES: usize = 64;
 /// latency is the latency of a small put); larger ones by `cuStreamSynchronize`.
 const SPIN_COPY_BYTES: usize = 64 << 10;
 
-/// The data mover of one proxy or receive thread.
-/// Test-only: the most writes of one batch of stream memory operations (unset: 32). Batches
-/// of more writes land by copy, with their signals applied by the receive thread, as when
-/// the driver refuses stream memory operations; so `1` sends every landing down that path
-/// and `3` mixes the two (an 8-byte put with one signal is queued). Never set it in
-/// production.
+/// Test-only: the most writes of one batch of stream memory operations (unset: 32; each
+/// aligned 8 or 4 bytes of data, each signal update and the landing word take one). A
+/// landing whose batch would be longer lands by copy, with its signals applied by the
+/// receive thread once the batches before it have run, as when the driver refuses stream
+/// memory operations. So `1` sends every small landing that way; `2` queues a put of no
+/// bytes with one signal and copies what follows it; `3` also queues an 8-byte put with
+/// one signal at an 8-byte aligned address. Never set it in production.
 pub const TEST_VALUE_WRITES_ENV: &str = "SYMCOMM_GIN_TEST_VALUE_WRITES";
 
+/// The data mover of one proxy or receive thread.
 pub(crate) struct Mover {
     gpu: Option<cudarc::driver::sys::CUstream>,
     /// Pinned on GPUs; a page-aligned heap allocation under emulation.
