@@ -199,8 +199,8 @@ impl Mover {
     /// out in order, each after a memory fence, so a word written later is seen only after
     /// the writes before it. Nothing waits. `Ok(false)`, with nothing queued, when the batch
     /// would have more than [`driver::MAX_VALUE_WRITES`] writes (or [`TEST_VALUE_WRITES_ENV`]'s
-    /// number), or when the driver refuses
-    /// stream memory operations (copies are used from then on).
+    /// number), or when the driver refuses stream memory operations (copies are used from
+    /// then on).
     ///
     /// # Safety
     /// [`writes_values`](Self::writes_values)`(dst, bytes.len())`; `dst..dst + bytes.len()`,
