@@ -47,7 +47,9 @@ use crate::symmem::layout::{
     validate_registration, window_offset_in_alloc,
 };
 use crate::symmem::record::{HandleKind, RegistrationRecord};
-use crate::symmem::state::{GinTable, GinWindow, McTeam, StateSlot, SymState, WindowEntry, lock};
+use crate::symmem::state::{
+    GinRuntimes, GinTable, GinWindow, McTeam, StateSlot, SymState, WindowEntry, lock,
+};
 use crate::{Error, Result};
 
 /// Device memory that can be registered as a window: a cuMem allocation exportable as a POSIX
@@ -133,6 +135,7 @@ unsafe impl crate::cuda::DeviceMemory for Window {
 pub struct Window {
     state: StateSlot,
     gin_table: GinTable,
+    gin_runtimes: GinRuntimes,
     gin_id: u32,
     descriptor: DeviceBox<DeviceWindow>,
     host: DeviceWindow,
@@ -190,7 +193,9 @@ impl Window {
 
     /// Deregisters now (otherwise done on drop). Local, but every rank must deregister its
     /// windows in the same order, since later registrations reuse the freed slot space. The
-    /// caller guarantees no kernel still uses the window.
+    /// caller guarantees no kernel still uses the window. GIN operations that ended kernels
+    /// posted are carried out first: a put from the window whose kernel did not wait for its
+    /// local completion is sent whole before the window goes.
     #[doc(alias = "ncclCommWindowDeregister")]
     pub fn deregister(mut self) -> Result<()> {
         self.release()
@@ -202,6 +207,11 @@ impl Window {
         }
         crate::fault::pause_point("deregister", self.host.world_rank as usize);
         self.active = false;
+        // The proxies first carry out what kernels posted before (a put from this window
+        // among it is sent whole); the caller's contract says no kernel posts more for it.
+        if self.gin_id != 0 {
+            self.gin_runtimes.wait_picked_up();
+        }
         // Out of the GIN table first: once the write lock is ours, no proxy copies into or out
         // of the window, and none finds it again. Then wait for its token: a send from it ends
         // (its socket has a write timeout), and a landing queued for the GPU is let go once it
@@ -453,6 +463,7 @@ impl Communicator {
         Ok(Window {
             state: state_arc,
             gin_table: Arc::clone(self.gin_table()),
+            gin_runtimes: self.gin_runtimes().clone(),
             gin_id,
             descriptor,
             host,

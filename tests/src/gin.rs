@@ -12,8 +12,8 @@ use symcomm::{
     Communicator, DevComm, Device, Error, Requirements, Result, SymmetricMemory, Window,
 };
 use symcomm_test_kernels::{
-    GinBad, GinBarrierRounds, GinOrder, GinPingpong, GinPutSignal, GinReset, GinWaitForever,
-    VALUE_XOR,
+    GinBad, GinBarrierRounds, GinOrder, GinPingpong, GinPutAndGo, GinPutSignal, GinReset,
+    GinWaitForever, VALUE_XOR,
 };
 
 use crate::kernels::PTX;
@@ -235,6 +235,84 @@ pub fn pingpong(comm: &Communicator, s: &Setup, rounds: u32) -> Result<String> {
         "{rounds} signal round trips with rank {peer}, each value exact ({:.1} µs per round trip)",
         secs * 1e6 / f64::from(rounds.max(1))
     ))
+}
+
+/// A put from a window deregistered as soon as its kernel has ended. Collective. On a fresh
+/// window of `2 × bytes`, the lower rank of each pair puts its first half into the partner's
+/// second half ([`GinPutAndGo`]: no wait for the local completion), synchronises its stream
+/// and deregisters the window at once, while the proxy may not have picked the put up yet or
+/// may still be sending it. The deregistration must wait for that (never refuse the put or
+/// unmap its source under the proxy): the partner receives every byte, and no rank's GIN
+/// fails. The partner waits for the signal on the host, not in a kernel: ranks that are
+/// threads share the GPU's context, and on an H100 the landing copy of the put stalled until
+/// a partner's kernel waiting for it timed out (the sender's unmapping evidently waits for
+/// the device to go idle). Returns the rank's line.
+pub fn put_then_deregister(comm: &Communicator, s: &Setup, bytes: usize) -> Result<String> {
+    let (me, peer) = (comm.rank(), partner(comm));
+    s.reset(comm)?;
+    let mem = SymmetricMemory::alloc(comm, 2 * bytes)?;
+    let mut win = Some(comm.register_window(&mem)?);
+    let handle = win.as_ref().map(|w| w.handle()).expect("registered above");
+    let stream = s.dev.stream()?;
+    let src: Vec<u8> = (0..bytes).map(|i| pattern(me, 99, i)).collect();
+    stream.fill_bytes(&mem, 0xee)?;
+    stream.copy_to_device(&mem, 0, &src)?;
+    stream.synchronize()?;
+    comm.bootstrap().barrier()?;
+    let line = if me < peer {
+        let out_buf = s.dev.alloc(8)?;
+        let args = (
+            s.devcomm.raw(),
+            handle,
+            peer as u32,
+            bytes as u64,
+            0u64,
+            bytes as u64,
+            TIMEOUT_NS,
+            out_buf.as_mut_ptr::<u64>(),
+        );
+        let k = s.module.kernel::<GinPutAndGo>()?;
+        // SAFETY: the window holds both halves on both ranks; the partner receives.
+        unsafe { k.launch(LaunchConfig::linear(1, 1), &stream, args)? };
+        stream.synchronize()?;
+        let t0 = Instant::now();
+        win.take().map_or(Ok(()), Window::deregister)?;
+        let took = t0.elapsed();
+        let mut code = [0u64; 1];
+        stream.copy_to_host(&out_buf, 0, &mut code)?;
+        expect("put_then_deregister: kernel code", code[0], 0)?;
+        format!(
+            "a {} KiB put from a window deregistered as soon as its kernel ended: the \
+             deregistration waited {:.2} ms",
+            bytes >> 10,
+            took.as_secs_f64() * 1e3
+        )
+    } else {
+        let deadline = Instant::now() + Duration::from_nanos(TIMEOUT_NS);
+        while s.devcomm.gin_signal(0).unwrap_or(0) < 1 {
+            s.check_failure()?;
+            if Instant::now() > deadline {
+                return Err(Error::InvalidArgument(format!(
+                    "put_then_deregister: no signal from rank {peer} in {TIMEOUT_NS} ns"
+                )));
+            }
+            std::thread::sleep(Duration::from_micros(100));
+        }
+        let mut got = vec![0u8; bytes];
+        stream.copy_to_host(&mem, bytes, &mut got)?;
+        let wrong = (0..bytes)
+            .filter(|&i| got[i] != pattern(peer, 99, i))
+            .count();
+        expect("put_then_deregister: wrong bytes", wrong, 0)?;
+        win.take().map_or(Ok(()), Window::deregister)?;
+        format!(
+            "all {} KiB of a put from a window its sender deregistered at once arrived",
+            bytes >> 10
+        )
+    };
+    comm.bootstrap().barrier()?;
+    s.check_failure()?;
+    Ok(line)
 }
 
 /// The ordering probe with the partner (the lower rank sends): how many of `rounds` rounds saw

@@ -2,7 +2,8 @@
 //! inline values, signals (inc / add / set × strong / weak), counters and flush with every byte
 //! checked, signal ping-pongs with an exact check each round (100 000 round trips per pair in
 //! the 2 × 2 process job), the ordering probe with data delayed behind signals, a peer killed
-//! while the others wait, and bad operations. Jobs of 2 nodes × 2 ranks and 4 nodes × 1, as
+//! while the others wait, bad operations, and a window deregistered right after a put from it
+//! was posted. Jobs of 2 nodes × 2 ranks and 4 nodes × 1, as
 //! threads that declare their nodes and as processes of `symcomm-run --nnodes` invocations
 //! (`fault_run` is symcomm-run built in this package).
 
@@ -18,6 +19,7 @@ fn gin_check() -> Command {
         .env_remove("SYMCOMM_LOG")
         .env_remove("SYMCOMM_NODE_ID")
         .env_remove("SYMCOMM_GIN_TEST_DELAY_US")
+        .env_remove("SYMCOMM_GIN_TEST_VALUE_WRITES")
         .env_remove("SYMCOMM_GIN_TRANSPORT")
         .stdin(Stdio::null());
     c
@@ -71,6 +73,28 @@ fn run_nodes(nodes: usize, per: usize, args: &[&str]) -> (bool, String) {
         all += &text(&o);
     }
     (ok, all)
+}
+
+/// A window deregistered as soon as the kernel that posted a 16 MiB put from it has ended: the
+/// deregistration waits until the proxy has sent the put (before, the proxy found the window
+/// gone and failed the rank's GIN), and every byte arrives.
+#[test]
+fn a_window_deregistered_right_after_its_put_was_posted_sends_it_whole() {
+    for threads in ["2", "4"] {
+        let out = gin_check()
+            .args(["--threads", threads, "--nodes", "2", "--dereg"])
+            .output()
+            .unwrap();
+        let all = text(&out);
+        assert!(out.status.success(), "{threads} ranks: {all}");
+        let n: usize = threads.parse().unwrap();
+        assert_eq!(
+            all.matches("the deregistration waited").count(),
+            n / 2,
+            "{all}"
+        );
+        assert_eq!(all.matches("arrived").count(), n / 2, "{all}");
+    }
 }
 
 #[test]

@@ -39,7 +39,7 @@ pub use team::{
 };
 
 use crate::bootstrap::{Bootstrap, DEFAULT_TIMEOUT, LaunchEnv, fnv1a64, parse_timeout};
-use crate::symmem::state::{GinTable, StateSlot};
+use crate::symmem::state::{GinRuntimes, GinTable, StateSlot};
 use crate::{Error, Result};
 use node::{RankInfo, decode_info, detect_node, encode_info, shared_device_across_processes};
 use team::world_distance;
@@ -118,6 +118,8 @@ pub struct Communicator {
     symm: StateSlot,
     /// The windows GIN may access (see [`GinTable`]).
     gin_table: GinTable,
+    /// Its GIN runtimes, which a deregistration waits for (see [`GinRuntimes`]).
+    gin_runtimes: GinRuntimes,
 }
 
 impl Communicator {
@@ -197,6 +199,7 @@ impl Communicator {
             options: options.clone(),
             symm: Arc::new(Mutex::new(None)),
             gin_table: Arc::default(),
+            gin_runtimes: GinRuntimes::default(),
         };
         // Every rank must derive the same teams and layout: agree on what shapes them.
         let settings = settings::init_settings(options.lsa_cap, options.node_id.is_some(), |k| {
@@ -435,6 +438,11 @@ impl Communicator {
     /// The windows GIN may access.
     pub(crate) fn gin_table(&self) -> &GinTable {
         &self.gin_table
+    }
+
+    /// The communicator's GIN runtimes (see [`GinRuntimes`]).
+    pub(crate) fn gin_runtimes(&self) -> &GinRuntimes {
+        &self.gin_runtimes
     }
 
     /// The device ordinal as the driver takes it.

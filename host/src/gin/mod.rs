@@ -248,6 +248,8 @@ impl GinRuntime {
             Arc::clone(&shared),
             &device,
         )?);
+        let dyn_shared: Arc<dyn crate::symmem::state::GinPickUp> = shared.clone();
+        comm.gin_runtimes().add(Arc::downgrade(&dyn_shared));
         let (sh, tr) = (Arc::clone(&shared), Arc::clone(&transport));
         let proxy = Mover::new(&device).and_then(|mover| {
             std::thread::Builder::new()

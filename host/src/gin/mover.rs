@@ -113,8 +113,8 @@ impl Mover {
         unsafe { std::slice::from_raw_parts_mut(self.staging.host_ptr(), n) }
     }
 
-    /// Copies `n` bytes at `src` (a window's memory, live: the caller holds the registry) into
-    /// the staging buffer.
+    /// Copies `n` bytes at `src` (a window's memory, kept mapped by the caller: the registry's
+    /// lock or the window's token) into the staging buffer.
     fn load(&mut self, src: u64, n: usize) -> Result<()> {
         match self.gpu {
             None => {
@@ -313,8 +313,10 @@ impl Mover {
                 source: e,
             })
         };
+        // The window's token, held until the last byte is written: a deregistration waits for
+        // the whole send (no lock is held while a slow peer reads).
+        let pinned = reg.pin(win, off, len)?;
         if self.gpu.is_none() {
-            let pinned = reg.pin(win, off, len)?;
             // SAFETY: `len` bytes of a registered window of this process, mapped while
             // `pinned` lives. The kernel's contract keeps them unchanged until the put is done;
             // the slice is only read, by the socket's copy.
@@ -325,7 +327,8 @@ impl Mover {
         let mut head = head;
         while done < len {
             let n = (len - done).min(CHUNK_BYTES);
-            reg.with(win, off + done as u64, n, |addr| self.load(addr, n))?;
+            // `pinned` keeps the window mapped (see above).
+            self.load(pinned.addr + done as u64, n).map_err(Err)?;
             write_all_vectored(w, head, self.chunk(n)).map_err(io)?;
             head = &[];
             done += n;

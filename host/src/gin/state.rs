@@ -6,7 +6,7 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 
-use symcomm_device::gin::{GinConnection, SignalOp};
+use symcomm_device::gin::{Descriptor, GinConnection, SignalOp};
 
 use super::landing::{Landing, batch_values};
 use super::mover::Mover;
@@ -14,6 +14,7 @@ use super::registry::Registry;
 use super::wire::{Frame, Kind};
 use crate::Error;
 use crate::cuda::memory::{HostMapped, PinnedBytes};
+use crate::symmem::state::GinPickUp;
 
 /// Longest wait for the GPU to carry out queued landings before this rank's GIN fails.
 const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -237,6 +238,57 @@ impl Shared {
         self.mem.consumers.word(self.landing_index())
     }
 
+    /// [`GinPickUp::wait_picked_up`](crate::symmem::state::GinPickUp): the index one past the
+    /// last descriptor posted now on each ring (the stamps the proxy checks), then a wait
+    /// until the proxy's consumer index of every ring has reached it.
+    pub(crate) fn wait_picked_up(&self) {
+        let (depth, rings) = (
+            u64::from(self.cfg.depth),
+            self.cfg.n_contexts as usize * self.cfg.peer_slots as usize,
+        );
+        let posted: Vec<u64> = (0..rings)
+            .map(|ring| {
+                // Acquire: as the proxy reads them.
+                let mut idx = self.mem.consumers.word(ring).load(Ordering::Acquire);
+                for _ in 0..depth {
+                    let slot = (ring as u64 * depth + (idx & (depth - 1))) as usize * 16;
+                    let stamp = self.mem.rings.word(slot + Descriptor::STAMP);
+                    if stamp.load(Ordering::Acquire) != idx + 1 {
+                        break;
+                    }
+                    idx += 1;
+                }
+                idx
+            })
+            .collect();
+        tracing::debug!(
+            "rank {}: deregistration: rings posted up to {posted:?}",
+            self.cfg.rank
+        );
+        let t0 = std::time::Instant::now();
+        let mut warned = false;
+        while (0..rings).any(|r| self.mem.consumers.word(r).load(Ordering::Acquire) < posted[r]) {
+            if self.failed() || self.stopping() {
+                return;
+            }
+            if !warned && t0.elapsed() > std::time::Duration::from_secs(1) {
+                tracing::warn!(
+                    "rank {}: deregistration waits for the GIN proxy (for 1 s now)",
+                    self.cfg.rank
+                );
+                warned = true;
+            }
+            if t0.elapsed() > DRAIN_LIMIT {
+                tracing::warn!(
+                    "rank {}: deregistration goes on without the GIN proxy after {DRAIN_LIMIT:?}",
+                    self.cfg.rank
+                );
+                return;
+            }
+            std::thread::sleep(std::time::Duration::from_micros(20));
+        }
+    }
+
     /// Waits until the GPU has carried out queued batch `issued` and every one before it
     /// (fails this rank's GIN after [`DRAIN_LIMIT`]: the GPU stopped; returns at once when
     /// this rank's GIN has failed).
@@ -384,5 +436,11 @@ fn kind_name(k: Kind) -> &'static str {
         Kind::Close => "close",
         Kind::Refused => "refusal",
         Kind::Failed => "failure notice",
+    }
+}
+
+impl GinPickUp for Shared {
+    fn wait_picked_up(&self) {
+        Shared::wait_picked_up(self);
     }
 }

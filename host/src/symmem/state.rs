@@ -6,7 +6,7 @@
 //! window can deregister after its communicator is gone. Registration (`crate::window`) and
 //! the multicast set-up ([`super::multicast`]) fill it; this module only defines it.
 
-use std::sync::{Arc, Mutex, MutexGuard, RwLock};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 
 use crate::cuda::multicast::{McBinding, Multicast};
 use crate::cuda::vmm::{Mapping, PhysicalMem, VaRange};
@@ -36,6 +36,48 @@ pub(crate) struct GinWindow {
 /// window under the write lock (so after every copy in progress), waits until no proxy holds
 /// its token, and only then unmaps it.
 pub(crate) type GinTable = Arc<RwLock<Vec<GinWindow>>>;
+
+/// A GIN runtime as a deregistration sees it.
+pub(crate) trait GinPickUp: Send + Sync {
+    /// Returns once the proxy has carried out every operation that the kernels had posted
+    /// when it was called (or the runtime has failed or is stopping, or a bound has passed).
+    fn wait_picked_up(&self);
+}
+
+/// The communicator's live GIN runtimes. A deregistration first waits until each has picked
+/// up what kernels had posted ([`GinPickUp`]): a put from the window posted by a kernel that
+/// has ended is then sent whole, not refused because its window went first.
+#[derive(Clone, Default)]
+pub(crate) struct GinRuntimes(Arc<Mutex<Vec<Weak<dyn GinPickUp>>>>);
+
+impl std::fmt::Debug for GinRuntimes {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("GinRuntimes")
+    }
+}
+
+impl GinRuntimes {
+    /// Adds a runtime (dropped ones are forgotten).
+    pub(crate) fn add(&self, runtime: Weak<dyn GinPickUp>) {
+        let mut v = match self.0.lock() {
+            Ok(v) => v,
+            Err(p) => p.into_inner(),
+        };
+        v.retain(|r| r.strong_count() > 0);
+        v.push(runtime);
+    }
+
+    /// [`GinPickUp::wait_picked_up`] of every live runtime, without holding the list's lock.
+    pub(crate) fn wait_picked_up(&self) {
+        let live: Vec<Arc<dyn GinPickUp>> = match self.0.lock() {
+            Ok(v) => v.iter().filter_map(Weak::upgrade).collect(),
+            Err(p) => p.into_inner().iter().filter_map(Weak::upgrade).collect(),
+        };
+        for r in live {
+            r.wait_picked_up();
+        }
+    }
+}
 
 /// Per-communicator symmetric-memory state, created by the first registration.
 #[derive(Debug)]

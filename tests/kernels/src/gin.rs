@@ -290,6 +290,46 @@ pub unsafe fn gin_order(
     }
 }
 
+/// One thread posts a put of `bytes` bytes from `win` at `src_off` to world rank `peer`'s
+/// `win` at `dst_off`, with a strong inc of signal 0, and ends without waiting for anything
+/// (not even its local completion). `out[0]` = the result code of the post.
+///
+/// # Safety
+/// `win` is registered for GIN on both ranks and holds both ranges; `comm` has ≥ 1 context and
+/// signal 0; `out` holds 1 u64.
+#[kernel]
+#[allow(clippy::too_many_arguments)]
+pub unsafe fn gin_put_and_go(
+    comm: DevComm,
+    win: WindowHandle,
+    peer: u32,
+    bytes: u64,
+    src_off: u64,
+    dst_off: u64,
+    timeout_ns: u64,
+    out: *mut u64,
+) {
+    let t = Thread::new();
+    let gin = Gin::new(&comm, 0).with_timeout(timeout_ns);
+    // SAFETY: launch contract (registered window, both ranges inside it).
+    let r = unsafe {
+        gin.put(
+            &t,
+            &comm.world_team(),
+            peer as i32,
+            win,
+            dst_off as usize,
+            win,
+            src_off as usize,
+            bytes as usize,
+            RemoteAction::inc(0),
+            LocalAction::None,
+        )
+    };
+    // SAFETY: out holds 1 u64.
+    unsafe { *out = WaitError::result_code(r) as u64 };
+}
+
 /// One thread waits (no timeout: only the abort flag ends it) for signal `signal` ≥ `least`;
 /// `out[0]` = the result code.
 ///

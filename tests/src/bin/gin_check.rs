@@ -1,5 +1,5 @@
 //! `gin_check --nodes M [--threads N] [--rounds R] [--order strong|weak] [--kill K] [--bad]
-//! [--idle S] [--rail]`:
+//! [--idle S] [--rail] [--dereg]`:
 //! the GIN checks of `symcomm_tests::gin` on a job of `M` nodes. Under a launcher
 //! (`symcomm-run --nnodes M …`) every process is a rank; with `--threads N` the ranks are
 //! threads of this process and rank `r` declares node `r / (N / M)`.
@@ -20,6 +20,9 @@
 //!   to 1024 ranks, full and rail connectivity (computed; nothing is created);
 //! - `--rail`: GIN connects only the rail team (the partner is on it when the nodes hold the
 //!   same number of ranks);
+//! - `--dereg`: the lower rank of each pair puts 16 MiB from a window and deregisters it as
+//!   soon as the kernel that posted the put has ended; every byte must arrive
+//!   (`gin::put_then_deregister`);
 //! - `--idle S`: after a short ping-pong, leaves GIN idle for `S` seconds and reports the CPU
 //!   time its proxy and receive threads used meanwhile (from `/proc/self/task`).
 
@@ -41,10 +44,12 @@ struct Args {
     idle: Option<u64>,
     rail: bool,
     barriers: Option<u32>,
+    dereg: bool,
 }
 
 const USAGE: &str = "usage: gin_check --nodes M [--threads N] [--rounds R] \
-                     [--order strong|weak] [--kill K] [--bad] [--idle S] [--rail] [--barriers R]";
+                     [--order strong|weak] [--kill K] [--bad] [--idle S] [--rail] [--barriers R] \
+                     [--dereg]";
 
 /// CPU time (user + system, in clock ticks) of this process's threads named `name`.
 fn thread_ticks(name: &str) -> Option<u64> {
@@ -77,12 +82,14 @@ fn parse() -> Option<Args> {
         idle: None,
         rail: false,
         barriers: None,
+        dereg: false,
     };
     let mut it = args.iter();
     while let Some(k) = it.next() {
         match k.as_str() {
             "--bad" => a.bad = true,
             "--rail" => a.rail = true,
+            "--dereg" => a.dereg = true,
             "--order" => {
                 a.order = match it.next()?.as_str() {
                     "strong" => Some(true),
@@ -202,6 +209,10 @@ fn run(comm: &Communicator, a: Args) -> Result<String> {
             used(0),
             used(1)
         ));
+    }
+    if a.dereg {
+        let line = gin::put_then_deregister(comm, &s, 16 << 20)?;
+        return Ok(format!("gin: rank {r}: {line}"));
     }
     if let Some(strong) = a.order {
         let early = gin::ordering(comm, &s, strong, a.rounds)?;
