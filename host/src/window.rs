@@ -195,7 +195,10 @@ impl Window {
     /// windows in the same order, since later registrations reuse the freed slot space. The
     /// caller guarantees no kernel still uses the window. GIN operations that ended kernels
     /// posted are carried out first: a put from the window whose kernel did not wait for its
-    /// local completion is sent whole before the window goes.
+    /// local completion is sent whole before the window goes. So a deregistration may wait for
+    /// all the GIN traffic that this rank's kernels have posted (to any peer, from any window)
+    /// to be sent; it warns after 1 s, and goes on without it only once a proxy has made no
+    /// progress for 10 s (an operation from the window may then fail the rank's GIN).
     #[doc(alias = "ncclCommWindowDeregister")]
     pub fn deregister(mut self) -> Result<()> {
         self.release()
@@ -214,8 +217,8 @@ impl Window {
         }
         // Out of the GIN table first: once the write lock is ours, no proxy copies into or out
         // of the window, and none finds it again. Then wait for its token: a send from it ends
-        // (its socket has a write timeout), and a landing queued for the GPU is let go once it
-        // has run (the receive thread looks every millisecond).
+        // (each of its socket writes has a timeout), and a landing queued for the GPU is let go
+        // once it has run (the receive thread looks every millisecond).
         let removed = {
             let mut t = match self.gin_table.write() {
                 Ok(t) => t,

@@ -244,15 +244,16 @@ pub fn pingpong(comm: &Communicator, s: &Setup, rounds: u32) -> Result<String> {
 /// may still be sending it. The deregistration must wait for that (never refuse the put or
 /// unmap its source under the proxy): the partner receives every byte, and no rank's GIN
 /// fails. The partner waits for the signal on the host, not in a kernel: ranks that are
-/// threads share the GPU's context, and on an H100 the landing copy of the put stalled until
-/// a partner's kernel waiting for it timed out (the sender's unmapping evidently waits for
-/// the device to go idle). Returns the rank's line.
+/// threads share the GPU's context, and on an H100 the landing copy of the put did not
+/// finish until a partner's kernel waiting for it had timed out, while the sender was
+/// deregistering (the cause is not established). Returns the rank's line.
 pub fn put_then_deregister(comm: &Communicator, s: &Setup, bytes: usize) -> Result<String> {
     let (me, peer) = (comm.rank(), partner(comm));
     s.reset(comm)?;
     let mem = SymmetricMemory::alloc(comm, 2 * bytes)?;
-    let mut win = Some(comm.register_window(&mem)?);
-    let handle = win.as_ref().map(|w| w.handle()).expect("registered above");
+    let registered = comm.register_window(&mem)?;
+    let handle = registered.handle();
+    let mut win = Some(registered);
     let stream = s.dev.stream()?;
     let src: Vec<u8> = (0..bytes).map(|i| pattern(me, 99, i)).collect();
     stream.fill_bytes(&mem, 0xee)?;

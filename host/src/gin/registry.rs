@@ -1,9 +1,9 @@
 //! The windows a rank's proxy may read from and write to: the communicator's registered
 //! windows, found by their GIN id (registration number + 1, the same on every rank), in the
 //! communicator's GIN table. Looked up at every access: a window registered after the device
-//! communicator is found, a deregistered one is refused. A copy holds the table's read lock
-//! (never across a socket write); a send straight from host memory holds the window's token
-//! ([`Registry::pin`]) instead. Deregistration removes its window under the write lock and
+//! communicator is found, a deregistered one is refused. A copy into a window holds the
+//! table's read lock (never across a socket write); a send holds the window's token
+//! ([`Registry::pin`]) instead, for as long as it takes the peer to read it. Deregistration removes its window under the write lock and
 //! waits for the token before it unmaps it, so no window is unmapped while a proxy copies into
 //! or out of it. (Holding the read lock across a socket write could deadlock: a waiting writer
 //! blocks new readers, and the peer's receive thread may need its own read lock to take the
@@ -30,7 +30,8 @@ impl Registry {
 
     /// The address of bytes `off..off + len` of window `id` with the window's token: the window
     /// stays mapped while the [`Pinned`] lives (deregistration waits for it), without the
-    /// table's lock. For sends from host memory, which take as long as the peer takes to read.
+    /// table's lock. For sends, which take as long as the peer takes to read, and for landings
+    /// queued for the GPU.
     pub(crate) fn pin(
         &self,
         id: u32,

@@ -19,6 +19,10 @@ use crate::symmem::state::GinPickUp;
 /// Longest wait for the GPU to carry out queued landings before this rank's GIN fails.
 const DRAIN_LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
 
+/// Longest time a deregistration waits for a proxy that makes no progress at all
+/// ([`Shared::wait_picked_up`]).
+const PICKUP_STALL: std::time::Duration = std::time::Duration::from_secs(10);
+
 /// How a transport tells every peer that this rank's GIN failed (the reason).
 pub(crate) type Notify = Box<dyn Fn(&str) + Send + Sync>;
 
@@ -238,27 +242,34 @@ impl Shared {
         self.mem.consumers.word(self.landing_index())
     }
 
-    /// [`GinPickUp::wait_picked_up`](crate::symmem::state::GinPickUp): the index one past the
-    /// last descriptor posted now on each ring (the stamps the proxy checks), then a wait
-    /// until the proxy's consumer index of every ring has reached it.
+    /// [`GinPickUp::wait_picked_up`](crate::symmem::state::GinPickUp): for each ring, the index
+    /// one past the newest descriptor stamped now (a slot's stamp only grows, so the largest
+    /// stamp of the ring, or its consumer index if larger), then a wait until the proxy's
+    /// consumer index has reached it. The proxy takes a ring's entries in order, so that
+    /// covers every entry stamped before the call, also behind a gap that a running kernel
+    /// has yet to stamp. Warns after 1 s; goes on (with a warning) only once no ring has
+    /// moved for [`PICKUP_STALL`], or when this rank's GIN has failed. A runtime that is being
+    /// dropped is still waited for: its proxy carries out what was posted before it stops.
     pub(crate) fn wait_picked_up(&self) {
         let (depth, rings) = (
             u64::from(self.cfg.depth),
             self.cfg.n_contexts as usize * self.cfg.peer_slots as usize,
         );
+        let consumed = |ring: usize| self.mem.consumers.word(ring).load(Ordering::Acquire);
         let posted: Vec<u64> = (0..rings)
             .map(|ring| {
-                // Acquire: as the proxy reads them.
-                let mut idx = self.mem.consumers.word(ring).load(Ordering::Acquire);
-                for _ in 0..depth {
-                    let slot = (ring as u64 * depth + (idx & (depth - 1))) as usize * 16;
-                    let stamp = self.mem.rings.word(slot + Descriptor::STAMP);
-                    if stamp.load(Ordering::Acquire) != idx + 1 {
-                        break;
-                    }
-                    idx += 1;
-                }
-                idx
+                let newest = (0..depth)
+                    .map(|k| {
+                        let slot = (ring as u64 * depth + k) as usize * 16;
+                        // Acquire: as the proxy reads them.
+                        self.mem
+                            .rings
+                            .word(slot + Descriptor::STAMP)
+                            .load(Ordering::Acquire)
+                    })
+                    .max()
+                    .unwrap_or(0);
+                newest.max(consumed(ring))
             })
             .collect();
         tracing::debug!(
@@ -267,20 +278,27 @@ impl Shared {
         );
         let t0 = std::time::Instant::now();
         let mut warned = false;
-        while (0..rings).any(|r| self.mem.consumers.word(r).load(Ordering::Acquire) < posted[r]) {
-            if self.failed() || self.stopping() {
+        let mut seen: Vec<u64> = (0..rings).map(consumed).collect();
+        let mut moved = t0;
+        loop {
+            let now: Vec<u64> = (0..rings).map(consumed).collect();
+            if now.iter().zip(&posted).all(|(c, p)| c >= p) || self.failed() {
                 return;
+            }
+            if now != seen {
+                seen = now;
+                moved = std::time::Instant::now();
             }
             if !warned && t0.elapsed() > std::time::Duration::from_secs(1) {
                 tracing::warn!(
-                    "rank {}: deregistration waits for the GIN proxy (for 1 s now)",
+                    "rank {}: deregistration waits for the GIN proxy to carry out what kernels                      posted (for 1 s now)",
                     self.cfg.rank
                 );
                 warned = true;
             }
-            if t0.elapsed() > DRAIN_LIMIT {
+            if moved.elapsed() > PICKUP_STALL {
                 tracing::warn!(
-                    "rank {}: deregistration goes on without the GIN proxy after {DRAIN_LIMIT:?}",
+                    "rank {}: deregistration goes on: the GIN proxy has not moved for                      {PICKUP_STALL:?}; an operation from the window may fail",
                     self.cfg.rank
                 );
                 return;

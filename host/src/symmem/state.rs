@@ -40,7 +40,8 @@ pub(crate) type GinTable = Arc<RwLock<Vec<GinWindow>>>;
 /// A GIN runtime as a deregistration sees it.
 pub(crate) trait GinPickUp: Send + Sync {
     /// Returns once the proxy has carried out every operation that the kernels had posted
-    /// when it was called (or the runtime has failed or is stopping, or a bound has passed).
+    /// when it was called (or the runtime has failed, or its proxy has made no progress for a
+    /// bound).
     fn wait_picked_up(&self);
 }
 
@@ -67,11 +68,16 @@ impl GinRuntimes {
         v.push(runtime);
     }
 
-    /// [`GinPickUp::wait_picked_up`] of every live runtime, without holding the list's lock.
+    /// [`GinPickUp::wait_picked_up`] of every live runtime, without holding the list's lock
+    /// (dropped runtimes are forgotten).
     pub(crate) fn wait_picked_up(&self) {
-        let live: Vec<Arc<dyn GinPickUp>> = match self.0.lock() {
-            Ok(v) => v.iter().filter_map(Weak::upgrade).collect(),
-            Err(p) => p.into_inner().iter().filter_map(Weak::upgrade).collect(),
+        let live: Vec<Arc<dyn GinPickUp>> = {
+            let mut v = match self.0.lock() {
+                Ok(v) => v,
+                Err(p) => p.into_inner(),
+            };
+            v.retain(|r| r.strong_count() > 0);
+            v.iter().filter_map(Weak::upgrade).collect()
         };
         for r in live {
             r.wait_picked_up();
