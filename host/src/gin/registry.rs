@@ -3,11 +3,11 @@
 //! communicator's GIN table. Looked up at every access: a window registered after the device
 //! communicator is found, a deregistered one is refused. A copy into a window holds the
 //! table's read lock (never across a socket write); a send holds the window's token
-//! ([`Registry::pin`]) instead, for as long as it takes the peer to read it. Deregistration removes its window under the write lock and
-//! waits for the token before it unmaps it, so no window is unmapped while a proxy copies into
-//! or out of it. (Holding the read lock across a socket write could deadlock: a waiting writer
-//! blocks new readers, and the peer's receive thread may need its own read lock to take the
-//! bytes that would let the write finish.)
+//! ([`Registry::pin`]) instead, for as long as it takes the peer to read it. Deregistration
+//! removes its window under the write lock and waits for the token before it unmaps it, so no
+//! window is unmapped while a proxy copies into or out of it. (Holding the read lock across a
+//! socket write could deadlock: a waiting writer blocks new readers, and the peer's receive
+//! thread may need its own read lock to take the bytes that would let the write finish.)
 
 use crate::Error;
 use crate::symmem::state::{GinTable, GinWindow};
