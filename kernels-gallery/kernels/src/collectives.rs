@@ -6,8 +6,8 @@ use symcomm_device::comm::DevComm;
 use symcomm_device::mem::U32x4;
 
 use crate::common::{
-    Io, by_shape, grid_stride, ld, ld_each, local_addr, pack_off, peer_addr, rotated, st, st_peers,
-    stride_pairs, unroll,
+    Io, by_shape, grid_stride, ld, ld_each, local_addr, pack_off, passes, peer_addr, rotated, st,
+    st_peers, stride_pairs, unroll,
 };
 use crate::plan::{self, PACK};
 use crate::shape::{Dst, Span, Src, floor};
@@ -40,17 +40,11 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
             return all_gather_any_n::<4>(comm, io);
         }
         if ANY {
-            stride_pairs(0, span.packs(), |j, j2, both| {
-                let (v, w) = (
-                    from.load(j),
-                    if both { from.load(j2) } else { from.load(j) },
-                );
+            passes!(0, span.packs(), |p| {
+                let v = p.load(|j| from.load(j));
                 for k in 0..n {
                     let to = Dst::at(peer_addr(io.dst, rotated(me, k, n)) + at, span);
-                    to.store(j, v);
-                    if both {
-                        to.store(j2, w);
-                    }
+                    p.each(&v, |j, x| to.store(j, x));
                 }
             });
             return;
@@ -101,18 +95,14 @@ unsafe fn all_gather_pairs<const N: usize, const FLAT: bool>(
     from: Src<true>,
     to: &[u64; N],
 ) {
-    stride_pairs(0, span.packs(), |j, j2, both| {
+    passes!(0, span.packs(), |p| {
         // SAFETY: packs of the source and of block `me` of every peer's destination; only
         // this thread of this rank writes their bytes of the range.
         unsafe {
-            let jj = if both { j2 } else { j };
-            let (v, w) = (from.load_as::<FLAT>(j), from.load_as::<FLAT>(jj));
+            let v = p.load(|j| from.load_as::<FLAT>(j));
             unroll::<N>(|k| {
                 let d = Dst { base: to[k], span };
-                d.store(j, v);
-                if both {
-                    d.store(j2, w);
-                }
+                p.each(&v, |j, x| d.store(j, x));
             });
         }
     });
@@ -197,6 +187,8 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
 /// computed once ([`unroll`]: in registers), the `N` loads of a pack before its stores.
 #[inline(always)]
 unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
+    // The masks of shifted sources below are those of two sources.
+    const { assert!(N <= 2) };
     let (me, bytes) = (comm.lsa_rank, io.bytes);
     // SAFETY: live descriptors (the caller's contract).
     let (inp, out) = unsafe { (local_addr(io.src), local_addr(io.dst)) };
@@ -215,45 +207,50 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
         };
         to[k] = floor(copy + mine);
     });
-    let mut flat = false;
-    unroll::<N>(|k| flat |= from[k].shift.is_flat());
+    // Which sources sit elsewhere in their packs than the destination: only those take the
+    // shifted loads (with two ranks, one of the two blocks of an odd size on each rank). One
+    // flag for all sources made both take them: an odd all-to-all of 64 MiB then took 1.00×
+    // the next multiple of 16 bytes, 0.91× with the mask (two ranks on one H100).
+    let mut flat = 0u32;
+    unroll::<N>(|k| flat |= u32::from(from[k].shift.is_flat()) << k);
     // SAFETY: forwarded.
     unsafe {
-        if flat {
-            all_to_all_pairs::<N, true>(span, &from, &to)
-        } else {
-            all_to_all_pairs::<N, false>(span, &from, &to)
+        match flat {
+            0 => all_to_all_pairs::<N, 0>(span, &from, &to),
+            1 => all_to_all_pairs::<N, 1>(span, &from, &to),
+            2 => all_to_all_pairs::<N, 2>(span, &from, &to),
+            _ => all_to_all_pairs::<N, 3>(span, &from, &to),
         }
     }
 }
 
-/// The passes of [`all_to_all_any_n`], with the shifted loads when `FLAT` ([`Src::load_as`]).
+/// The passes of [`all_to_all_any_n`], with the shifted loads ([`Src::load_as`]) from the
+/// sources `k` whose bit `k` is set in `FLAT` (`N ≤ 2`: the four masks are the kernels).
 ///
 /// # Safety
-/// Each `from[k]` holds the range, and so does each destination `to[k]` (pack 0 of block `me`).
+/// Each `from[k]` holds the range, and so does each destination `to[k]` (pack 0 of block `me`);
+/// a source whose bit is clear is not shifted.
 #[inline(always)]
-unsafe fn all_to_all_pairs<const N: usize, const FLAT: bool>(
+unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
     span: Span<true>,
     from: &[Src<true>; N],
     to: &[u64; N],
 ) {
-    stride_pairs(0, span.packs(), |j, j2, both| {
-        let jj = if both { j2 } else { j };
-        let mut v = [U32x4::default(); N];
-        let mut w = [U32x4::default(); N];
+    passes!(0, span.packs(), |p| {
+        let mut v = [[U32x4::default(); 3]; N];
         // SAFETY: packs of block `k` of the local source and of block `me` of peer `k`'s
         // destination; only this thread of this rank writes their bytes of the range.
         unsafe {
             unroll::<N>(|k| {
-                v[k] = from[k].load_as::<FLAT>(j);
-                w[k] = from[k].load_as::<FLAT>(jj);
+                v[k] = if FLAT >> k & 1 != 0 {
+                    p.load(|j| from[k].load_as::<true>(j))
+                } else {
+                    p.load(|j| from[k].load_as::<false>(j))
+                }
             });
             unroll::<N>(|k| {
                 let d = Dst { base: to[k], span };
-                d.store(j, v[k]);
-                if both {
-                    d.store(j2, w[k]);
-                }
+                p.each(&v[k], |j, x| d.store(j, x));
             });
         }
     });
@@ -285,21 +282,15 @@ unsafe fn all_to_all_any<const ANY: bool>(comm: &DevComm, io: Io) {
         }
         return;
     }
-    stride_pairs(0, span.packs(), |j, j2, both| {
+    passes!(0, span.packs(), |pass| {
         for k in 0..n {
             let p = rotated(me, k, n);
             // SAFETY: as in `all_to_all_n`.
             unsafe {
                 let from = Src::at(inp + bytes * p as u64, span);
-                let (v, w) = (
-                    from.load(j),
-                    if both { from.load(j2) } else { from.load(j) },
-                );
+                let v = pass.load(|j| from.load(j));
                 let to = Dst::at(peer_addr(io.dst, p) + mine, span);
-                to.store(j, v);
-                if both {
-                    to.store(j2, w);
-                }
+                pass.each(&v, |j, x| to.store(j, x));
             }
         }
     });

@@ -137,6 +137,125 @@ pub fn stride_pairs(lo: u64, hi: u64, mut f: impl FnMut(u64, u64, bool)) {
     }
 }
 
+/// One pass of [`stride_passes`]: packs `j[..m]` (`m` of 1, 2 or 3), a grid's threads apart.
+#[derive(Clone, Copy)]
+pub struct Pass {
+    /// The pass's packs (those from `m` on are past the range: not to be touched).
+    pub j: [u64; 3],
+    /// How many of them are in the range.
+    pub m: u32,
+    /// Whether this is a pass of up to three packs (else of one or two): a constant where
+    /// [`stride_passes`] calls its bodies, so each body carries only its own loads.
+    three: bool,
+}
+
+impl Pass {
+    /// `f` of each pack of the pass, in order, as the pass's values: all calls made before any
+    /// value is used, with no branch between them. A pack past the pass's `m` repeats the
+    /// first pack's load (a cache hit, as in [`stride_pairs`]); a pass of one or two packs
+    /// makes no third call, and its third value is the default.
+    #[inline(always)]
+    pub fn load(self, mut f: impl FnMut(u64) -> U32x4) -> [U32x4; 3] {
+        let [j, j2, j3] = self.j;
+        let a = f(j);
+        let b = f(if self.m >= 2 { j2 } else { j });
+        let c = if self.three {
+            f(if self.m == 3 { j3 } else { j })
+        } else {
+            U32x4::default()
+        };
+        [a, b, c]
+    }
+
+    /// `f(j, v[i])` for each pack `j` (the `i`-th) of the pass.
+    #[inline(always)]
+    pub fn each(self, v: &[U32x4; 3], mut f: impl FnMut(u64, U32x4)) {
+        f(self.j[0], v[0]);
+        if self.m >= 2 {
+            f(self.j[1], v[1]);
+        }
+        if self.three && self.m == 3 {
+            f(self.j[2], v[2]);
+        }
+    }
+}
+
+/// [`stride_pairs`] without a pass for a last pack alone: two packs per pass, and the last
+/// three in one pass. A range just over a multiple of two packs per thread (1 MiB and a few
+/// bytes: 32 770 packs over 16 384 threads) took a second pass for the two threads with a
+/// third pack. In one pass, an odd all-gather of 1 MiB took 1.05–1.07× the next multiple of
+/// 16 bytes, against 1.07–1.14× before (two ranks on one H100).
+///
+/// The choice is the same for 32 consecutive threads (a warp): the passes of the warp's first
+/// thread, which has the most packs. A thread with three packs in a warp of pairs would
+/// otherwise run its own branch while the others wait. In a pass of three, each thread takes
+/// the packs it has left (two or three; one or more where the grid has fewer than 32
+/// threads).
+///
+/// `pair` runs the passes of one or two packs, `three` the last pass of up to three. Both are
+/// the same body ([`passes!`] writes it twice): each closure then has one call site and is
+/// inlined, and a pass of one or two packs carries no code for a third.
+#[inline(always)]
+pub fn stride_passes(lo: u64, hi: u64, pair: impl FnMut(Pass), three: impl FnMut(Pass)) {
+    let (first, stride) = grid_stride();
+    let lane = u64::from(thread_idx().x % 32);
+    passes_from(lo + first, lane, hi, stride, pair, three);
+}
+
+/// The loop of [`stride_passes`] for the thread whose first pack is `j` (`lane` packs after
+/// its warp's first thread's, which starts at `lo` or later) in a grid of `stride` threads.
+#[inline(always)]
+fn passes_from(
+    mut j: u64,
+    lane: u64,
+    hi: u64,
+    stride: u64,
+    mut pair: impl FnMut(Pass),
+    mut three: impl FnMut(Pass),
+) {
+    while j < hi {
+        let (j2, j3) = (j + stride, j + 2 * stride);
+        // The warp's first thread has exactly three packs left.
+        let w3 = j3 - lane;
+        if w3 < hi && hi - w3 <= stride {
+            let m = if j3 < hi {
+                3
+            } else if j2 < hi {
+                2
+            } else {
+                1
+            };
+            three(Pass {
+                j: [j, j2, j3],
+                m,
+                three: true,
+            });
+            return;
+        }
+        let m = if j2 < hi { 2 } else { 1 };
+        pair(Pass {
+            j: [j, j2, j3],
+            m,
+            three: false,
+        });
+        j += 2 * stride;
+    }
+}
+
+/// `passes!(lo, hi, |p| body)`: [`stride_passes`] over packs `lo..hi` with `body` for every
+/// [`Pass`] `p`.
+macro_rules! passes {
+    ($lo:expr, $hi:expr, |$p:ident| $body:block) => {
+        $crate::common::stride_passes(
+            $lo,
+            $hi,
+            |$p: $crate::common::Pass| $body,
+            |$p: $crate::common::Pass| $body,
+        )
+    };
+}
+pub(crate) use passes;
+
 /// Calls `f(0)`, …, `f(N − 1)` (`N ≤ 8`) as straight-line code: after inlining each index is
 /// a constant, so arrays indexed by it stay in registers. (A `while k < N` loop whose body
 /// branches, as the any-shape loads and stores do, is not unrolled, and its arrays then live
@@ -358,4 +477,61 @@ pub fn reduce_packs<T: Element, O: ReduceOp, const N: usize>(v: &[U32x4; N]) -> 
         k += 1;
     }
     acc.finish()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use core::cell::RefCell;
+    use std::vec;
+
+    /// Grids of 1 to 3 blocks of 1 to 96 threads and every range of up to 7 passes of them:
+    /// [`passes_from`] visits each pack once, makes a pass of three only as a thread's last
+    /// and only when its warp's first thread has three packs left, and makes no thread take
+    /// more passes than its warp's first thread, which takes `max(1, packs / 2)`.
+    #[test]
+    fn passes_cover_every_pack_once_and_a_warp_never_waits_for_a_lone_pack() {
+        for threads in [1u64, 2, 3, 5, 8, 31, 32, 33, 64, 96] {
+            for blocks in 1..=3u64 {
+                let stride = threads * blocks;
+                for hi in 0..=7 * stride {
+                    let lo = hi.min(5);
+                    let seen = RefCell::new(vec![0u32; hi as usize]);
+                    let left = |j: u64| if j < hi { (hi - j).div_ceil(stride) } else { 0 };
+                    let what = std::format!("{threads}×{blocks} threads, packs {lo}..{hi}");
+                    for t in 0..stride {
+                        let lane = (t % threads) % 32;
+                        let j0 = lo + t;
+                        // (passes so far, whether the pass of three was made)
+                        let state = RefCell::new((0u64, false));
+                        let visit = |p: Pass| {
+                            let mut st = state.borrow_mut();
+                            assert!(!st.1, "{what}: thread {t}: a pass after the pass of three");
+                            assert!(p.m >= 1 && p.m <= if p.three { 3 } else { 2 });
+                            if p.three {
+                                assert_eq!(left(p.j[0] - lane), 3, "{what}: warp's first");
+                                assert_eq!(left(p.j[0]), u64::from(p.m), "{what}: thread {t}");
+                                st.1 = true;
+                            }
+                            for &j in &p.j[..p.m as usize] {
+                                seen.borrow_mut()[j as usize] += 1;
+                            }
+                            st.0 += 1;
+                        };
+                        passes_from(j0, lane, hi, stride, visit, visit);
+                        let first = left(j0 - lane);
+                        let most = if first == 0 { 0 } else { (first / 2).max(1) };
+                        let passes = state.borrow().0;
+                        if lane == 0 {
+                            assert_eq!(passes, most, "{what}: thread {t}");
+                        }
+                        assert!(passes <= most, "{what}: thread {t}");
+                    }
+                    for (j, &n) in seen.borrow().iter().enumerate() {
+                        assert_eq!(n, u32::from(j as u64 >= lo), "{what}: pack {j}");
+                    }
+                }
+            }
+        }
+    }
 }
