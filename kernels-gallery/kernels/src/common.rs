@@ -2,6 +2,7 @@
 //! accesses, peer addresses, thread indexing, the barrier bracket every barrier-based kernel
 //! uses, status reports, and lane-wise reductions of packs (from peers' copies too).
 
+use core::cell::Cell;
 use core::marker::PhantomData;
 
 use symcomm_device::arch::{block_dim, block_idx, grid_dim, thread_idx};
@@ -140,7 +141,7 @@ pub fn stride_pairs(lo: u64, hi: u64, mut f: impl FnMut(u64, u64, bool)) {
 /// One pass of [`stride_passes`]: packs `j[..m]` (`m` of 1, 2 or 3), a grid's threads apart.
 #[derive(Clone, Copy)]
 pub struct Pass {
-    /// The pass's packs (those from `m` on are past the range: not to be touched).
+    /// The pass's packs (those from `m` on are not this pass's: not to be touched).
     pub j: [u64; 3],
     /// How many of them are in the range.
     pub m: u32,
@@ -152,8 +153,8 @@ pub struct Pass {
 impl Pass {
     /// `f` of each pack of the pass, in order, as the pass's values: all calls made before any
     /// value is used, with no branch between them. A pack past the pass's `m` repeats the
-    /// first pack's load (a cache hit, as in [`stride_pairs`]); a pass of one or two packs
-    /// makes no third call, and its third value is the default.
+    /// first pack's load (a cache hit, as in [`stride_pairs`]); a pass of pairs (`three`
+    /// false) makes no third call, and its third value is the default.
     #[inline(always)]
     pub fn load(self, mut f: impl FnMut(u64) -> U32x4) -> [U32x4; 3] {
         let [j, j2, j3] = self.j;
@@ -182,15 +183,16 @@ impl Pass {
 
 /// [`stride_pairs`] without a pass for a last pack alone: two packs per pass, and the last
 /// three in one pass. A range just over a multiple of two packs per thread (1 MiB and a few
-/// bytes: 32 770 packs over 16 384 threads) took a second pass for the two threads with a
-/// third pack. In one pass, an odd all-gather of 1 MiB took 1.05–1.07× the next multiple of
-/// 16 bytes, against 1.07–1.14× before (two ranks on one H100).
+/// bytes: one or two packs more than two for each of 16 384 threads) took a second pass for
+/// the threads with a third pack. In one pass, an odd f32 all-gather of 1 MiB took 1.07× the
+/// next multiple of 16 bytes, against 1.09–1.10× before in the same device call (two ranks on
+/// one H100).
 ///
 /// The choice is the same for 32 consecutive threads (a warp): the passes of the warp's first
 /// thread, which has the most packs. A thread with three packs in a warp of pairs would
 /// otherwise run its own branch while the others wait. In a pass of three, each thread takes
-/// the packs it has left (two or three; one or more where the grid has fewer than 32
-/// threads).
+/// the packs it has left: two or three (a thread is fewer packs after its warp's first than
+/// the grid has threads).
 ///
 /// `pair` runs the passes of one or two packs, `three` the last pass of up to three. Both are
 /// the same body ([`passes!`] writes it twice): each closure then has one call site and is
@@ -202,8 +204,8 @@ pub fn stride_passes(lo: u64, hi: u64, pair: impl FnMut(Pass), three: impl FnMut
     passes_from(lo + first, lane, hi, stride, pair, three);
 }
 
-/// The loop of [`stride_passes`] for the thread whose first pack is `j` (`lane` packs after
-/// its warp's first thread's, which starts at `lo` or later) in a grid of `stride` threads.
+/// The loop of [`stride_passes`] for the thread whose first pack is `j`, `lane` packs after
+/// its warp's first thread's (`lane ≤ j`, `lane < stride`), in a grid of `stride` threads.
 #[inline(always)]
 fn passes_from(
     mut j: u64,
@@ -218,13 +220,8 @@ fn passes_from(
         // The warp's first thread has exactly three packs left.
         let w3 = j3 - lane;
         if w3 < hi && hi - w3 <= stride {
-            let m = if j3 < hi {
-                3
-            } else if j2 < hi {
-                2
-            } else {
-                1
-            };
+            // `j2 < w3`: at least two.
+            let m = if j3 < hi { 3 } else { 2 };
             three(Pass {
                 j: [j, j2, j3],
                 m,
@@ -287,6 +284,40 @@ pub fn unroll<const N: usize>(mut f: impl FnMut(usize)) {
     }
     if N > 7 {
         f(7);
+    }
+}
+
+/// `N` addresses that the first pass of a loop computes after it has issued its loads, and
+/// later passes reuse ([`AtFirstUse::get`]): peers' destination addresses, which read the
+/// window descriptor. Computed before the loop, they held up the first pass's loads by a
+/// descriptor read: an odd all-to-all of 1 MiB took 1.11–1.12× the next multiple of 16
+/// bytes, against 1.03–1.07× this way and 1.06–1.08× computed in every pass (the same device
+/// call, two ranks on one H100).
+pub struct AtFirstUse<const N: usize, F: Fn(usize) -> u64> {
+    f: F,
+    at: Cell<Option<[u64; N]>>,
+}
+
+impl<const N: usize, F: Fn(usize) -> u64> AtFirstUse<N, F> {
+    /// The addresses `f(0)`, …, `f(N − 1)`, not computed yet.
+    #[inline(always)]
+    pub fn new(f: F) -> Self {
+        AtFirstUse {
+            f,
+            at: Cell::new(None),
+        }
+    }
+
+    /// The addresses, computed now if this is the first call.
+    #[inline(always)]
+    pub fn get(&self) -> [u64; N] {
+        if let Some(a) = self.at.get() {
+            return a;
+        }
+        let mut a = [0u64; N];
+        unroll::<N>(|k| a[k] = (self.f)(k));
+        self.at.set(Some(a));
+        a
     }
 }
 
@@ -486,9 +517,10 @@ mod tests {
     use std::vec;
 
     /// Grids of 1 to 3 blocks of 1 to 96 threads and every range of up to 7 passes of them:
-    /// [`passes_from`] visits each pack once, makes a pass of three only as a thread's last
-    /// and only when its warp's first thread has three packs left, and makes no thread take
-    /// more passes than its warp's first thread, which takes `max(1, packs / 2)`.
+    /// [`passes_from`] with [`Pass::load`] and [`Pass::each`] loads and stores each pack once,
+    /// makes a pass of three only as a thread's last and only when its warp's first thread
+    /// has three packs left, and makes no thread take more passes than its warp's first
+    /// thread, which takes `max(1, packs / 2)`.
     #[test]
     fn passes_cover_every_pack_once_and_a_warp_never_waits_for_a_lone_pack() {
         for threads in [1u64, 2, 3, 5, 8, 31, 32, 33, 64, 96] {
@@ -513,9 +545,17 @@ mod tests {
                                 assert_eq!(left(p.j[0]), u64::from(p.m), "{what}: thread {t}");
                                 st.1 = true;
                             }
-                            for &j in &p.j[..p.m as usize] {
+                            // Through the pass's own load and store: only its packs, each
+                            // value stored at the pack it was loaded from.
+                            let mine = &p.j[..p.m as usize];
+                            let v = p.load(|j| {
+                                assert!(mine.contains(&j), "{what}: thread {t} loads {j}");
+                                U32x4([j as u32; 4])
+                            });
+                            p.each(&v, |j, x| {
+                                assert_eq!(x.0[0], j as u32, "{what}: thread {t}");
                                 seen.borrow_mut()[j as usize] += 1;
-                            }
+                            });
                             st.0 += 1;
                         };
                         passes_from(j0, lane, hi, stride, visit, visit);
