@@ -220,8 +220,16 @@ fn passes_from(
         // The warp's first thread has exactly three packs left.
         let w3 = j3 - lane;
         if w3 < hi && hi - w3 <= stride {
-            // `j2 < w3`: at least two.
-            let m = if j3 < hi { 3 } else { 2 };
+            // Two or three (`j2 < w3`). Written with the case of one all the same: the form
+            // without it let LLVM merge code of the two bodies, and the odd all-gather of
+            // 64 MiB took 1.07× the next multiple of 16 bytes instead of 0.87× (H100).
+            let m = if j3 < hi {
+                3
+            } else if j2 < hi {
+                2
+            } else {
+                1
+            };
             three(Pass {
                 j: [j, j2, j3],
                 m,
