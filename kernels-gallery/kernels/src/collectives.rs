@@ -243,7 +243,7 @@ unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
     from: &[Src<true>; N],
     to: &AtFirstUse<N, impl Fn(usize) -> u64>,
 ) {
-    passes!(0, span.packs(), |p| {
+    passes!(without one; 0, span.packs(), |p| {
         let mut v = [[U32x4::default(); 3]; N];
         // SAFETY: packs of block `k` of the local source and of block `me` of peer `k`'s
         // destination; only this thread of this rank writes their bytes of the range.

@@ -197,17 +197,28 @@ impl Pass {
 /// `pair` runs the passes of one or two packs, `three` the last pass of up to three. Both are
 /// the same body ([`passes!`] writes it twice): each closure then has one call site and is
 /// inlined, and a pass of one or two packs carries no code for a third.
+///
+/// `ONE` picks one of two forms of the same code for the size of a pass of three: with its
+/// unreachable case of one (`true`), or without. They compile differently, and each kernel
+/// takes the faster: the form without it let LLVM merge code of the two bodies, which took the
+/// odd all-gather of 64 MiB from 0.87× the next multiple of 16 bytes to 1.07×, and the odd
+/// all-to-all of 1 MiB from 1.08–1.09× to 1.04–1.06× (the same device call, H100).
 #[inline(always)]
-pub fn stride_passes(lo: u64, hi: u64, pair: impl FnMut(Pass), three: impl FnMut(Pass)) {
+pub fn stride_passes<const ONE: bool>(
+    lo: u64,
+    hi: u64,
+    pair: impl FnMut(Pass),
+    three: impl FnMut(Pass),
+) {
     let (first, stride) = grid_stride();
     let lane = u64::from(thread_idx().x % 32);
-    passes_from(lo + first, lane, hi, stride, pair, three);
+    passes_from::<ONE>(lo + first, lane, hi, stride, pair, three);
 }
 
 /// The loop of [`stride_passes`] for the thread whose first pack is `j`, `lane` packs after
 /// its warp's first thread's (`lane ≤ j`, `lane < stride`), in a grid of `stride` threads.
 #[inline(always)]
-fn passes_from(
+fn passes_from<const ONE: bool>(
     mut j: u64,
     lane: u64,
     hi: u64,
@@ -220,12 +231,11 @@ fn passes_from(
         // The warp's first thread has exactly three packs left.
         let w3 = j3 - lane;
         if w3 < hi && hi - w3 <= stride {
-            // Two or three (`j2 < w3`). Written with the case of one all the same: the form
-            // without it let LLVM merge code of the two bodies, and the odd all-gather of
-            // 64 MiB took 1.07× the next multiple of 16 bytes instead of 0.87× (H100).
+            // Two or three (`j2 < w3`); `ONE` writes the case of one all the same (see
+            // `stride_passes`).
             let m = if j3 < hi {
                 3
-            } else if j2 < hi {
+            } else if !ONE || j2 < hi {
                 2
             } else {
                 1
@@ -248,10 +258,19 @@ fn passes_from(
 }
 
 /// `passes!(lo, hi, |p| body)`: [`stride_passes`] over packs `lo..hi` with `body` for every
-/// [`Pass`] `p`.
+/// [`Pass`] `p`; `passes!(without one; lo, hi, |p| body)` with its form without the case of
+/// one (`ONE = false`).
 macro_rules! passes {
     ($lo:expr, $hi:expr, |$p:ident| $body:block) => {
-        $crate::common::stride_passes(
+        $crate::common::stride_passes::<true>(
+            $lo,
+            $hi,
+            |$p: $crate::common::Pass| $body,
+            |$p: $crate::common::Pass| $body,
+        )
+    };
+    (without one; $lo:expr, $hi:expr, |$p:ident| $body:block) => {
+        $crate::common::stride_passes::<false>(
             $lo,
             $hi,
             |$p: $crate::common::Pass| $body,
@@ -525,7 +544,8 @@ mod tests {
     use std::vec;
 
     /// Grids of 1 to 3 blocks of 1 to 96 threads and every range of up to 7 passes of them:
-    /// [`passes_from`] with [`Pass::load`] and [`Pass::each`] loads and stores each pack once,
+    /// [`passes_from`] (both forms) with [`Pass::load`] and [`Pass::each`] loads and stores
+    /// each pack once,
     /// makes a pass of three only as a thread's last and only when its warp's first thread
     /// has three packs left, and makes no thread take more passes than its warp's first
     /// thread, which takes `max(1, packs / 2)`.
@@ -566,17 +586,26 @@ mod tests {
                             });
                             st.0 += 1;
                         };
-                        passes_from(j0, lane, hi, stride, visit, visit);
                         let first = left(j0 - lane);
                         let most = if first == 0 { 0 } else { (first / 2).max(1) };
-                        let passes = state.borrow().0;
-                        if lane == 0 {
-                            assert_eq!(passes, most, "{what}: thread {t}");
+                        // Both forms (`ONE`), each from a fresh count.
+                        for one in [true, false] {
+                            *state.borrow_mut() = (0, false);
+                            if one {
+                                passes_from::<true>(j0, lane, hi, stride, visit, visit);
+                            } else {
+                                passes_from::<false>(j0, lane, hi, stride, visit, visit);
+                            }
+                            let passes = state.borrow().0;
+                            if lane == 0 {
+                                assert_eq!(passes, most, "{what}: thread {t}");
+                            }
+                            assert!(passes <= most, "{what}: thread {t}");
                         }
-                        assert!(passes <= most, "{what}: thread {t}");
                     }
                     for (j, &n) in seen.borrow().iter().enumerate() {
-                        assert_eq!(n, u32::from(j as u64 >= lo), "{what}: pack {j}");
+                        let want = if j as u64 >= lo { 2 } else { 0 };
+                        assert_eq!(n, want, "{what}: pack {j}, once in each form");
                     }
                 }
             }
