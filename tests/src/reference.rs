@@ -423,6 +423,21 @@ pub fn lonely_elapsed_ns(out: &[u32]) -> u64 {
     u64::from(out[1]) | (u64::from(out[2]) << 32)
 }
 
+/// What `store_low_if_slots` leaves in its output (poisoned with `poison` before): slot `i`
+/// holds the low `W = 1 << (i % 4)` bytes of `src[i]` at byte `W × ((i / 4) % (16 / W))`
+/// when `i % 3 != 0`, `poison` everywhere else.
+pub fn store_low_if_slots(src: &[u64], poison: u8) -> Vec<u8> {
+    let mut out = vec![poison; 16 * src.len()];
+    for (i, v) in src.iter().enumerate() {
+        let w = 1usize << (i % 4);
+        let at = 16 * i + w * ((i / 4) % (16 / w));
+        if !i.is_multiple_of(3) {
+            out[at..at + w].copy_from_slice(&v.to_le_bytes()[..w]);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

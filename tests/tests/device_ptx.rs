@@ -69,6 +69,7 @@ fn every_test_kernel_is_exported() {
         "message_pass",
         "vector_roundtrip",
         "load_const_copy",
+        "store_low_if_slots",
         "div_fast",
         "team_probe",
         "window_math",
@@ -153,6 +154,19 @@ fn vector_accesses_move_16_bytes_per_instruction() {
             "st.release.sys.global.v4.f32",
             "ld.acquire.sys.global.v2.u64",
             "st.volatile.global.v2.u64",
+        ],
+    );
+}
+
+#[test]
+fn partial_stores_are_predicated_not_branched() {
+    has(
+        "store_low_if_slots",
+        &[
+            "@%stp st.global.u8",
+            "@%stp st.global.u16",
+            "@%stp st.global.u32",
+            "@%stp st.global.u64",
         ],
     );
 }

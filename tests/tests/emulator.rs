@@ -315,6 +315,24 @@ fn vectors_and_constant_loads_copy_bit_exactly() {
     check("Window via load_const", &wout, &refs::window_words(&w));
 }
 
+#[test]
+fn predicated_stores_write_only_their_bytes_and_only_when_asked() {
+    let mut rng = Rng(5);
+    let n = 1000usize;
+    let src: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    #[repr(C, align(16))]
+    struct Slot([u8; 16]);
+    let mut out: Vec<Slot> = (0..n).map(|_| Slot([0xee; 16])).collect();
+    let (s, o) = (src.as_ptr(), out.as_mut_ptr().cast::<u8>());
+    // SAFETY: n values; n 16-byte aligned slots.
+    run(Launch::new(3, 64), || unsafe {
+        k::store_low_if_slots(s, o, n as u64)
+    })
+    .unwrap();
+    let got: Vec<u8> = out.iter().flat_map(|x| x.0).collect();
+    check("store_low_if", &got, &refs::store_low_if_slots(&src, 0xee));
+}
+
 // ---------------------------------------------------------------------------------------
 // util / team / reduce: pure math in many threads.
 

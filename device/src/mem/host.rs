@@ -163,3 +163,13 @@ pub fn fence_sc(_s: Scope) {
 pub fn fence_proxy_alias() {
     a::compiler_fence(a::Ordering::SeqCst)
 }
+
+/// A plain write of the low `W` bytes when `cond` holds.
+#[inline(always)]
+pub unsafe fn st_low_if<const W: u32>(p: *mut u8, v: u64, cond: bool) {
+    if cond {
+        let bytes = v.to_le_bytes();
+        // SAFETY: valid for `W` bytes (caller's contract); `W <= 8`.
+        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, W as usize) };
+    }
+}

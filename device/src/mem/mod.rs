@@ -369,6 +369,25 @@ pub fn fence_proxy_alias() {
     backend::fence_proxy_alias()
 }
 
+/// Stores the low `W` bytes (`W` = 1, 2, 4 or 8) of `v` at `p` if `cond` holds: a plain
+/// (weak) store. On the GPU it is one predicated `st.global.u8` … `st.global.u64`, with no
+/// branch: a chain of such stores (the pieces of a partial 16-byte pack) runs straight through,
+/// where `if cond { store }` compiles to a branch and a reconvergence point per store. On the
+/// host a plain write when `cond` holds.
+///
+/// # Safety
+/// When `cond` holds: `p` is a generic address of global memory, `W`-byte aligned and valid
+/// for a `W`-byte write, and no other thread accesses those bytes concurrently.
+///
+/// # Ordering
+/// None (weak).
+#[inline(always)]
+pub unsafe fn store_low_if<const W: u32>(p: *mut u8, v: u64, cond: bool) {
+    const { assert!(W == 1 || W == 2 || W == 4 || W == 8, "W is 1, 2, 4 or 8") };
+    // SAFETY: the caller upholds the contract above.
+    unsafe { backend::st_low_if::<W>(p, v, cond) }
+}
+
 /// Sixteen bytes as four `u32` (16-byte aligned, the unit of vector accesses).
 #[repr(C, align(16))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]

@@ -310,3 +310,30 @@ pub fn fence_proxy_alias() {
     // SAFETY: fences have no preconditions.
     unsafe { asm!("fence.proxy.alias;", options(nostack)) }
 }
+
+/// `@p st.global.uW [p], v` with `p = cond` (`W` = 1, 2, 4 or 8).
+#[inline(always)]
+pub unsafe fn st_low_if<const W: u32>(p: *mut u8, v: u64, cond: bool) {
+    let c = u32::from(cond);
+    // SAFETY: the caller's contract (`mem::store_low_if`); nothing is written when `c` is 0.
+    unsafe {
+        match W {
+            1 => {
+                asm!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.u8 [{p}], {v}; }}",
+                c = in(reg32) c, p = in(reg64) p, v = in(reg16) v as u16, options(nostack))
+            }
+            2 => {
+                asm!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.u16 [{p}], {v}; }}",
+                c = in(reg32) c, p = in(reg64) p, v = in(reg16) v as u16, options(nostack))
+            }
+            4 => {
+                asm!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.u32 [{p}], {v}; }}",
+                c = in(reg32) c, p = in(reg64) p, v = in(reg32) v as u32, options(nostack))
+            }
+            _ => {
+                asm!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.u64 [{p}], {v}; }}",
+                c = in(reg32) c, p = in(reg64) p, v = in(reg64) v, options(nostack))
+            }
+        }
+    }
+}

@@ -377,91 +377,95 @@ fn funnel(a: U32x4, b: U32x4, sh: u32) -> U32x4 {
 }
 
 /// Stores bytes `lo..hi` (`lo < hi ≤ 16`, not the whole pack: [`Dst::store`] stores that with
-/// one `st.v4`, and these pieces would miss its last byte) of `v` at the same bytes of the pack at `at`, in
-/// naturally aligned stores of 1, 2, 4 or 8 bytes: widening from `lo` to the next 8-byte
-/// boundary (a store for each low bit of the position that is set, while it fits), then
+/// one `st.v4`, and these pieces would miss its last byte) of `v` at the same bytes of the pack
+/// at `at`, in naturally aligned stores of 1, 2, 4 or 8 bytes: widening from `lo` to the next
+/// 8-byte boundary (a store for each low bit of the position that is set, while it fits), then
 /// narrowing to `hi` (a store for each width that still fits). At most eight stores, and an
 /// element-aligned end takes few: the last 14 bytes of a bf16 range are 8 + 4 + 2.
 ///
-/// Straight-line and inlined: a call here (out of line, byte by byte) cost an all-gather of
-/// an odd size 0.6 µs more per call than this on H100 (two ranks on one GPU, 1 MiB), most of
-/// what an odd size cost there.
+/// Straight-line and inlined, each piece one predicated store ([`piece`]). A call here (out of
+/// line, byte by byte) cost an all-gather of an odd size 0.6 µs more per call than inlined
+/// pieces on H100 (two ranks on one GPU, 1 MiB); pieces behind a branch each (a reconvergence
+/// point per piece) cost the odd 4 KiB all-gather and all-to-all about 0.1 µs more than
+/// predicated ones (2.46 → 2.36 µs, 2.45 → 2.35 µs).
 ///
 /// # Safety
 /// Those bytes are valid for writes; no other thread writes them concurrently.
 #[inline(always)]
 unsafe fn st_part(at: u64, v: U32x4, lo: u32, hi: u32) {
     let [w0, w1, w2, w3] = v.0;
-    let (low, high) = (
+    let halves = (
         u64::from(w0) | u64::from(w1) << 32,
         u64::from(w2) | u64::from(w3) << 32,
     );
-    // The bytes of `v` from byte `off` on, in the low bytes.
-    let word = |off: u32| (if off < 8 { low } else { high }) >> (8 * (off % 8));
     let mut off = lo;
-    let mut up = |w: u32| {
-        if off & w != 0 && off + w <= hi {
-            // SAFETY: bytes off..off + w lie in lo..hi, `w`-aligned.
-            unsafe { st_n(at + u64::from(off), word(off), w) };
-            off += w;
-        }
-    };
-    up(1);
-    up(2);
-    up(4);
-    up(8);
-    let mut down = |w: u32| {
-        if off + w <= hi {
-            // SAFETY: as above (`off` is a multiple of `w` here: every lower bit is clear).
-            unsafe { st_n(at + u64::from(off), word(off), w) };
-            off += w;
-        }
-    };
-    down(8);
-    down(4);
-    down(2);
-    down(1);
+    // SAFETY: each piece lies in lo..hi (forwarded).
+    unsafe {
+        piece::<1>(at, &mut off, true, hi, halves);
+        piece::<2>(at, &mut off, true, hi, halves);
+        piece::<4>(at, &mut off, true, hi, halves);
+        piece::<8>(at, &mut off, true, hi, halves);
+        piece::<8>(at, &mut off, false, hi, halves);
+        piece::<4>(at, &mut off, false, hi, halves);
+        piece::<2>(at, &mut off, false, hi, halves);
+        piece::<1>(at, &mut off, false, hi, halves);
+    }
 }
 
-/// A plain store of the low `w` bytes (1, 2, 4 or 8) of `v` at `addr` (`st.u8` … `st.u64`).
-/// On the host (the emulator) the bytes are written through the 8-byte word that holds them
-/// (one relaxed atomic read-modify-write of the word): other threads may read that word at
-/// the same time as half of a pack (the emulator's 16-byte accesses are two atomic 8-byte
-/// halves), and mixing atomic accesses of different sizes on the same bytes is not allowed.
-/// Only this thread writes these bytes; other threads' writes to the word's other bytes are
-/// read-modify-writes too, so none is lost.
+/// One piece of [`st_part`]: bytes `off..off + W` of the pack at `at`, from `halves` (the
+/// pack's bytes 0–7 and 8–15), stored when they end by `hi` and, widening (`up`), when `off`
+/// has bit `W` set (so it is `W`-aligned and not `2W`-aligned; narrowing, every lower bit is
+/// clear); `off` then moves past them. On the GPU a predicated store, no branch.
+///
+/// # Safety
+/// As [`st_part`], for the bytes stored.
+#[inline(always)]
+unsafe fn piece<const W: u32>(at: u64, off: &mut u32, up: bool, hi: u32, halves: (u64, u64)) {
+    let o = *off;
+    let fits = (!up || o & W != 0) && o + W <= hi;
+    // The bytes of the pack from byte `o` on, in the low bytes.
+    let word = (if o < 8 { halves.0 } else { halves.1 }) >> (8 * (o % 8));
+    let addr = at + u64::from(o);
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: stored only when they fit: then inside lo..hi, `W`-aligned (forwarded).
+    unsafe {
+        symcomm_device::mem::store_low_if::<W>(addr as *mut u8, word, fits)
+    };
+    #[cfg(not(target_arch = "nvptx64"))]
+    if fits {
+        // SAFETY: as above.
+        unsafe { st_n(addr, word, W) };
+    }
+    *off = if fits { o + W } else { o };
+}
+
+/// On the host (the emulator), a store of the low `w` bytes (1, 2, 4 or 8) of `v` at `addr`,
+/// written through the 8-byte word that holds them (one relaxed atomic read-modify-write of
+/// the word): other threads may read that word at the same time as half of a pack (the
+/// emulator's 16-byte accesses are two atomic 8-byte halves), and mixing atomic accesses of
+/// different sizes on the same bytes is not allowed. Only this thread writes these bytes;
+/// other threads' writes to the word's other bytes are read-modify-writes too, so none is
+/// lost.
 ///
 /// # Safety
 /// `addr` is `w`-byte aligned and valid for a `w`-byte write, no other thread writes those
-/// bytes concurrently, and on the host the 8-byte word holding them is valid memory.
+/// bytes concurrently, and the 8-byte word holding them is valid memory.
+#[cfg(not(target_arch = "nvptx64"))]
 #[inline(always)]
 unsafe fn st_n(addr: u64, v: u64, w: u32) {
-    #[cfg(target_arch = "nvptx64")]
-    // SAFETY: forwarded.
-    unsafe {
-        match w {
-            1 => *(addr as *mut u8) = v as u8,
-            2 => *(addr as *mut u16) = v as u16,
-            4 => *(addr as *mut u32) = v as u32,
-            _ => *(addr as *mut u64) = v,
-        }
-    }
-    #[cfg(not(target_arch = "nvptx64"))]
-    {
-        use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-        let shift = (addr % 8) * 8;
-        let mask = if w == 8 {
-            u64::MAX
-        } else {
-            ((1u64 << (8 * w)) - 1) << shift
-        };
-        // SAFETY: the aligned word holding the bytes lies in the same 16-byte pack, which the
-        // caller's range touches (valid memory, caller's contract).
-        let word = unsafe { AtomicU64::from_ptr((addr & !7) as *mut u64) };
-        let set = |x: u64| Some((x & !mask) | ((v << shift) & mask));
-        // Never fails: the closure always gives a value.
-        let _ = word.fetch_update(Relaxed, Relaxed, set);
-    }
+    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+    let shift = (addr % 8) * 8;
+    let mask = if w == 8 {
+        u64::MAX
+    } else {
+        ((1u64 << (8 * w)) - 1) << shift
+    };
+    // SAFETY: the aligned word holding the bytes lies in the same 16-byte pack, which the
+    // caller's range touches (valid memory, caller's contract).
+    let word = unsafe { AtomicU64::from_ptr((addr & !7) as *mut u64) };
+    let set = |x: u64| Some((x & !mask) | ((v << shift) & mask));
+    // Never fails: the closure always gives a value.
+    let _ = word.fetch_update(Relaxed, Relaxed, set);
 }
 
 #[cfg(test)]

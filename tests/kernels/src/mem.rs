@@ -228,3 +228,31 @@ pub unsafe fn load_const_copy(
         }
     }
 }
+
+/// Predicated stores: thread `i < n` stores the low `W = 1 << (i % 4)` bytes of `src[i]` at
+/// byte `W × ((i / 4) % (16 / W))` of its 16-byte slot of `out` (`out[16 i..16 i + 16]`)
+/// with `mem::store_low_if`, when `i % 3 != 0`; the slot's other bytes stay as they were.
+///
+/// # Safety
+/// `src` holds `n` values; `out` `16 n` bytes, 16-byte aligned.
+#[kernel]
+pub unsafe fn store_low_if_slots(src: *const u64, out: *mut u8, n: u64) {
+    let stride = (block_dim().x * grid_dim().x) as usize;
+    let mut i = gid();
+    while (i as u64) < n {
+        let w = 1usize << (i % 4);
+        let at = 16 * i + w * ((i / 4) % (16 / w));
+        let want = !i.is_multiple_of(3);
+        // SAFETY: i < n: inside slot i, `w`-aligned; only this thread writes its slot.
+        unsafe {
+            let (v, p) = (*src.add(i), out.add(at));
+            match w {
+                1 => mem::store_low_if::<1>(p, v, want),
+                2 => mem::store_low_if::<2>(p, v, want),
+                4 => mem::store_low_if::<4>(p, v, want),
+                _ => mem::store_low_if::<8>(p, v, want),
+            }
+        }
+        i += stride;
+    }
+}

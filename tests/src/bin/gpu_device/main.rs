@@ -190,6 +190,7 @@ fn main() -> ExitCode {
     report("fences_message", mem::check_message_pass(&ctx));
     report("vectors", mem::check_vectors(&ctx, &mut rng));
     report("load_const", mem::check_load_const(&ctx, &mut rng));
+    report("store_low_if", mem::check_store_low_if(&ctx, &mut rng));
     report("div_fast", util::check_div(&ctx, &mut rng));
     report("team_math", team::check_team(&ctx));
     report("window_symptr", window::check_window(&ctx));

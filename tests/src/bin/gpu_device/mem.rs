@@ -200,3 +200,20 @@ pub fn check_load_const(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
         .and_then(|()| compare("Window via load_const", &gw, &refs::window_words(&w)))
         .map(|()| format!("{n} vectors and a 72-byte Window")))
 }
+
+pub fn check_store_low_if(ctx: &Ctx, rng: &mut Rng) -> Result<Verdict> {
+    let n = 4000usize;
+    let src: Vec<u64> = (0..n).map(|_| rng.next_u64()).collect();
+    let (s, o) = (ctx.upload(&src)?, ctx.poisoned::<u8>(16 * n)?);
+    ctx.run::<k::StoreLowIfSlots>(
+        LaunchConfig::linear(16, 128),
+        (s.as_ptr(), o.as_mut_ptr(), n as u64),
+    )?;
+    let got: Vec<u8> = ctx.download(&o, 16 * n)?;
+    Ok(compare(
+        "predicated stores",
+        &got,
+        &refs::store_low_if_slots(&src, 0xff),
+    )
+    .map(|()| format!("{n} slots: @p st.global.u8/u16/u32/u64 wrote their bytes only when p held")))
+}
