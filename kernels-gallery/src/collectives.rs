@@ -452,7 +452,7 @@ impl Collectives {
         }
         let own = src.same_as(&dst.block(bytes, self.rank));
         check_operands("all_gather", (&src, bytes), (&dst, total), own)?;
-        let kernels = ("all_gather_ll", "all_gather");
+        let kernels = ("all_gather_ll", "all_gather", false);
         self.move_blocks(kernels, src, dst, bytes, total, stream)
     }
 
@@ -485,7 +485,7 @@ impl Collectives {
                 "all_to_all: source and destination overlap (in-place is not supported)".into(),
             ));
         }
-        let kernels = ("all_to_all_ll", "all_to_all");
+        let kernels = ("all_to_all_ll", "all_to_all", true);
         self.move_blocks(kernels, src, dst, bytes, total, stream)
     }
 
@@ -552,10 +552,12 @@ impl Collectives {
 
     /// Runs a data-movement collective with `bytes` per peer block (`total` bytes counted as
     /// nccl-tests counts size): its LL kernel (the first of `kernels`) when small enough, else
-    /// its barrier-bracketed one.
+    /// its barrier-bracketed one (the second). The third, `own_apart`: the any-shape LL kernel
+    /// copies this rank's own block on a second half of its grid
+    /// (`ll_collectives::all_to_all`), so it gets threads for twice the packs.
     fn move_blocks(
         &self,
-        (ll, barriered): (&str, &str),
+        (ll, barriered, own_apart): (&str, &str, bool),
         src: Buf<'_>,
         dst: Buf<'_>,
         bytes: usize,
@@ -573,7 +575,9 @@ impl Collectives {
             bytes: bytes as u64,
         };
         if self.tuning.ll_for(total, packs, self.n) {
-            return self.run(Protocol::Ll, ll, io, packs, stream);
+            let apart = own_apart && !is_aligned(&io.src, &io.dst, bytes);
+            let work = if apart { 2 * packs } else { packs };
+            return self.run(Protocol::Ll, ll, io, work, stream);
         }
         self.run(Protocol::Barriered, barriered, io, packs, stream)
     }
