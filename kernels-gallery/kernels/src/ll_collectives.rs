@@ -49,7 +49,7 @@ unsafe fn all_gather_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), Wa
         while j < span.packs() {
             let v = from.load(j);
             ll.send_peers(j, v);
-            to.store(j, v);
+            to.store_straight(j, v);
             j += stride;
         }
         recv_blocks::<ANY>(ll, out, bytes)
@@ -99,7 +99,7 @@ unsafe fn all_to_all_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), Wa
             }
             let mut j = first - half;
             while j < span.packs() {
-                to.store(j, from.load(j));
+                to.store_straight(j, from.load(j));
                 j += half;
             }
             return Ok(());
@@ -107,7 +107,7 @@ unsafe fn all_to_all_in<const ANY: bool>(ll: &LlLaunch, io: Io) -> Result<(), Wa
         let mut j = first;
         while j < span.packs() {
             ll.send_blocks(inp, bytes, span, j);
-            to.store(j, from.load(j));
+            to.store_straight(j, from.load(j));
             j += stride;
         }
         recv_blocks::<ANY>(ll, out, bytes)
@@ -162,7 +162,7 @@ unsafe fn broadcast_in<const ANY: bool>(ll: &LlLaunch, io: Io, root: i32) -> Res
             while j < span.packs() && res.is_ok() {
                 let v = ll.pack_of(root, U32x4::default(), j, &mut res);
                 if res.is_ok() {
-                    out.store(j, v);
+                    out.store_straight(j, v);
                 }
                 j += stride;
             }
@@ -212,7 +212,7 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(
         while j < span.packs() && res.is_ok() {
             let acc = ll.reduce::<T, O>(j, own.load(j), &mut res);
             if res.is_ok() {
-                out.store(j, acc.finish());
+                out.store_straight(j, acc.finish());
             }
             j += stride;
         }
@@ -268,7 +268,7 @@ unsafe fn recv_blocks_from<const ANY: bool>(
             // SAFETY: j < the packs of block `s`, sent by peer `s` (caller's contract).
             unsafe {
                 match recv_pack(ll, s, j) {
-                    Ok(v) => Dst::at(block, span).store(j, v),
+                    Ok(v) => Dst::at(block, span).store_straight(j, v),
                     Err(e) => {
                         res = Err(e);
                         break 'packs;

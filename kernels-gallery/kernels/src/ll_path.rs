@@ -167,7 +167,7 @@ impl LlLaunch {
                 let v = src.load(j);
                 self.send_peers(j, v);
                 if let Some(to) = copy {
-                    to.store(j, v);
+                    to.store_straight(j, v);
                 }
             }
             j += stride;

@@ -433,7 +433,7 @@ unsafe fn one_shot_ll_in<T: Element, O: ReduceOp, const ANY: bool>(
                 };
                 acc.add(v);
             }
-            out.store(j, acc.finish());
+            out.store_straight(j, acc.finish());
             j += stride;
         }
         res
@@ -493,7 +493,7 @@ unsafe fn two_shot_ll_in<T: Element, O: ReduceOp, const ANY: bool>(
             // ANCHOR: two_shot_ll_forward
             let v = acc.finish();
             ll.send_peers(chunk + j, v);
-            out.store(lo + j, v);
+            out.store_straight(lo + j, v);
             j += stride;
             // ANCHOR_END: two_shot_ll_forward
         }
@@ -507,7 +507,7 @@ unsafe fn two_shot_ll_in<T: Element, O: ReduceOp, const ANY: bool>(
                     break 'peers;
                 }
                 match recv_pack(ll, s, chunk + j) {
-                    Ok(v) => out.store(lo + j, v),
+                    Ok(v) => out.store_straight(lo + j, v),
                     Err(e) => res = Err(e),
                 }
                 j += stride;

@@ -155,6 +155,31 @@ impl<const ANY: bool> Dst<ANY> {
         }
     }
     // ANCHOR_END: dst_store
+
+    /// [`store`](Self::store) with the pieces of a partial pack in predicated stores
+    /// ([`st_part_straight`]), for the LL kernels. There the pieces behind a branch each (a
+    /// reconvergence point per piece) cost an odd 4 KiB all-gather or all-to-all about 0.1 µs
+    /// (2.46 → 2.36 µs and 2.45 → 2.35 µs, two ranks on one H100). Not for the barriered
+    /// bodies: with them in their loops, the two-shot all-reduce of 64 MiB and a bit took
+    /// 1.09× the next multiple of 16 bytes (1.03× without), the broadcast of 1 MiB and a bit
+    /// 1.06–1.12× (1.02×), marking the partial branch cold or not. (The predicated stores are
+    /// inline assembly, which LLVM keeps other memory accesses from moving across; the LL
+    /// bodies' line stores already are.)
+    ///
+    /// # Safety
+    /// As [`store`](Self::store).
+    #[inline(always)]
+    pub unsafe fn store_straight(self, j: u64, v: U32x4) {
+        let at = self.base + pack_off(j);
+        if self.span.whole(j) {
+            // SAFETY: a whole pack of the range.
+            unsafe { st(at, v) }
+        } else {
+            let (lo, hi) = self.span.part(j);
+            // SAFETY: bytes lo..hi of the pack are in the range.
+            unsafe { st_part_straight(at, v, lo, hi) }
+        }
+    }
 }
 
 /// How a source range is read in the packs of a destination [`Span`] of the same length.
@@ -376,23 +401,13 @@ fn funnel(a: U32x4, b: U32x4, sh: u32) -> U32x4 {
     U32x4([f(c0, c1), f(c1, c2), f(c2, c3), f(c3, c4)])
 }
 
-/// Stores bytes `lo..hi` (`lo < hi ≤ 16`, not the whole pack: [`Dst::store`] stores that with
-/// one `st.v4`, and these pieces would miss its last byte) of `v` at the same bytes of the pack
-/// at `at`, in naturally aligned stores of 1, 2, 4 or 8 bytes: widening from `lo` to the next
-/// 8-byte boundary (a store for each low bit of the position that is set, while it fits), then
-/// narrowing to `hi` (a store for each width that still fits). At most eight stores, and an
-/// element-aligned end takes few: the last 14 bytes of a bf16 range are 8 + 4 + 2.
-///
-/// Straight-line and inlined, each piece one predicated store ([`piece`]). A call here (out of
-/// line, byte by byte) cost an all-gather of an odd size 0.6 µs more per call than inlined
-/// pieces on H100 (two ranks on one GPU, 1 MiB); pieces behind a branch each (a reconvergence
-/// point per piece) cost the odd 4 KiB all-gather and all-to-all about 0.1 µs more than
-/// predicated ones (2.46 → 2.36 µs, 2.45 → 2.35 µs).
+/// [`st_part`] with each piece one predicated store ([`piece`]): straight-line, no branch.
+/// What [`Dst::store_straight`] takes.
 ///
 /// # Safety
-/// Those bytes are valid for writes; no other thread writes them concurrently.
+/// As [`st_part`].
 #[inline(always)]
-unsafe fn st_part(at: u64, v: U32x4, lo: u32, hi: u32) {
+unsafe fn st_part_straight(at: u64, v: U32x4, lo: u32, hi: u32) {
     let [w0, w1, w2, w3] = v.0;
     let halves = (
         u64::from(w0) | u64::from(w1) << 32,
@@ -412,13 +427,13 @@ unsafe fn st_part(at: u64, v: U32x4, lo: u32, hi: u32) {
     }
 }
 
-/// One piece of [`st_part`]: bytes `off..off + W` of the pack at `at`, from `halves` (the
+/// One piece of [`st_part_straight`]: bytes `off..off + W` of the pack at `at`, from `halves` (the
 /// pack's bytes 0–7 and 8–15), stored when they end by `hi` and, widening (`up`), when `off`
 /// has bit `W` set (so it is `W`-aligned and not `2W`-aligned; narrowing, every lower bit is
 /// clear); `off` then moves past them. On the GPU a predicated store, no branch.
 ///
 /// # Safety
-/// As [`st_part`], for the bytes stored.
+/// As [`st_part_straight`], for the bytes stored.
 #[inline(always)]
 unsafe fn piece<const W: u32>(at: u64, off: &mut u32, up: bool, hi: u32, halves: (u64, u64)) {
     let o = *off;
@@ -439,33 +454,92 @@ unsafe fn piece<const W: u32>(at: u64, off: &mut u32, up: bool, hi: u32, halves:
     *off = if fits { o + W } else { o };
 }
 
-/// On the host (the emulator), a store of the low `w` bytes (1, 2, 4 or 8) of `v` at `addr`,
-/// written through the 8-byte word that holds them (one relaxed atomic read-modify-write of
-/// the word): other threads may read that word at the same time as half of a pack (the
-/// emulator's 16-byte accesses are two atomic 8-byte halves), and mixing atomic accesses of
-/// different sizes on the same bytes is not allowed. Only this thread writes these bytes;
-/// other threads' writes to the word's other bytes are read-modify-writes too, so none is
-/// lost.
+/// Stores bytes `lo..hi` (`lo < hi ≤ 16`, not the whole pack: [`Dst::store`] stores that with
+/// one `st.v4`, and these pieces would miss its last byte) of `v` at the same bytes of the pack at `at`, in
+/// naturally aligned stores of 1, 2, 4 or 8 bytes: widening from `lo` to the next 8-byte
+/// boundary (a store for each low bit of the position that is set, while it fits), then
+/// narrowing to `hi` (a store for each width that still fits). At most eight stores, and an
+/// element-aligned end takes few: the last 14 bytes of a bf16 range are 8 + 4 + 2.
+///
+/// Straight-line and inlined: a call here (out of line, byte by byte) cost an all-gather of
+/// an odd size 0.6 µs more per call than this on H100 (two ranks on one GPU, 1 MiB), most of
+/// what an odd size cost there.
+///
+/// # Safety
+/// Those bytes are valid for writes; no other thread writes them concurrently.
+#[inline(always)]
+unsafe fn st_part(at: u64, v: U32x4, lo: u32, hi: u32) {
+    let [w0, w1, w2, w3] = v.0;
+    let (low, high) = (
+        u64::from(w0) | u64::from(w1) << 32,
+        u64::from(w2) | u64::from(w3) << 32,
+    );
+    // The bytes of `v` from byte `off` on, in the low bytes.
+    let word = |off: u32| (if off < 8 { low } else { high }) >> (8 * (off % 8));
+    let mut off = lo;
+    let mut up = |w: u32| {
+        if off & w != 0 && off + w <= hi {
+            // SAFETY: bytes off..off + w lie in lo..hi, `w`-aligned.
+            unsafe { st_n(at + u64::from(off), word(off), w) };
+            off += w;
+        }
+    };
+    up(1);
+    up(2);
+    up(4);
+    up(8);
+    let mut down = |w: u32| {
+        if off + w <= hi {
+            // SAFETY: as above (`off` is a multiple of `w` here: every lower bit is clear).
+            unsafe { st_n(at + u64::from(off), word(off), w) };
+            off += w;
+        }
+    };
+    down(8);
+    down(4);
+    down(2);
+    down(1);
+}
+
+/// A plain store of the low `w` bytes (1, 2, 4 or 8) of `v` at `addr` (`st.u8` … `st.u64`).
+/// On the host (the emulator) the bytes are written through the 8-byte word that holds them
+/// (one relaxed atomic read-modify-write of the word): other threads may read that word at
+/// the same time as half of a pack (the emulator's 16-byte accesses are two atomic 8-byte
+/// halves), and mixing atomic accesses of different sizes on the same bytes is not allowed.
+/// Only this thread writes these bytes; other threads' writes to the word's other bytes are
+/// read-modify-writes too, so none is lost.
 ///
 /// # Safety
 /// `addr` is `w`-byte aligned and valid for a `w`-byte write, no other thread writes those
-/// bytes concurrently, and the 8-byte word holding them is valid memory.
-#[cfg(not(target_arch = "nvptx64"))]
+/// bytes concurrently, and on the host the 8-byte word holding them is valid memory.
 #[inline(always)]
 unsafe fn st_n(addr: u64, v: u64, w: u32) {
-    use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
-    let shift = (addr % 8) * 8;
-    let mask = if w == 8 {
-        u64::MAX
-    } else {
-        ((1u64 << (8 * w)) - 1) << shift
-    };
-    // SAFETY: the aligned word holding the bytes lies in the same 16-byte pack, which the
-    // caller's range touches (valid memory, caller's contract).
-    let word = unsafe { AtomicU64::from_ptr((addr & !7) as *mut u64) };
-    let set = |x: u64| Some((x & !mask) | ((v << shift) & mask));
-    // Never fails: the closure always gives a value.
-    let _ = word.fetch_update(Relaxed, Relaxed, set);
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: forwarded.
+    unsafe {
+        match w {
+            1 => *(addr as *mut u8) = v as u8,
+            2 => *(addr as *mut u16) = v as u16,
+            4 => *(addr as *mut u32) = v as u32,
+            _ => *(addr as *mut u64) = v,
+        }
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        let shift = (addr % 8) * 8;
+        let mask = if w == 8 {
+            u64::MAX
+        } else {
+            ((1u64 << (8 * w)) - 1) << shift
+        };
+        // SAFETY: the aligned word holding the bytes lies in the same 16-byte pack, which the
+        // caller's range touches (valid memory, caller's contract).
+        let word = unsafe { AtomicU64::from_ptr((addr & !7) as *mut u64) };
+        let set = |x: u64| Some((x & !mask) | ((v << shift) & mask));
+        // Never fails: the closure always gives a value.
+        let _ = word.fetch_update(Relaxed, Relaxed, set);
+    }
 }
 
 #[cfg(test)]
@@ -474,10 +548,16 @@ mod tests {
     use std::vec::Vec;
 
     /// Every destination lead, source lead and length up to 3 packs: the destination's bytes
-    /// after a copy through `Src::load` and `Dst::store` equal the source's, and bytes around
-    /// them stay untouched (0xee).
+    /// after a copy through `Src::load` and `Dst::store` (or `Dst::store_straight`) equal the
+    /// source's, and bytes around them stay untouched (0xee).
     #[test]
     fn copies_through_the_pack_form_move_every_byte_and_nothing_else() {
+        for straight in [false, true] {
+            copies_every_byte_and_nothing_else(straight);
+        }
+    }
+
+    fn copies_every_byte_and_nothing_else(straight: bool) {
         #[repr(align(16))]
         struct Buf([u8; 96]);
         for dl in 0..16u64 {
@@ -495,10 +575,17 @@ mod tests {
                     let mut wrote = Vec::new();
                     for j in 0..span.packs() {
                         // SAFETY: inside the buffers (2 packs of room around the ranges).
-                        unsafe { to.store(j, from.load(j)) };
+                        unsafe {
+                            if straight {
+                                to.store_straight(j, from.load(j))
+                            } else {
+                                to.store(j, from.load(j))
+                            }
+                        };
                         wrote.push(span.whole(j));
                     }
-                    let what = std::format!("dst lead {dl}, src lead {sl}, {len} bytes");
+                    let what =
+                        std::format!("dst lead {dl}, src lead {sl}, {len} bytes ({straight})");
                     for i in 0..96u64 {
                         let inside = i >= 16 + dl && i < 16 + dl + len;
                         let want = if inside {
