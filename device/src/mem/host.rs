@@ -164,12 +164,25 @@ pub fn fence_proxy_alias() {
     a::compiler_fence(a::Ordering::SeqCst)
 }
 
-/// A plain write of the low `W` bytes when `cond` holds.
+/// A relaxed atomic store of the low `W` bytes when `cond` holds (weak stores are relaxed
+/// atomics on the host).
 #[inline(always)]
 pub unsafe fn st_low_if<const W: u32>(p: *mut u8, v: u64, cond: bool) {
-    if cond {
-        let bytes = v.to_le_bytes();
-        // SAFETY: valid for `W` bytes (caller's contract); `W <= 8`.
-        unsafe { core::ptr::copy_nonoverlapping(bytes.as_ptr(), p, W as usize) };
+    if !cond {
+        return;
+    }
+    debug_assert!(
+        (p as usize).is_multiple_of(W as usize),
+        "store_low_if: misaligned"
+    );
+    let r = a::Ordering::Relaxed;
+    // SAFETY: `W`-aligned and valid for `W` bytes (caller's contract).
+    unsafe {
+        match W {
+            1 => a::AtomicU8::from_ptr(p).store(v as u8, r),
+            2 => a::AtomicU16::from_ptr(p.cast()).store(v as u16, r),
+            4 => a::AtomicU32::from_ptr(p.cast()).store(v as u32, r),
+            _ => a::AtomicU64::from_ptr(p.cast()).store(v, r),
+        }
     }
 }

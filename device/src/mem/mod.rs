@@ -12,7 +12,9 @@
 //! - fences ([`fence`], [`fence_sc`], [`fence_proxy_alias`]);
 //! - 16-byte vector accesses ([`U32x4`], [`F32x4`], [`U64x2`]);
 //! - non-coherent constant loads ([`load_const`], `ld.global.nc`) for data that no one writes
-//!   while the kernel runs (window descriptors).
+//!   while the kernel runs (window descriptors);
+//! - predicated stores of 1, 2, 4 or 8 bytes ([`store_low_if`]), straight-line code for the
+//!   pieces of a partial 16-byte pack.
 //!
 //! Every pointer here is a **generic address of global memory** (device memory of this GPU or a
 //! peer's memory mapped into this GPU's address space); the instructions use the `.global` state
@@ -373,11 +375,14 @@ pub fn fence_proxy_alias() {
 /// (weak) store. On the GPU it is one predicated `st.global.u8` … `st.global.u64`, with no
 /// branch: a chain of such stores (the pieces of a partial 16-byte pack) runs straight through,
 /// where `if cond { store }` compiles to a branch and a reconvergence point per store. On the
-/// host a plain write when `cond` holds.
+/// host, when `cond` holds, a relaxed atomic store of `W` bytes, as every weak store there.
 ///
 /// # Safety
-/// When `cond` holds: `p` is a generic address of global memory, `W`-byte aligned and valid
-/// for a `W`-byte write, and no other thread accesses those bytes concurrently.
+/// When `cond` holds:
+/// - `p` is a generic address of global memory, `W`-byte aligned and valid for a `W`-byte
+///   write;
+/// - a racing access to those bytes makes their value unspecified (as for a `Weak` [`store`]);
+///   on the host, none of a different size (the emulator's accesses are atomics).
 ///
 /// # Ordering
 /// None (weak).

@@ -311,6 +311,15 @@ pub fn fence_proxy_alias() {
     unsafe { asm!("fence.proxy.alias;", options(nostack)) }
 }
 
+/// `@p st.global.<ty> [p], v` with `p = (c != 0)`, in a scope of its own (the predicate).
+macro_rules! st_if {
+    ($ty:literal, $cls:ident, $p:expr, $v:expr, $c:expr) => {
+        asm!(concat!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.", $ty,
+                     " [{p}], {v}; }}"),
+             c = in(reg32) $c, p = in(reg64) $p, v = in($cls) $v, options(nostack))
+    };
+}
+
 /// `@p st.global.uW [p], v` with `p = cond` (`W` = 1, 2, 4 or 8).
 #[inline(always)]
 pub unsafe fn st_low_if<const W: u32>(p: *mut u8, v: u64, cond: bool) {
@@ -318,22 +327,10 @@ pub unsafe fn st_low_if<const W: u32>(p: *mut u8, v: u64, cond: bool) {
     // SAFETY: the caller's contract (`mem::store_low_if`); nothing is written when `c` is 0.
     unsafe {
         match W {
-            1 => {
-                asm!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.u8 [{p}], {v}; }}",
-                c = in(reg32) c, p = in(reg64) p, v = in(reg16) v as u16, options(nostack))
-            }
-            2 => {
-                asm!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.u16 [{p}], {v}; }}",
-                c = in(reg32) c, p = in(reg64) p, v = in(reg16) v as u16, options(nostack))
-            }
-            4 => {
-                asm!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.u32 [{p}], {v}; }}",
-                c = in(reg32) c, p = in(reg64) p, v = in(reg32) v as u32, options(nostack))
-            }
-            _ => {
-                asm!("{{ .reg .pred %stp; setp.ne.u32 %stp, {c}, 0; @%stp st.global.u64 [{p}], {v}; }}",
-                c = in(reg32) c, p = in(reg64) p, v = in(reg64) v, options(nostack))
-            }
+            1 => st_if!("u8", reg16, p, v as u16, c),
+            2 => st_if!("u16", reg16, p, v as u16, c),
+            4 => st_if!("u32", reg32, p, v as u32, c),
+            _ => st_if!("u64", reg64, p, v, c),
         }
     }
 }

@@ -316,7 +316,8 @@ entry! {
     /// # Safety
     /// - `src` and `dst` hold `lsa_size × bytes` on this rank and do not overlap;
     /// - `scratch`, `cap ≥` the packs of a block (`plan::block_packs`), the LL launch order
-    ///   and `status` as for the one-shot all-reduce.
+    ///   and `status` as for the one-shot all-reduce;
+    /// - the grid has a nonzero even number of threads (whole warps).
     ll all_to_all_ll | all_to_all_ll_any => ll_collectives::all_to_all;
 
     /// LL broadcast: `bytes` of LSA rank `root`'s `src` land in every rank's `dst`, no

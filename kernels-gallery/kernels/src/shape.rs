@@ -4,7 +4,8 @@
 //! `floor16(dst) + 16 j`, and a range of `len` bytes touches [`Span::packs`] of them. Whole
 //! packs are stored with one `st.v4`; the first and the last pack of a range that does not
 //! start or end on a pack boundary are stored in aligned pieces of 1 to 8 bytes
-//! ([`Dst::store`]), so no byte outside the range is ever written (another rank's block, or the user's data next to the
+//! ([`Dst::store`]; [`Dst::store_straight`], predicated, in the LL kernels), so no byte outside
+//! the range is ever written (another rank's block, or the user's data next to the
 //! buffer).
 //!
 //! The source is read in the destination's packs ([`Shift`]). Where it sits at the same
@@ -157,14 +158,14 @@ impl<const ANY: bool> Dst<ANY> {
     // ANCHOR_END: dst_store
 
     /// [`store`](Self::store) with the pieces of a partial pack in predicated stores
-    /// ([`st_part_straight`]), for the LL kernels. There the pieces behind a branch each (a
+    /// (`st_part_straight`), for the LL kernels. There the pieces behind a branch each (a
     /// reconvergence point per piece) cost an odd 4 KiB all-gather or all-to-all about 0.1 µs
     /// (2.46 → 2.36 µs and 2.45 → 2.35 µs, two ranks on one H100). Not for the barriered
     /// bodies: with them in their loops, the two-shot all-reduce of 64 MiB and a bit took
     /// 1.09× the next multiple of 16 bytes (1.03× without), the broadcast of 1 MiB and a bit
     /// 1.06–1.12× (1.02×), marking the partial branch cold or not. (The predicated stores are
-    /// inline assembly, which LLVM keeps other memory accesses from moving across; the LL
-    /// bodies' line stores already are.)
+    /// inline assembly, which LLVM keeps other memory accesses from moving across. The LL
+    /// bodies' line stores already are inline assembly, so the LL bodies lose nothing.)
     ///
     /// # Safety
     /// As [`store`](Self::store).
@@ -427,10 +428,12 @@ unsafe fn st_part_straight(at: u64, v: U32x4, lo: u32, hi: u32) {
     }
 }
 
-/// One piece of [`st_part_straight`]: bytes `off..off + W` of the pack at `at`, from `halves` (the
-/// pack's bytes 0–7 and 8–15), stored when they end by `hi` and, widening (`up`), when `off`
-/// has bit `W` set (so it is `W`-aligned and not `2W`-aligned; narrowing, every lower bit is
-/// clear); `off` then moves past them. On the GPU a predicated store, no branch.
+/// One piece of [`st_part_straight`]: bytes `off..off + W` of the pack at `at`, from `halves`
+/// (the pack's bytes 0–7 and 8–15), stored when they end by `hi` and, widening (`up`), when
+/// `off` has bit `W` set; `off` then moves past them. The earlier pieces leave `off` a
+/// multiple of `W` (widening: the narrower pieces cleared its lower bits; narrowing: every
+/// lower bit is clear already), so the piece is `W`-aligned. On the GPU a predicated store,
+/// no branch.
 ///
 /// # Safety
 /// As [`st_part_straight`], for the bytes stored.
@@ -441,6 +444,10 @@ unsafe fn piece<const W: u32>(at: u64, off: &mut u32, up: bool, hi: u32, halves:
     // The bytes of the pack from byte `o` on, in the low bytes.
     let word = (if o < 8 { halves.0 } else { halves.1 }) >> (8 * (o % 8));
     let addr = at + u64::from(o);
+    debug_assert!(
+        !fits || o.is_multiple_of(W),
+        "a piece of {W} bytes at byte {o}"
+    );
     #[cfg(target_arch = "nvptx64")]
     // SAFETY: stored only when they fit: then inside lo..hi, `W`-aligned (forwarded).
     unsafe {
@@ -584,8 +591,9 @@ mod tests {
                         };
                         wrote.push(span.whole(j));
                     }
-                    let what =
-                        std::format!("dst lead {dl}, src lead {sl}, {len} bytes ({straight})");
+                    let what = std::format!(
+                        "dst lead {dl}, src lead {sl}, {len} bytes, straight: {straight}"
+                    );
                     for i in 0..96u64 {
                         let inside = i >= 16 + dl && i < 16 + dl + len;
                         let want = if inside {
