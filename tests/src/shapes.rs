@@ -33,6 +33,9 @@
 //!   `residual_out` at it in `b`'s second half. Both outputs are checked against the host
 //!   reference (`h` bit for bit) and across the ranks, and every other byte of `b` as above.
 //!
+//! [`ll_passes`] (8 calls, 2 and 3 ranks, [`ll_passes_tuning`]): LL all-to-alls large enough
+//! that the any-shape kernel's threads go round their loops more than once.
+//!
 //! [`subset`] for 8 ranks (110 calls): f32, counts 0, 1, 13, 1023 and 1024, offsets (0, 0),
 //! (3, 3) and (1, 0), and in place the all-reduce, reduce-scatter and all-gather at counts
 //! 1, 13 and 1023, output offsets 0 and 3; the fused call at 3 × 7 and 3 × 1001, offsets
@@ -160,10 +163,10 @@ pub struct Tally {
 }
 
 impl Rank {
-    fn new(comm: Communicator) -> Result<Rank> {
+    fn new(comm: Communicator, tuning: Tuning) -> Result<Rank> {
         let dev = Device::for_rank(&comm)?; // the rank's GPU, current on this thread
         let stream = dev.stream()?;
-        let g = Collectives::new(&comm, tuning())?;
+        let g = Collectives::new(&comm, tuning)?;
         let a_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
         let b_mem = SymmetricMemory::alloc(&comm, WINDOW)?;
         let a = comm.register_window(&a_mem)?;
@@ -432,8 +435,18 @@ pub fn run_matrix(
     shapes: &[Shape],
     emulated: bool,
 ) -> std::result::Result<Tally, String> {
+    run_matrix_tuned(n, shapes, emulated, tuning())
+}
+
+/// [`run_matrix`] with the gallery tuned by `tuning` (the matrix's own: small thresholds).
+pub fn run_matrix_tuned(
+    n: usize,
+    shapes: &[Shape],
+    emulated: bool,
+    tuning: Tuning,
+) -> std::result::Result<Tally, String> {
     let one = |comm: Communicator| {
-        let rank = Rank::new(comm)?;
+        let rank = Rank::new(comm, tuning)?;
         let mut tally = Tally::default();
         for (k, &s) in shapes.iter().enumerate() {
             rank.run(s, 1000 + k as u32, &mut tally)?;
@@ -591,7 +604,7 @@ pub fn subset() -> Vec<Shape> {
 /// (an empty string where a call was not refused).
 pub fn misaligned_messages(emulated: bool) -> std::result::Result<Vec<Vec<String>>, String> {
     let one = |comm: Communicator| {
-        let rank = Rank::new(comm)?;
+        let rank = Rank::new(comm, tuning())?;
         let stream = &rank.stream;
         let mut messages = Vec::new();
         for count in [0, 1, 4] {
@@ -616,4 +629,35 @@ pub fn misaligned_messages(emulated: bool) -> std::result::Result<Vec<Vec<String
         ranks::run_ranks(Some(2), one)
     };
     ranks::all_ok(results)
+}
+
+/// LL all-to-alls of 1601 elements per block (f32 and bf16: 401 and 201 packs) at offsets
+/// that are not whole packs, for [`ll_passes_tuning`]: one block of at most 512 threads, so the
+/// any-shape LL all-to-all's senders and copiers (half the grid each) go round their loops
+/// more than once.
+pub fn ll_passes() -> Vec<Shape> {
+    let mut shapes = Vec::new();
+    for t in [DataType::F32, DataType::Bf16] {
+        for (offset, out_offset) in [(1, 0), (3, 3), (0, 1), (7, 7)] {
+            shapes.push(Shape {
+                coll: Coll::AllToAll,
+                t,
+                count: 1601,
+                offset,
+                out_offset,
+                in_place: false,
+            });
+        }
+    }
+    shapes
+}
+
+/// The tuning of [`ll_passes`]: LL up to 64 KiB, on one block.
+pub fn ll_passes_tuning() -> Tuning {
+    Tuning {
+        ll_max: 64 << 10,
+        ll_blocks: 1,
+        ll_min_threads: 32,
+        ..tuning()
+    }
 }

@@ -4,7 +4,10 @@
 
 use std::time::Instant;
 
-use symcomm_tests::shapes::{full_matrix, misaligned_messages, run_matrix, subset};
+use symcomm_tests::shapes::{
+    full_matrix, ll_passes, ll_passes_tuning, misaligned_messages, run_matrix, run_matrix_tuned,
+    subset,
+};
 
 #[test]
 fn every_collective_and_type_over_counts_and_offsets_on_2_3_and_4_ranks() {
@@ -34,6 +37,16 @@ fn a_subset_on_8_ranks() {
         t0.elapsed().as_secs_f64()
     );
     assert_eq!(tally.ran, shapes.len());
+}
+
+#[test]
+fn ll_all_to_all_threads_go_round_their_loops() {
+    let shapes = ll_passes();
+    for n in [2, 3] {
+        let tally = run_matrix_tuned(n, &shapes, true, ll_passes_tuning())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tally.ran, shapes.len());
+    }
 }
 
 #[test]
