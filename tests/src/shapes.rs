@@ -652,6 +652,40 @@ pub fn ll_passes() -> Vec<Shape> {
     shapes
 }
 
+/// All-gathers and all-to-alls of about 40 KB per block (f32 and bf16: 2561 or 2562 packs)
+/// at offsets that are not whole packs, for [`barrier_passes_tuning`]: one block of 512
+/// threads, so each thread of the barrier kernels takes five or six packs, in passes of two
+/// then a last pass of three (`stride_passes`), with the shifted loads and the partial first
+/// and last packs in those passes (the other shapes of the matrix give each thread one or two
+/// packs).
+pub fn barrier_passes() -> Vec<Shape> {
+    let mut shapes = Vec::new();
+    for coll in [Coll::AllGather, Coll::AllToAll] {
+        for (t, count) in [(DataType::F32, 10243), (DataType::Bf16, 20483)] {
+            for (offset, out_offset) in [(1, 0), (3, 3), (0, 1), (7, 7)] {
+                shapes.push(Shape {
+                    coll,
+                    t,
+                    count,
+                    offset,
+                    out_offset,
+                    in_place: false,
+                });
+            }
+        }
+    }
+    shapes
+}
+
+/// The tuning of [`barrier_passes`]: no LL, one block.
+pub fn barrier_passes_tuning() -> Tuning {
+    Tuning {
+        ll_max: 0,
+        max_blocks: 1,
+        ..tuning()
+    }
+}
+
 /// The tuning of [`ll_passes`]: LL up to 64 KiB, on one block.
 pub fn ll_passes_tuning() -> Tuning {
     Tuning {

@@ -5,8 +5,8 @@
 use std::time::Instant;
 
 use symcomm_tests::shapes::{
-    full_matrix, ll_passes, ll_passes_tuning, misaligned_messages, run_matrix, run_matrix_tuned,
-    subset,
+    barrier_passes, barrier_passes_tuning, full_matrix, ll_passes, ll_passes_tuning,
+    misaligned_messages, run_matrix, run_matrix_tuned, subset,
 };
 
 #[test]
@@ -44,6 +44,16 @@ fn ll_all_to_all_threads_go_round_their_loops() {
     let shapes = ll_passes();
     for n in [2, 3] {
         let tally = run_matrix_tuned(n, &shapes, true, ll_passes_tuning())
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(tally.ran, shapes.len());
+    }
+}
+
+#[test]
+fn barrier_all_gather_and_all_to_all_threads_go_round_their_loops() {
+    let shapes = barrier_passes();
+    for n in [2, 3, 4] {
+        let tally = run_matrix_tuned(n, &shapes, true, barrier_passes_tuning())
             .unwrap_or_else(|e| panic!("{e}"));
         assert_eq!(tally.ran, shapes.len());
     }
