@@ -592,7 +592,11 @@ impl Collectives {
         work: u64,
         stream: CUstream,
     ) -> Result<()> {
-        let kernel = &shaped(kernel, is_aligned(&io.src, &io.dst, io.bytes as usize));
+        let aligned = is_aligned(&io.src, &io.dst, io.bytes as usize);
+        let kernel = &match protocol {
+            Protocol::Barriered => shaped_for(kernel, aligned, self.n),
+            _ => shaped(kernel, aligned),
+        };
         let (src, dst, bytes) = (io.src.sym(0), io.dst.sym(0), io.bytes);
         match protocol {
             Protocol::Barriered => {
@@ -787,6 +791,20 @@ fn shaped(kernel: &str, aligned: bool) -> String {
         kernel.to_owned()
     } else {
         format!("{kernel}_any")
+    }
+}
+
+/// The barrier kernels whose any-shape body for a team of two ranks is a kernel of its own,
+/// `{kernel}_any_2` (`collectives::all_gather_two` in the kernels).
+const TWO_RANK_ANY: &[&str] = &["all_gather"];
+
+/// [`shaped`] for a team of `n` ranks: `{kernel}_any_2` for an any-shape call of two ranks
+/// where the kernel has one ([`TWO_RANK_ANY`]).
+fn shaped_for(kernel: &str, aligned: bool, n: usize) -> String {
+    if !aligned && n == 2 && TWO_RANK_ANY.contains(&kernel) {
+        format!("{kernel}_any_2")
+    } else {
+        shaped(kernel, aligned)
     }
 }
 

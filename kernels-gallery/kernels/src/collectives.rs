@@ -33,9 +33,7 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
     unsafe {
         let span = Span::<ANY>::new(io.dst.offset as u64 + at, io.bytes);
         let from = Src::at(local_addr(io.src), span);
-        if ANY && n == 2 {
-            return all_gather_any_n::<2>(comm, io);
-        }
+        // (Two ranks: `all_gather_two`, a kernel of its own; here they take the loop below.)
         if ANY && n == 4 {
             return all_gather_any_n::<4>(comm, io);
         }
@@ -59,6 +57,21 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
             j += stride;
         }
     }
+}
+
+/// [`all_gather`] of any shape for a team of exactly two LSA ranks: the body of
+/// [`all_gather_any_n`] alone, the host's `all_gather_any_2`. In the kernel that also holds
+/// the bodies for four ranks and for any count, the same two-rank body took about 190 cycles
+/// more from the entry barrier to its first pass (900 against 710, clock stamps in one block),
+/// and an odd all-gather of 1 MiB and a bit 1.05–1.07× the next multiple of 16 bytes, against
+/// 1.02–1.05× in a kernel of its own (two ranks on one H100, four device calls).
+///
+/// # Safety
+/// As [`all_gather`]; the LSA team has two ranks.
+#[inline(always)]
+pub unsafe fn all_gather_two(comm: &DevComm, io: Io) {
+    // SAFETY: forwarded.
+    unsafe { all_gather_any_n::<2>(comm, io) }
 }
 
 /// [`all_gather`]'s any-shape body for `N` ranks: every peer's destination address computed

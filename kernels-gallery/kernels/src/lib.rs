@@ -283,6 +283,14 @@ entry! {
     ///   the same shape and `bytes`; `status` is null or a valid `u32` of this device.
     barriered(AcqRel) all_gather | all_gather_any => collectives::all_gather;
 
+    /// [`all_gather_any`] for exactly two LSA ranks: that body alone, in a kernel of its own
+    /// (see `collectives::all_gather_two`).
+    ///
+    /// # Safety
+    /// - as [`all_gather_any`];
+    /// - the LSA team has exactly two ranks.
+    barriered(AcqRel) all_gather_any_2 => collectives::all_gather_two;
+
     /// All-to-all: block `p` (`bytes`) of this rank's `src` lands in block `rank` of peer
     /// `p`'s `dst`.
     ///
