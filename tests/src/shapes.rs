@@ -52,7 +52,7 @@ use symcomm_gallery_kernels::pattern;
 /// kernels, and a large odd count.
 pub const COUNTS: [usize; 12] = [0, 1, 2, 3, 5, 7, 13, 8, 64, 1024, 4096, 4099];
 /// Element offsets of the input and of the output in their windows.
-pub const PLACES: [(usize, usize); 9] = [
+pub const PLACES: [Place; 9] = [
     (0, 0),
     (1, 1),
     (3, 3),
@@ -138,6 +138,27 @@ pub struct Shape {
     /// reduce-scatter into this rank's block of its input.
     pub in_place: bool,
 }
+
+impl Shape {
+    /// An out-of-place call of `count` elements of `t` at element offsets `(offset,
+    /// out_offset)`.
+    pub const fn apart(coll: Coll, t: DataType, count: usize, (offset, out_offset): Place) -> Self {
+        Shape {
+            coll,
+            t,
+            count,
+            offset,
+            out_offset,
+            in_place: false,
+        }
+    }
+}
+
+/// Element offsets `(input, output)` of a call.
+pub type Place = (usize, usize);
+
+/// Offsets that are not whole packs for any of the types, on either side or both.
+const ODD_PLACES: [Place; 4] = [(1, 0), (3, 3), (0, 1), (7, 7)];
 
 /// One rank's windows (dropped before the communicator, and the device last).
 struct Rank {
@@ -481,15 +502,8 @@ pub fn full_matrix() -> Vec<Shape> {
     for coll in COLLS {
         for t in [DataType::F32, DataType::Bf16] {
             for count in COUNTS {
-                for (offset, out_offset) in PLACES {
-                    shapes.push(Shape {
-                        coll,
-                        t,
-                        count,
-                        offset,
-                        out_offset,
-                        in_place: false,
-                    });
+                for place in PLACES {
+                    shapes.push(Shape::apart(coll, t, count, place));
                 }
             }
         }
@@ -528,14 +542,12 @@ pub fn full_matrix() -> Vec<Shape> {
 /// The fused call on `tokens × hidden` rows at element offsets `offset` (`x`, the residual)
 /// and `out_offset` (the weight, both outputs).
 fn norm_shape(tokens: usize, hidden: usize, offset: usize, out_offset: usize) -> Shape {
-    Shape {
-        coll: Coll::RmsNorm { hidden },
-        t: DataType::Bf16,
-        count: tokens * hidden,
-        offset,
-        out_offset,
-        in_place: false,
-    }
+    Shape::apart(
+        Coll::RmsNorm { hidden },
+        DataType::Bf16,
+        tokens * hidden,
+        (offset, out_offset),
+    )
 }
 
 /// The forced two-shot all-reduce: f32 and bf16, counts 1, 13, 1024 and 4099, offsets (0, 0),
@@ -544,15 +556,8 @@ fn two_shot_rows() -> Vec<Shape> {
     let mut shapes = Vec::new();
     for t in [DataType::F32, DataType::Bf16] {
         for count in [1, 13, 1024, 4099] {
-            for (offset, out_offset) in [(0, 0), (3, 3), (1, 0)] {
-                shapes.push(Shape {
-                    coll: Coll::AllReduceTwoShot,
-                    t,
-                    count,
-                    offset,
-                    out_offset,
-                    in_place: false,
-                });
+            for place in [(0, 0), (3, 3), (1, 0)] {
+                shapes.push(Shape::apart(Coll::AllReduceTwoShot, t, count, place));
             }
         }
     }
@@ -564,15 +569,8 @@ pub fn subset() -> Vec<Shape> {
     let mut shapes = Vec::new();
     for coll in COLLS {
         for count in [0, 1, 13, 1023, 1024] {
-            for (offset, out_offset) in [(0, 0), (3, 3), (1, 0)] {
-                shapes.push(Shape {
-                    coll,
-                    t: DataType::F32,
-                    count,
-                    offset,
-                    out_offset,
-                    in_place: false,
-                });
+            for place in [(0, 0), (3, 3), (1, 0)] {
+                shapes.push(Shape::apart(coll, DataType::F32, count, place));
             }
         }
     }
@@ -638,15 +636,8 @@ pub fn misaligned_messages(emulated: bool) -> std::result::Result<Vec<Vec<String
 pub fn ll_passes() -> Vec<Shape> {
     let mut shapes = Vec::new();
     for t in [DataType::F32, DataType::Bf16] {
-        for (offset, out_offset) in [(1, 0), (3, 3), (0, 1), (7, 7)] {
-            shapes.push(Shape {
-                coll: Coll::AllToAll,
-                t,
-                count: 1601,
-                offset,
-                out_offset,
-                in_place: false,
-            });
+        for place in ODD_PLACES {
+            shapes.push(Shape::apart(Coll::AllToAll, t, 1601, place));
         }
     }
     shapes
@@ -662,15 +653,8 @@ pub fn barrier_passes() -> Vec<Shape> {
     let mut shapes = Vec::new();
     for coll in [Coll::AllGather, Coll::AllToAll] {
         for (t, count) in [(DataType::F32, 10243), (DataType::Bf16, 20483)] {
-            for (offset, out_offset) in [(1, 0), (3, 3), (0, 1), (7, 7)] {
-                shapes.push(Shape {
-                    coll,
-                    t,
-                    count,
-                    offset,
-                    out_offset,
-                    in_place: false,
-                });
+            for place in ODD_PLACES {
+                shapes.push(Shape::apart(coll, t, count, place));
             }
         }
     }
