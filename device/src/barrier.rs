@@ -17,9 +17,9 @@
 //! | `[3n + index * R + peer]` | unicast inbox of barrier `index`: written by `peer` |
 //!
 //! Algorithm (unicast): the epoch is the number of completed barrier rounds. `arrive` syncs
-//! the group, issues a system-scope fence if the order has a release half, then stores
-//! `epoch + 1` (relaxed, system scope) into its own slot of every peer's inbox, the group's
-//! threads sharing the peers. `wait` spins with system-scope loads (acquire if the order has an
+//! the group; then the threads that signal (the group's threads share the peers) each issue a
+//! system-scope fence if the order has a release half, and store `epoch + 1` (relaxed, system
+//! scope) into their own rank's slot of their peers' inboxes. `wait` spins with system-scope loads (acquire if the order has an
 //! acquire half) on its own inbox slots until each holds at least `epoch + 1` (wrap-safe
 //! compare), then `epoch += 1`. Multimem: `arrive` is one `multimem.red.add.u32 +1` on the
 //! multicast address of the barrier's counter (every rank's copy gets +1), `wait` spins on the
@@ -225,6 +225,12 @@ impl<C: Coop> LsaBarrier<C> {
     /// With a release half in `order` (`Release`, `AcqRel`): a system-scope fence precedes the
     /// signal, so every write the group made before `arrive` is visible to peers whose `wait`
     /// has an acquire half. With `Relaxed`/`Acquire`: only arrival is signalled.
+    ///
+    /// Only the threads that signal a peer fence: the group's sync first orders every member's
+    /// earlier accesses before them (the pattern of a grid-wide sync: sync the block, then one
+    /// thread fences and signals). With every thread of a 512-thread block fencing, the exit
+    /// barrier of an all-gather or all-to-all of 1 MiB took about 1.1 µs more (7.6 → 6.5 µs
+    /// per all-to-all, two ranks on one H100).
     #[inline(always)]
     pub fn arrive(&mut self, coop: &C, order: Ordering) {
         coop.sync();
@@ -235,11 +241,14 @@ impl<C: Coop> LsaBarrier<C> {
                 if n <= 1 {
                     return;
                 }
-                mem::fence(order.release_part(), Scope::Sys);
                 let word = self.inbox_word(self.team.rank);
                 let value = self.epoch.wrapping_add(1);
                 let (mut i, step) = peer_walk(coop);
                 // `i < n - 1` bounds the peer whatever the coop reports (n > 1 here).
+                if i < (n - 1) as u32 {
+                    // After `coop.sync()`: releases the whole group's earlier writes.
+                    mem::fence(order.release_part(), Scope::Sys);
+                }
                 while i < (n - 1) as u32 {
                     let mut peer = self.team.rank + 1 + i as i32;
                     if peer >= n {
