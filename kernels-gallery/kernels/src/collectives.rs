@@ -10,7 +10,7 @@ use crate::common::{
     rotated, st, st_peers, stride_pairs, unroll,
 };
 use crate::plan::{self, PACK};
-use crate::shape::{Dst, Span, Src, floor};
+use crate::shape::{Dst, EdgeBytes, Edges, Span, Src, floor};
 
 /// All-gather: block `rank` (`bytes` at `dst + rank × bytes`) of every peer's `dst` receives
 /// this rank's `src` (`bytes`, local), in the packs of that block. Barrier-bracketed, exit
@@ -84,7 +84,8 @@ unsafe fn all_gather_any_n<const N: usize>(comm: &DevComm, io: Io) {
     let at = io.bytes * me as u64;
     let span = Span::<true>::new(io.dst.offset as u64 + at, io.bytes);
     // SAFETY: live descriptors (the caller's contract).
-    let from = unsafe { Src::at(local_addr(io.src), span) };
+    let src = unsafe { local_addr(io.src) };
+    let from = Src::at(src, span);
     let mut to = [0u64; N];
     unroll::<N>(|k| {
         // SAFETY: as above.
@@ -93,33 +94,47 @@ unsafe fn all_gather_any_n<const N: usize>(comm: &DevComm, io: Io) {
     // SAFETY: forwarded.
     unsafe {
         if from.shift.is_flat() {
-            all_gather_pairs::<N, true>(span, from, &to)
+            all_gather_pairs::<N, true>(span, from, src, &to)
         } else {
-            all_gather_pairs::<N, false>(span, from, &to)
+            all_gather_pairs::<N, false>(span, from, src, &to)
         }
     }
 }
 
-/// The passes of [`all_gather_any_n`], with the shifted loads when `FLAT` ([`Src::load_as`]).
+/// The passes of [`all_gather_any_n`] over the range's whole packs ([`Span::inner`]), with
+/// the shifted loads when `FLAT` ([`Src::load_as`]); the bytes outside them one per thread
+/// ([`EdgeBytes`]).
+///
+/// A pass stored a partial pack in pieces ([`Dst::store`]) before: the thread holding both
+/// partial packs of a block (thread 0, with a third pack at 1 MiB and a few bytes) took
+/// about 1000 clock cycles more than the others, and its block was the last to finish.
 ///
 /// # Safety
-/// `from` and the destination copies `to` (pack 0 of block `me`) hold the range.
+/// `from` (first byte at `src`) and the destination copies `to` (pack 0 of block `me`) hold
+/// the range.
 #[inline(always)]
 unsafe fn all_gather_pairs<const N: usize, const FLAT: bool>(
     span: Span<true>,
     from: Src<true>,
+    src: u64,
     to: &[u64; N],
 ) {
-    passes!(0, span.packs(), |p| {
-        // SAFETY: packs of the source and of block `me` of every peer's destination; only
-        // this thread of this rank writes their bytes of the range.
+    let (lo, hi) = span.inner();
+    let edges = EdgeBytes::new(Edges::of(span));
+    // SAFETY: the source holds the range.
+    let first = unsafe { edges.load(&[src]) };
+    passes!(lo, hi, |p| {
+        // SAFETY: whole packs of the source and of block `me` of every peer's destination;
+        // only this thread of this rank writes them.
         unsafe {
             let v = p.load(|j| from.load_as::<FLAT>(j));
-            unroll::<N>(|k| {
-                let d = Dst { base: to[k], span };
-                p.each(&v, |j, x| d.store(j, x));
-            });
+            unroll::<N>(|k| p.each(&v, |j, x| st(to[k] + pack_off(j), x)));
         }
+    });
+    unroll::<N>(|k| {
+        // SAFETY: edge bytes of the source and of block `me` of peer `k`'s destination; only
+        // this thread of this rank writes them.
+        unsafe { edges.store(first, &[src], &[to[k] + span.lead]) };
     });
 }
 
@@ -209,10 +224,12 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
     let (inp, out) = unsafe { (local_addr(io.src), local_addr(io.dst)) };
     let mine = bytes * me as u64;
     let span = Span::<true>::new(io.dst.offset as u64 + mine, bytes);
+    let mut src = [0u64; N];
     let mut from = [Src::at(inp, span); N];
     unroll::<N>(|k| {
         let p = rotated(me, k as i32, N as i32);
-        from[k] = Src::at(inp + bytes * p as u64, span);
+        src[k] = inp + bytes * p as u64;
+        from[k] = Src::at(src[k], span);
     });
     let to = AtFirstUse::new(|k| {
         let p = rotated(me, k as i32, N as i32);
@@ -233,33 +250,40 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
     // SAFETY: forwarded.
     unsafe {
         match flat {
-            0 => all_to_all_pairs::<N, 0>(span, &from, &to),
-            1 => all_to_all_pairs::<N, 1>(span, &from, &to),
-            2 => all_to_all_pairs::<N, 2>(span, &from, &to),
-            _ => all_to_all_pairs::<N, 3>(span, &from, &to),
+            0 => all_to_all_pairs::<N, 0>(span, &from, &src, &to),
+            1 => all_to_all_pairs::<N, 1>(span, &from, &src, &to),
+            2 => all_to_all_pairs::<N, 2>(span, &from, &src, &to),
+            _ => all_to_all_pairs::<N, 3>(span, &from, &src, &to),
         }
     }
 }
 
-/// The passes of [`all_to_all_any_n`], with the shifted loads ([`Src::load_as`]) from the
-/// sources `k` whose bit `k` is set in `FLAT` (`N ≤ 2`: the four masks are the kernels).
+/// The passes of [`all_to_all_any_n`] over the range's whole packs ([`Span::inner`]), with
+/// the shifted loads ([`Src::load_as`]) from the sources `k` whose bit `k` is set in `FLAT`
+/// (`N ≤ 2`: the four masks are the kernels); the bytes outside them one per thread
+/// ([`EdgeBytes`], as in [`all_gather_pairs`]).
 ///
 /// The destination addresses (`to`: pack 0 of block `me` in the copy that source `k` goes to)
 /// are read after the first pass's loads ([`AtFirstUse`]).
 ///
 /// # Safety
-/// Each `from[k]` holds the range, and so does each destination in `to`; a source whose bit
-/// is clear is not shifted.
+/// Each `from[k]` (first byte at `src[k]`) holds the range, and so does each destination in
+/// `to`; a source whose bit is clear is not shifted.
 #[inline(always)]
 unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
     span: Span<true>,
     from: &[Src<true>; N],
+    src: &[u64; N],
     to: &AtFirstUse<N, impl Fn(usize) -> u64>,
 ) {
-    passes!(without one; 0, span.packs(), |p| {
+    let (lo, hi) = span.inner();
+    let edges = EdgeBytes::new(Edges::of(span));
+    // SAFETY: every source holds the range.
+    let first = unsafe { edges.load(src) };
+    passes!(without one; lo, hi, |p| {
         let mut v = [[U32x4::default(); 3]; N];
-        // SAFETY: packs of block `k` of the local source and of block `me` of peer `k`'s
-        // destination; only this thread of this rank writes their bytes of the range.
+        // SAFETY: whole packs of block `k` of the local source and of block `me` of peer `k`'s
+        // destination; only this thread of this rank writes them.
         unsafe {
             unroll::<N>(|k| {
                 v[k] = if (FLAT >> k) & 1 != 0 {
@@ -269,12 +293,16 @@ unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
                 }
             });
             let to = to.get();
-            unroll::<N>(|k| {
-                let d = Dst { base: to[k], span };
-                p.each(&v[k], |j, x| d.store(j, x));
-            });
+            unroll::<N>(|k| p.each(&v[k], |j, x| st(to[k] + pack_off(j), x)));
         }
     });
+    if edges.any() {
+        let mut dst = to.get();
+        unroll::<N>(|k| dst[k] += span.lead);
+        // SAFETY: edge bytes of each source and of block `me` of each destination; only this
+        // thread of this rank writes them.
+        unsafe { edges.store(first, src, &dst) };
+    }
 }
 
 /// [`all_to_all`]'s body for any number of ranks: pack by pack, peers in rotated order.

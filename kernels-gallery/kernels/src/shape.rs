@@ -6,7 +6,9 @@
 //! start or end on a pack boundary are stored in aligned pieces of 1 to 8 bytes
 //! ([`Dst::store`]; [`Dst::store_straight`], predicated, in the LL kernels), so no byte outside
 //! the range is ever written (another rank's block, or the user's data next to the
-//! buffer).
+//! buffer). The barrier all-gather's bodies for two and four ranks and the all-to-all's for
+//! two instead pass over the whole packs only ([`Span::inner`]) and move the bytes around
+//! them one per thread ([`Edges`], [`EdgeBytes`]).
 //!
 //! The source is read in the destination's packs ([`Shift`]). Where it sits at the same
 //! position within its pack as the destination (every 16-byte aligned call, every in-place
@@ -25,7 +27,7 @@
 use symcomm_device::arch::byte_perm;
 use symcomm_device::mem::U32x4;
 
-use crate::common::{ld, pack_off, st};
+use crate::common::{grid_stride, ld, pack_off, st, unroll};
 use crate::plan::{self, PACK};
 
 /// The address of the pack holding byte address `addr`.
@@ -107,6 +109,159 @@ impl<const ANY: bool> Span<ANY> {
 }
 
 // ANCHOR_END: span
+
+impl Span<true> {
+    /// The packs whose every byte is in the range: `(first, end)`, `first ≤ end` (none when
+    /// the range lies inside one pack and does not fill it).
+    #[inline(always)]
+    pub const fn inner(self) -> (u64, u64) {
+        let e = Edges::of(self);
+        let first = if e.head > 0 { 1 } else { 0 };
+        (first, first + (self.len - e.head) / PACK)
+    }
+}
+
+// ANCHOR: edges
+/// The bytes of a range outside its [`inner`](Span::inner) packs: up to 15 at its start (in
+/// its first pack, from its lead on) and up to 15 at its end (in the pack after the inner
+/// ones). Bodies that move whole packs with `st.v4` and shifted loads move these bytes one
+/// per thread instead, from the source's byte to the destination's byte at the same place in
+/// the range ([`ld_byte`], [`st_byte`]): no partial pack, no shift, no pieces.
+#[derive(Clone, Copy)]
+pub struct Edges {
+    /// Bytes at the start (`0..16`).
+    pub head: u64,
+    /// Bytes at the end (`0..16`).
+    pub tail: u64,
+    /// The range's length.
+    len: u64,
+}
+
+impl Edges {
+    /// The edge bytes of `span`.
+    #[inline(always)]
+    pub const fn of(span: Span<true>) -> Self {
+        let head = if span.lead == 0 {
+            0
+        } else if span.len < PACK - span.lead {
+            span.len
+        } else {
+            PACK - span.lead
+        };
+        Edges {
+            head,
+            tail: (span.len - head) % PACK,
+            len: span.len,
+        }
+    }
+
+    /// How many (at most 30).
+    #[inline(always)]
+    pub const fn count(self) -> u64 {
+        self.head + self.tail
+    }
+
+    /// Edge byte `i` (`i < count()`) as an offset in the range: the head's bytes, then the
+    /// tail's.
+    #[inline(always)]
+    pub const fn off(self, i: u64) -> u64 {
+        if i < self.head {
+            i
+        } else {
+            self.len - (self.count() - i)
+        }
+    }
+}
+// ANCHOR_END: edges
+
+/// This thread's share of a range's [`Edges`], for copies of the range from `N` sources
+/// (source `k` to destination `k`): edge byte `i` goes to the `i`-th thread from the grid's
+/// last, then every grid's threads further (only grids of fewer than 30 threads give a thread
+/// two). In a grid-stride loop the last threads have the fewest packs.
+///
+/// A body loads its first byte ([`load`](Self::load)) before its passes and stores it
+/// ([`store`](Self::store)) after them: the load's latency hides behind the passes, and the
+/// passes carry no code for partial packs.
+#[derive(Clone, Copy)]
+pub struct EdgeBytes {
+    edges: Edges,
+    /// This thread's first edge byte.
+    i: u64,
+    stride: u64,
+}
+
+impl EdgeBytes {
+    /// This thread's share of `edges`.
+    #[inline(always)]
+    pub fn new(edges: Edges) -> Self {
+        let (first, stride) = grid_stride();
+        EdgeBytes {
+            edges,
+            i: stride - 1 - first,
+            stride,
+        }
+    }
+
+    /// Whether this thread moves any edge byte.
+    #[inline(always)]
+    pub fn any(self) -> bool {
+        self.i < self.edges.count()
+    }
+
+    /// This thread's first edge byte of each source (the source's first byte at `src[k]`);
+    /// zeros when it has none.
+    ///
+    /// # Safety
+    /// Each source holds the range (as for [`ld_byte`]).
+    #[inline(always)]
+    pub unsafe fn load<const N: usize>(self, src: &[u64; N]) -> [u8; N] {
+        if self.any() {
+            // SAFETY: forwarded.
+            unsafe { self.load_at(self.i, src) }
+        } else {
+            [0; N]
+        }
+    }
+
+    /// Stores `first` (what [`load`](Self::load) gave) into each destination (its first byte
+    /// at `dst[k]`), then moves this thread's other edge bytes, if any.
+    ///
+    /// # Safety
+    /// Each source and destination holds the range; only this thread of this rank writes
+    /// these bytes of the destinations.
+    #[inline(always)]
+    pub unsafe fn store<const N: usize>(self, first: [u8; N], src: &[u64; N], dst: &[u64; N]) {
+        let mut i = self.i;
+        let mut b = first;
+        while i < self.edges.count() {
+            let off = self.edges.off(i);
+            if i != self.i {
+                // SAFETY: forwarded.
+                b = unsafe { self.load_at(i, src) };
+            }
+            unroll::<N>(|k| {
+                // SAFETY: a byte of the range in destination `k` (forwarded).
+                unsafe { st_byte(dst[k] + off, b[k]) };
+            });
+            i += self.stride;
+        }
+    }
+
+    /// Edge byte `i` (`i < count()`) of each source.
+    ///
+    /// # Safety
+    /// As [`load`](Self::load).
+    #[inline(always)]
+    unsafe fn load_at<const N: usize>(self, i: u64, src: &[u64; N]) -> [u8; N] {
+        let off = self.edges.off(i);
+        let mut b = [0u8; N];
+        unroll::<N>(|k| {
+            // SAFETY: a byte of the range in source `k` (forwarded).
+            b[k] = unsafe { ld_byte(src[k] + off) };
+        });
+        b
+    }
+}
 
 /// A destination copy: the address of its pack 0 and its [`Span`].
 #[derive(Clone, Copy)]
@@ -549,6 +704,39 @@ unsafe fn st_n(addr: u64, v: u64, w: u32) {
     }
 }
 
+/// The byte at `addr` (a plain `ld.u8`). On the host (the emulator) it is read through the
+/// 8-byte word that holds it (one relaxed atomic load): other threads may write that word's
+/// other bytes at the same time, with atomics of that size (see [`st_n`]).
+///
+/// # Safety
+/// `addr` is valid for a 1-byte read; on the host the 8-byte word holding it is valid memory;
+/// no other thread writes that byte concurrently.
+#[inline(always)]
+pub unsafe fn ld_byte(addr: u64) -> u8 {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: forwarded.
+    unsafe {
+        *(addr as *const u8)
+    }
+    #[cfg(not(target_arch = "nvptx64"))]
+    {
+        use core::sync::atomic::{AtomicU64, Ordering::Relaxed};
+        // SAFETY: the aligned word holding the byte is valid memory (caller's contract).
+        let word = unsafe { AtomicU64::from_ptr((addr & !7) as *mut u64) }.load(Relaxed);
+        (word >> ((addr % 8) * 8)) as u8
+    }
+}
+
+/// Stores the byte `v` at `addr` (a plain `st.u8`; on the host as [`st_n`]).
+///
+/// # Safety
+/// As [`st_n`] for one byte.
+#[inline(always)]
+pub unsafe fn st_byte(addr: u64, v: u8) {
+    // SAFETY: forwarded.
+    unsafe { st_n(addr, u64::from(v), 1) }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -561,6 +749,94 @@ mod tests {
     fn copies_through_the_pack_form_move_every_byte_and_nothing_else() {
         for straight in [false, true] {
             copies_every_byte_and_nothing_else(straight);
+        }
+    }
+
+    /// Every lead and length up to 5 packs: the inner packs are whole, and they and the edge
+    /// bytes cover each byte of the range exactly once, at most 30 edge bytes.
+    #[test]
+    fn inner_packs_and_edge_bytes_cover_the_range_once() {
+        for lead in 0..16u64 {
+            for len in 0..80u64 {
+                let span = Span::<true>::new(lead, len);
+                let (first, end) = span.inner();
+                let e = Edges::of(span);
+                let what = std::format!("lead {lead}, {len} bytes");
+                assert!(first <= end && end <= span.packs(), "{what}");
+                assert!(e.count() <= 30 && e.head < 16 && e.tail < 16, "{what}");
+                let mut seen = std::vec![0u32; len as usize];
+                for j in first..end {
+                    assert!(span.whole(j), "{what}: pack {j}");
+                    for b in 0..16 {
+                        seen[(pack_off(j) + b - lead) as usize] += 1;
+                    }
+                }
+                for i in 0..e.count() {
+                    seen[e.off(i) as usize] += 1;
+                }
+                assert!(seen.iter().all(|&c| c == 1), "{what}: {seen:?}");
+            }
+        }
+    }
+
+    /// Every destination lead, two source leads and lengths up to 5 packs, copied as a body
+    /// does: the inner packs through `Src::load_as` and `st`, the edge bytes through
+    /// `EdgeBytes`. Outside an emulated launch the grid is one thread, so that thread takes
+    /// every edge byte (the loop of `EdgeBytes::store`). Each destination then holds its
+    /// source's bytes, and the bytes around it are untouched.
+    #[test]
+    fn inner_packs_and_edge_bytes_copy_two_sources_into_two_destinations() {
+        #[repr(align(16))]
+        struct Buf([u8; 128]);
+        for dl in 0..16u64 {
+            for sl in [(dl + 3) % 16, (dl * 7 + 5) % 16] {
+                for len in 0..80u64 {
+                    let mut src = [Buf([0; 128]), Buf([0; 128])];
+                    for (k, s) in src.iter_mut().enumerate() {
+                        for (i, b) in s.0.iter_mut().enumerate() {
+                            *b = (i as u8).wrapping_mul(13).wrapping_add(k as u8 * 101 + 1);
+                        }
+                    }
+                    let mut dst = [Buf([0xee; 128]), Buf([0xee; 128])];
+                    // Source 0 at lead `sl`, source 1 at the destinations' lead.
+                    let s0 = [
+                        src[0].0.as_ptr() as u64 + 16 + sl,
+                        src[1].0.as_ptr() as u64 + 16 + dl,
+                    ];
+                    let d0 = [
+                        dst[0].0.as_mut_ptr() as u64 + 16 + dl,
+                        dst[1].0.as_mut_ptr() as u64 + 16 + dl,
+                    ];
+                    let span = Span::<true>::new(d0[0], len);
+                    let (first, end) = span.inner();
+                    for k in 0..2 {
+                        let from = Src::at(s0[k], span);
+                        for j in first..end {
+                            // SAFETY: whole packs inside the buffers.
+                            unsafe { st(floor(d0[k]) + pack_off(j), from.load(j)) };
+                        }
+                    }
+                    let edges = EdgeBytes::new(Edges::of(span));
+                    // SAFETY: the ranges lie inside the buffers.
+                    unsafe {
+                        let b = edges.load(&s0);
+                        edges.store(b, &s0, &d0);
+                    }
+                    let what = std::format!("dst lead {dl}, src lead {sl}, {len} bytes");
+                    for k in 0..2 {
+                        let lead = if k == 0 { sl } else { dl };
+                        for i in 0..128u64 {
+                            let inside = i >= 16 + dl && i < 16 + dl + len;
+                            let want = if inside {
+                                src[k].0[(i - dl + lead) as usize]
+                            } else {
+                                0xee
+                            };
+                            assert_eq!(dst[k].0[i as usize], want, "{what}: copy {k}, byte {i}");
+                        }
+                    }
+                }
+            }
         }
     }
 
