@@ -706,7 +706,7 @@ unsafe fn st_n(addr: u64, v: u64, w: u32) {
 
 /// The byte at `addr` (a plain `ld.u8`). On the host (the emulator) it is read through the
 /// 8-byte word that holds it (one relaxed atomic load): other threads may write that word's
-/// other bytes at the same time, with atomics of that size (see [`st_n`]).
+/// other bytes at the same time, with atomics of that size (see `st_n`).
 ///
 /// # Safety
 /// `addr` is valid for a 1-byte read; on the host the 8-byte word holding it is valid memory;
@@ -727,10 +727,12 @@ pub unsafe fn ld_byte(addr: u64) -> u8 {
     }
 }
 
-/// Stores the byte `v` at `addr` (a plain `st.u8`; on the host as [`st_n`]).
+/// Stores the byte `v` at `addr` (a plain `st.u8`; on the host one relaxed atomic
+/// read-modify-write of the 8-byte word that holds it).
 ///
 /// # Safety
-/// As [`st_n`] for one byte.
+/// `addr` is valid for a 1-byte write; on the host the 8-byte word holding it is valid
+/// memory; no other thread writes that byte concurrently.
 #[inline(always)]
 pub unsafe fn st_byte(addr: u64, v: u8) {
     // SAFETY: forwarded.
