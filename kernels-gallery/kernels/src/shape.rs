@@ -121,7 +121,6 @@ impl Span<true> {
     }
 }
 
-// ANCHOR: edges
 /// The bytes of a range outside its [`inner`](Span::inner) packs: up to 15 at its start (in
 /// its first pack, from its lead on) and up to 15 at its end (in the pack after the inner
 /// ones). Bodies that move whole packs with `st.v4` and shifted loads move these bytes one
@@ -172,7 +171,6 @@ impl Edges {
         }
     }
 }
-// ANCHOR_END: edges
 
 /// This thread's share of a range's [`Edges`], for copies of the range from `N` sources
 /// (source `k` to destination `k`): edge byte `i` goes to the `i`-th thread from the grid's
@@ -782,7 +780,7 @@ mod tests {
     }
 
     /// Every destination lead, two source leads and lengths up to 5 packs, copied as a body
-    /// does: the inner packs through `Src::load_as` and `st`, the edge bytes through
+    /// does: the inner packs through `Src::load` and `st`, the edge bytes through
     /// `EdgeBytes`. Outside an emulated launch the grid is one thread, so that thread takes
     /// every edge byte (the loop of `EdgeBytes::store`). Each destination then holds its
     /// source's bytes, and the bytes around it are untouched.
