@@ -6,8 +6,8 @@ use symcomm_device::comm::DevComm;
 use symcomm_device::mem::U32x4;
 
 use crate::common::{
-    AtFirstUse, Io, by_shape, grid_stride, ld, ld_each, local_addr, pack_off, passes, peer_addr,
-    rotated, st, st_peers, stride_pairs, unroll,
+    Gate, Io, by_shape, grid_stride, ld, ld_each, local_addr, pack_off, passes, peer_addr, rotated,
+    settle, st, st_peers, stride_pairs, unroll,
 };
 use crate::plan::{self, PACK};
 use crate::shape::{Dst, EdgeBytes, Edges, Span, Src, floor};
@@ -16,26 +16,33 @@ use crate::shape::{Dst, EdgeBytes, Edges, Span, Src, floor};
 /// this rank's `src` (`bytes`, local), in the packs of that block. Barrier-bracketed, exit
 /// `AcqRel` (it stores into peers).
 ///
+/// `gate` is the entry barrier's wait ([`Gate`]): the body reads its descriptors and computes
+/// its addresses and bounds before opening it.
+///
 /// # Safety
 /// `src` valid for `bytes` locally; `dst` a window of `lsa_size × bytes` on every rank;
 /// `comm` with `grid_dim().x` barriers; the same launch on every LSA rank.
 #[inline(always)]
-pub unsafe fn all_gather(comm: &DevComm, io: Io, any: bool) {
+pub unsafe fn all_gather(comm: &DevComm, io: Io, any: bool, gate: &mut Gate) {
     // SAFETY: forwarded.
-    unsafe { by_shape!(any, all_gather_in(comm, io)) }
+    unsafe { by_shape!(any, all_gather_in(comm, io, gate)) }
 }
 
 #[inline(always)]
-unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
+unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io, gate: &mut Gate) {
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
     let at = io.bytes * me as u64;
     // SAFETY: forwarded.
     unsafe {
         let span = Span::<ANY>::new(io.dst.offset as u64 + at, io.bytes);
-        let from = Src::at(local_addr(io.src), span);
         // (Two ranks: `all_gather_two`, a kernel of its own; here they take the loop below.)
         if ANY && n == 4 {
-            return all_gather_any_n::<4>(comm, io);
+            return all_gather_any_n::<4>(comm, io, gate);
+        }
+        let inp = local_addr(io.src);
+        let from = Src::at(inp, span);
+        if !gate.open() {
+            return;
         }
         if ANY {
             passes!(0, span.packs(), |p| {
@@ -48,7 +55,6 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
             return;
         }
         // Whole packs: the loop of before any shape was taken.
-        let inp = local_addr(io.src);
         let (first, stride) = grid_stride();
         let mut j = first;
         while j < span.packs() {
@@ -69,17 +75,21 @@ unsafe fn all_gather_in<const ANY: bool>(comm: &DevComm, io: Io) {
 /// # Safety
 /// As [`all_gather`]; the LSA team has two ranks.
 #[inline(always)]
-pub unsafe fn all_gather_two(comm: &DevComm, io: Io) {
+pub unsafe fn all_gather_two(comm: &DevComm, io: Io, gate: &mut Gate) {
     // SAFETY: forwarded.
-    unsafe { all_gather_any_n::<2>(comm, io) }
+    unsafe { all_gather_any_n::<2>(comm, io, gate) }
 }
 
 /// [`all_gather`]'s any-shape body for `N` ranks: every peer's destination address computed
-/// once ([`unroll`]: in registers), before the loop. (Read after the first pass's loads, as
-/// the all-to-all does with [`AtFirstUse`], they did not help the odd 1 MiB all-gather: 1.08–
-/// 1.10× the next multiple of 16 bytes against 1.05–1.09×, two ranks on one H100.)
+/// once ([`unroll`]: in registers). The whole setup (descriptor reads, the shift, the inner
+/// packs and the edge bytes) runs before the entry barrier's wait ([`Gate`], [`settle`]):
+/// with it after the wait, the any-shape kernel on 16-byte aligned data took 1.03–1.04× the
+/// aligned kernel's time at 1 MiB (two ranks on one H100).
+///
+/// # Safety
+/// As [`all_gather`]; `N` is the LSA team's size.
 #[inline(always)]
-unsafe fn all_gather_any_n<const N: usize>(comm: &DevComm, io: Io) {
+unsafe fn all_gather_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) {
     let me = comm.lsa_rank;
     let at = io.bytes * me as u64;
     let span = Span::<true>::new(io.dst.offset as u64 + at, io.bytes);
@@ -91,12 +101,25 @@ unsafe fn all_gather_any_n<const N: usize>(comm: &DevComm, io: Io) {
         // SAFETY: as above.
         to[k] = floor(unsafe { peer_addr(io.dst, rotated(me, k as i32, N as i32)) } + at);
     });
+    let (mut span, mut from, mut src) = (span, from, src);
+    let (mut lo, mut hi) = span.inner();
+    let mut edges = EdgeBytes::new(Edges::of(span));
+    span.settle();
+    from.settle();
+    settle(&mut src);
+    unroll::<N>(|k| settle(&mut to[k]));
+    settle(&mut lo);
+    settle(&mut hi);
+    edges.settle();
+    if !gate.open() {
+        return;
+    }
     // SAFETY: forwarded.
     unsafe {
         if from.shift.is_flat() {
-            all_gather_pairs::<N, true>(span, from, src, &to)
+            all_gather_pairs::<N, true>(span, (lo, hi), edges, from, src, &to)
         } else {
-            all_gather_pairs::<N, false>(span, from, src, &to)
+            all_gather_pairs::<N, false>(span, (lo, hi), edges, from, src, &to)
         }
     }
 }
@@ -115,12 +138,12 @@ unsafe fn all_gather_any_n<const N: usize>(comm: &DevComm, io: Io) {
 #[inline(always)]
 unsafe fn all_gather_pairs<const N: usize, const FLAT: bool>(
     span: Span<true>,
+    (lo, hi): (u64, u64),
+    edges: EdgeBytes,
     from: Src<true>,
     src: u64,
     to: &[u64; N],
 ) {
-    let (lo, hi) = span.inner();
-    let edges = EdgeBytes::new(Edges::of(span));
     // SAFETY: the source holds the range.
     let first = unsafe { edges.load(&[src]) };
     passes!(lo, hi, |p| {
@@ -147,11 +170,13 @@ unsafe fn all_gather_pairs<const N: usize, const FLAT: bool>(
 /// a pack are in flight at once. (Copying block by block, all threads did their local block
 /// first: on 2×H200 that left the all-to-all at 0.84–0.91× NCCL's bus bandwidth from 64 MiB.)
 ///
+/// `gate` as for [`all_gather`].
+///
 /// # Safety
 /// `src` valid for `lsa_size × bytes` locally; `dst` a window of that size on every
 /// rank, not overlapping `src`; otherwise as [`all_gather`].
 #[inline(always)]
-pub unsafe fn all_to_all(comm: &DevComm, io: Io, any: bool) {
+pub unsafe fn all_to_all(comm: &DevComm, io: Io, any: bool, gate: &mut Gate) {
     // SAFETY: forwarded.
     unsafe {
         // Blocks of any other shape sit at different places in their packs: the loop over
@@ -161,15 +186,15 @@ pub unsafe fn all_to_all(comm: &DevComm, io: Io, any: bool) {
             // (Two ranks only: with four, the arrays of shifted sources and packs took the
             // kernel past the 128 registers of a 512-thread block.)
             return match comm.lsa_size {
-                2 => all_to_all_any_n::<2>(comm, io),
-                _ => all_to_all_any::<true>(comm, io),
+                2 => all_to_all_any_n::<2>(comm, io, gate),
+                _ => all_to_all_any::<true>(comm, io, gate),
             };
         }
         match comm.lsa_size {
-            2 => all_to_all_n::<2>(comm, io),
-            4 => all_to_all_n::<4>(comm, io),
-            8 => all_to_all_n::<8>(comm, io),
-            _ => all_to_all_any::<false>(comm, io),
+            2 => all_to_all_n::<2>(comm, io, gate),
+            4 => all_to_all_n::<4>(comm, io, gate),
+            8 => all_to_all_n::<8>(comm, io, gate),
+            _ => all_to_all_any::<false>(comm, io, gate),
         }
     }
 }
@@ -177,7 +202,7 @@ pub unsafe fn all_to_all(comm: &DevComm, io: Io, any: bool) {
 /// [`all_to_all`]'s body for `N` ranks, 16-byte aligned blocks: the `N` source and
 /// destination addresses computed once, the `N` loads of a pack issued before its `N` stores.
 #[inline(always)]
-unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
+unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) {
     let (me, packs) = (comm.lsa_rank, io.bytes / PACK);
     // SAFETY: live descriptors (the caller's contract).
     let (inp, out) = unsafe { (local_addr(io.src), local_addr(io.dst)) };
@@ -195,6 +220,9 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
             unsafe { peer_addr(io.dst, p) }
         } + mine;
         k += 1;
+    }
+    if !gate.open() {
+        return;
     }
     let (first, stride) = grid_stride();
     let mut j = first;
@@ -214,9 +242,15 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io) {
 }
 
 /// [`all_to_all`]'s any-shape body for `N` ranks: every block's source computed once
-/// ([`unroll`]: in registers), the `N` loads of a pack before its stores.
+/// ([`unroll`]: in registers), the `N` loads of a pack before its stores. Its setup,
+/// destination addresses included, runs before the entry barrier's wait ([`Gate`],
+/// [`settle`]). (Before the gate, the destination addresses were read after the first pass's
+/// loads, which hid that read for this body while the aligned body waited for it: its odd
+/// 1 MiB took 1.03–1.07× the next multiple of 16 bytes then. With both reading them before
+/// the wait, the aligned all-to-all of 1 MiB took about 0.35 µs less, and the odd one 1.06–
+/// 1.09× its time, two ranks on one H100.)
 #[inline(always)]
-unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
+unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) {
     // The masks of shifted sources below are those of two sources.
     const { assert!(N <= 2) };
     let (me, bytes) = (comm.lsa_rank, io.bytes);
@@ -231,7 +265,8 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
         src[k] = inp + bytes * p as u64;
         from[k] = Src::at(src[k], span);
     });
-    let to = AtFirstUse::new(|k| {
+    let mut to = [0u64; N];
+    unroll::<N>(|k| {
         let p = rotated(me, k as i32, N as i32);
         let copy = if p == me {
             out
@@ -239,7 +274,7 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
             // SAFETY: as above.
             unsafe { peer_addr(io.dst, p) }
         };
-        floor(copy + mine)
+        to[k] = floor(copy + mine);
     });
     // Which sources sit elsewhere in their packs than the destination: only those take the
     // shifted loads (with two ranks, one of the two blocks of an odd size on each rank). One
@@ -247,13 +282,28 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
     // the next multiple of 16 bytes, 0.91× with the mask (two ranks on one H100).
     let mut flat = 0u32;
     unroll::<N>(|k| flat |= u32::from(from[k].shift.is_flat()) << k);
+    let mut span = span;
+    let (mut lo, mut hi) = span.inner();
+    let mut edges = EdgeBytes::new(Edges::of(span));
+    span.settle();
+    settle(&mut lo);
+    settle(&mut hi);
+    edges.settle();
+    unroll::<N>(|k| {
+        from[k].settle();
+        settle(&mut src[k]);
+        settle(&mut to[k]);
+    });
+    if !gate.open() {
+        return;
+    }
     // SAFETY: forwarded.
     unsafe {
         match flat {
-            0 => all_to_all_pairs::<N, 0>(span, &from, &src, &to),
-            1 => all_to_all_pairs::<N, 1>(span, &from, &src, &to),
-            2 => all_to_all_pairs::<N, 2>(span, &from, &src, &to),
-            _ => all_to_all_pairs::<N, 3>(span, &from, &src, &to),
+            0 => all_to_all_pairs::<N, 0>(span, (lo, hi), edges, &from, &src, &to),
+            1 => all_to_all_pairs::<N, 1>(span, (lo, hi), edges, &from, &src, &to),
+            2 => all_to_all_pairs::<N, 2>(span, (lo, hi), edges, &from, &src, &to),
+            _ => all_to_all_pairs::<N, 3>(span, (lo, hi), edges, &from, &src, &to),
         }
     }
 }
@@ -263,8 +313,9 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
 /// (`N ≤ 2`: the four masks are the kernels); the bytes outside them one per thread
 /// ([`EdgeBytes`], as in [`all_gather_pairs`]).
 ///
-/// The destination addresses (`to`: pack 0 of block `me` in the copy that source `k` goes to)
-/// are read after the first pass's loads ([`AtFirstUse`]).
+/// `to[k]` is pack 0 of block `me` in the copy that source `k` goes to; `(lo, hi)` and
+/// `edges` are the span's (computed with the rest of the setup before the entry barrier's
+/// wait, see [`all_to_all_any_n`]).
 ///
 /// # Safety
 /// Each `from[k]` (first byte at `src[k]`) holds the range, and so does each destination in
@@ -272,12 +323,12 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io) {
 #[inline(always)]
 unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
     span: Span<true>,
+    (lo, hi): (u64, u64),
+    edges: EdgeBytes,
     from: &[Src<true>; N],
     src: &[u64; N],
-    to: &AtFirstUse<N, impl Fn(usize) -> u64>,
+    to: &[u64; N],
 ) {
-    let (lo, hi) = span.inner();
-    let edges = EdgeBytes::new(Edges::of(span));
     // SAFETY: every source holds the range.
     let first = unsafe { edges.load(src) };
     passes!(without one; lo, hi, |p| {
@@ -292,12 +343,11 @@ unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
                     p.load(|j| from[k].load_as::<false>(j))
                 }
             });
-            let to = to.get();
             unroll::<N>(|k| p.each(&v[k], |j, x| st(to[k] + pack_off(j), x)));
         }
     });
     if edges.any() {
-        let mut dst = to.get();
+        let mut dst = *to;
         unroll::<N>(|k| dst[k] += span.lead);
         // SAFETY: edge bytes of each source and of block `me` of each destination; only this
         // thread of this rank writes them.
@@ -307,10 +357,13 @@ unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
 
 /// [`all_to_all`]'s body for any number of ranks: pack by pack, peers in rotated order.
 #[inline(always)]
-unsafe fn all_to_all_any<const ANY: bool>(comm: &DevComm, io: Io) {
+unsafe fn all_to_all_any<const ANY: bool>(comm: &DevComm, io: Io, gate: &mut Gate) {
     let (me, n, bytes) = (comm.lsa_rank, comm.lsa_size, io.bytes);
     // SAFETY: live descriptors (the caller's contract).
     let inp = unsafe { local_addr(io.src) };
+    if !gate.open() {
+        return;
+    }
     let mine = bytes * me as u64;
     let span = Span::<ANY>::new(io.dst.offset as u64 + mine, bytes);
     if !ANY {

@@ -2,7 +2,6 @@
 //! accesses, peer addresses, thread indexing, the barrier bracket every barrier-based kernel
 //! uses, status reports, and lane-wise reductions of packs (from peers' copies too).
 
-use core::cell::Cell;
 use core::marker::PhantomData;
 
 use symcomm_device::arch::{block_dim, block_idx, grid_dim, thread_idx};
@@ -314,40 +313,6 @@ pub fn unroll<const N: usize>(mut f: impl FnMut(usize)) {
     }
 }
 
-/// `N` addresses that the first pass of a loop computes after it has issued its loads, and
-/// later passes reuse ([`AtFirstUse::get`]): peers' destination addresses, which read the
-/// window descriptor. Computed before the loop, they held up the first pass's loads by a
-/// descriptor read: an odd all-to-all of 1 MiB took 1.11–1.12× the next multiple of 16
-/// bytes, against 1.03–1.07× this way and 1.06–1.08× computed in every pass (the same device
-/// call, two ranks on one H100).
-pub struct AtFirstUse<const N: usize, F: Fn(usize) -> u64> {
-    f: F,
-    at: Cell<Option<[u64; N]>>,
-}
-
-impl<const N: usize, F: Fn(usize) -> u64> AtFirstUse<N, F> {
-    /// The addresses `f(0)`, …, `f(N − 1)`, not computed yet.
-    #[inline(always)]
-    pub fn new(f: F) -> Self {
-        AtFirstUse {
-            f,
-            at: Cell::new(None),
-        }
-    }
-
-    /// The addresses, computed now if this is the first call.
-    #[inline(always)]
-    pub fn get(&self) -> [u64; N] {
-        if let Some(a) = self.at.get() {
-            return a;
-        }
-        let mut a = [0u64; N];
-        unroll::<N>(|k| a[k] = (self.f)(k));
-        self.at.set(Some(a));
-        a
-    }
-}
-
 // ANCHOR: rotated
 /// The `k`-th peer of rank `me` in a team of `n` when peers are visited starting with `me`
 /// (spreads NVLink traffic: at any moment the ranks target different peers).
@@ -416,15 +381,114 @@ macro_rules! bracketed {
             $body;
             r = bar.sync_timeout(&cta, exit, timeout_ns);
         }
-        bar.finish(&cta);
-        if symcomm_device::coop::Coop::is_leader(&cta) {
+        $crate::common::bracketed!(@end bar, cta, status, r);
+    }};
+    // The body passes the entry barrier itself (`Gate::open`), after its setup.
+    ($comm:expr, $exit:expr, $timeout_ns:expr, $status:expr, |$gate:ident| $body:block) => {{
+        let (comm, exit, timeout_ns, status): (
+            &symcomm_device::comm::DevComm,
+            symcomm_device::mem::Ordering,
+            u64,
+            *mut u32,
+        ) = ($comm, $exit, $timeout_ns, $status);
+        let cta = symcomm_device::coop::Cta::new();
+        let block = symcomm_device::arch::block_idx().x;
+        // SAFETY: one session per block index; every rank opens it (caller's contract).
+        #[allow(unused_unsafe)]
+        let mut bar = unsafe { symcomm_device::barrier::LsaBarrier::new(&cta, comm, block) };
+        bar.arrive(&cta, symcomm_device::mem::Ordering::Acquire);
+        let mut gate = $crate::common::Gate::new(&mut bar, &cta, timeout_ns);
+        {
+            let $gate = &mut gate;
+            $body;
+        }
+        let mut r = gate.close();
+        if r.is_ok() {
+            r = bar.sync_timeout(&cta, exit, timeout_ns);
+        }
+        $crate::common::bracketed!(@end bar, cta, status, r);
+    }};
+    (@end $bar:ident, $cta:ident, $status:ident, $r:ident) => {
+        $bar.finish(&$cta);
+        if symcomm_device::coop::Coop::is_leader(&$cta) {
             // SAFETY: `$status` is null or valid (caller's contract).
             #[allow(unused_unsafe)]
             unsafe {
-                $crate::common::report(status, r)
+                $crate::common::report($status, $r)
             };
         }
-    }};
+    };
+}
+
+/// Keeps the computation of `x` before this point: an empty `asm!` that takes and gives back
+/// `x`, ordered with the other `asm!` statements (the entry barrier's wait among them). A body
+/// settles the values its setup computed before [`Gate::open`], so that the setup overlaps
+/// the wait: left alone, the compiler moves such arithmetic after the wait, next to its first
+/// use. (No-op on the host.)
+#[inline(always)]
+pub fn settle(x: &mut u64) {
+    #[cfg(target_arch = "nvptx64")]
+    // SAFETY: an empty instruction string: no effect but keeping `x` in a register here.
+    unsafe {
+        core::arch::asm!(
+            "// settle {0}",
+            inout(reg64) * x,
+            options(nostack, preserves_flags)
+        )
+    };
+    #[cfg(not(target_arch = "nvptx64"))]
+    let _ = x;
+}
+
+/// The wait of a [`bracketed!`] body's entry barrier, left to the body: this block has
+/// arrived (peers may go on), and the body waits for theirs ([`open`](Self::open)) once it
+/// has done what needs no peer: reading window descriptors, computing addresses and loop
+/// bounds. That work then overlaps the wait instead of following it.
+///
+/// Nothing that a peer writes, and no input, may be read before `open` returns `true`, and
+/// nothing may be written to a peer or to an output: `open` is the entry barrier's acquire.
+/// A body that never opens the gate is waited for after it returns.
+pub struct Gate<'a> {
+    bar: &'a mut symcomm_device::barrier::LsaBarrier<symcomm_device::coop::Cta>,
+    cta: &'a symcomm_device::coop::Cta,
+    timeout_ns: u64,
+    waited: Option<Result<(), WaitError>>,
+}
+
+impl<'a> Gate<'a> {
+    /// The gate of `bar`, whose entry `arrive` is done.
+    #[inline(always)]
+    pub fn new(
+        bar: &'a mut symcomm_device::barrier::LsaBarrier<symcomm_device::coop::Cta>,
+        cta: &'a symcomm_device::coop::Cta,
+        timeout_ns: u64,
+    ) -> Self {
+        Gate {
+            bar,
+            cta,
+            timeout_ns,
+            waited: None,
+        }
+    }
+
+    /// Waits for every peer's entry (acquire, bounded as the bracket's waits; once), and says
+    /// whether they all came: `false` means the body must stop (the error goes to the
+    /// kernel's status). Every thread of the block calls it.
+    #[inline(always)]
+    pub fn open(&mut self) -> bool {
+        if self.waited.is_none() {
+            let acquire = symcomm_device::mem::Ordering::Acquire;
+            self.waited = Some(self.bar.wait_timeout(self.cta, acquire, self.timeout_ns));
+        }
+        matches!(self.waited, Some(Ok(())))
+    }
+
+    /// The entry's result, waiting now if the body did not.
+    #[inline(always)]
+    pub fn close(mut self) -> Result<(), WaitError> {
+        self.open();
+        self.waited.unwrap_or(Ok(()))
+    }
 }
 pub(crate) use bracketed;
 // ANCHOR_END: bracketed

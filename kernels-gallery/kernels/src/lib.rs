@@ -14,7 +14,7 @@
 //! (or sees the abort flag) writes its code (1 = timeout, 2 = aborted) to `status`.
 
 #![no_std]
-#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx))]
+#![cfg_attr(target_arch = "nvptx64", feature(abi_ptx, asm_experimental_arch))]
 #![warn(missing_docs)]
 // Kernels and their bodies take every operand as a parameter (no host structs to hide them in).
 #![allow(clippy::too_many_arguments)]
@@ -106,6 +106,18 @@ macro_rules! entry {
             })
         });
     };
+    (@barriered [$(#[$a:meta])*] ($exit:ident gated) $name:ident [$($x:ident: $xt:ty),*]
+        ($($any:expr)?) => $body:expr;) => {
+        entry!(@kernel [$(#[$a])*] $name(
+            comm: DevComm, src: SymPtr<u8>, dst: SymPtr<u8>, bytes: u64,
+            $($x: $xt,)* timeout_ns: u64, status: *mut u32
+        ) {
+            let io = Io { src, dst, bytes };
+            common::bracketed!(&comm, Ordering::$exit, timeout_ns, status, |gate| {
+                $body(&comm, io $(, $x)* $(, $any)?, gate)
+            })
+        });
+    };
     (@ll [$(#[$a:meta])*] () $name:ident [$($x:ident: $xt:ty),*]
         ($($any:expr)?) => $body:expr;) => {
         entry!(@kernel [$(#[$a])*] $name(
@@ -131,17 +143,17 @@ macro_rules! entry {
     };
     () => {};
     (
-        $(#[$a:meta])* barriered($exit:ident) $name:ident | $any:ident
+        $(#[$a:meta])* barriered($($exit:ident)+) $name:ident | $any:ident
             $([$($x:ident: $xt:ty),*])? => $body:expr; $($rest:tt)*
     ) => {
-        entry!(@both [$(#[$a])*] barriered ($exit) $name $any [$($($x: $xt),*)?] => $body;
+        entry!(@both [$(#[$a])*] barriered ($($exit)+) $name $any [$($($x: $xt),*)?] => $body;
             $($rest)*);
     };
     (
-        $(#[$a:meta])* barriered($exit:ident) $name:ident $([$($x:ident: $xt:ty),*])?
+        $(#[$a:meta])* barriered($($exit:ident)+) $name:ident $([$($x:ident: $xt:ty),*])?
             => $body:expr; $($rest:tt)*
     ) => {
-        entry!(@barriered [$(#[$a])*] ($exit) $name [$($($x: $xt),*)?] () => $body;);
+        entry!(@barriered [$(#[$a])*] ($($exit)+) $name [$($($x: $xt),*)?] () => $body;);
         entry!($($rest)*);
     };
     (
@@ -281,7 +293,7 @@ entry! {
     ///   `lsa_size × bytes` on every LSA rank (`src` may be this rank's block of it);
     /// - `comm` has at least `grid_dim().x` LSA barriers; every LSA rank launches the kernel with
     ///   the same shape and `bytes`; `status` is null or a valid `u32` of this device.
-    barriered(AcqRel) all_gather | all_gather_any => collectives::all_gather;
+    barriered(AcqRel gated) all_gather | all_gather_any => collectives::all_gather;
 
     /// [`all_gather_any`] for exactly two LSA ranks: that body alone, in a kernel of its own
     /// (see `collectives::all_gather_two`).
@@ -289,7 +301,7 @@ entry! {
     /// # Safety
     /// - as [`all_gather_any`];
     /// - the LSA team has exactly two ranks.
-    barriered(AcqRel) all_gather_any_2 => collectives::all_gather_two;
+    barriered(AcqRel gated) all_gather_any_2 => collectives::all_gather_two;
 
     /// All-to-all: block `p` (`bytes`) of this rank's `src` lands in block `rank` of peer
     /// `p`'s `dst`.
@@ -298,7 +310,7 @@ entry! {
     /// - `src` (window or local pointer) holds `lsa_size × bytes`; `dst` is a window of
     ///   that size on every LSA rank, not overlapping `src`;
     /// - barriers, launch shape and `status` as for [`all_gather`].
-    barriered(AcqRel) all_to_all | all_to_all_any => collectives::all_to_all;
+    barriered(AcqRel gated) all_to_all | all_to_all_any => collectives::all_to_all;
 
     /// Broadcast: `bytes` of LSA rank `root`'s `src` land in every rank's `dst`.
     ///

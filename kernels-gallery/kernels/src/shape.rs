@@ -110,6 +110,15 @@ impl<const ANY: bool> Span<ANY> {
 
 // ANCHOR_END: span
 
+impl<const ANY: bool> Span<ANY> {
+    /// [`settle`](crate::common::settle)s both fields: the span is computed before this point.
+    #[inline(always)]
+    pub fn settle(&mut self) {
+        crate::common::settle(&mut self.lead);
+        crate::common::settle(&mut self.len);
+    }
+}
+
 impl Span<true> {
     /// The packs whose every byte is in the range: `(first, end)`, `first ≤ end` (none when
     /// the range lies inside one pack and does not fill it).
@@ -198,6 +207,16 @@ impl EdgeBytes {
             i: stride - 1 - first,
             stride,
         }
+    }
+
+    /// [`settle`](crate::common::settle)s every field: computed before this point.
+    #[inline(always)]
+    pub fn settle(&mut self) {
+        crate::common::settle(&mut self.edges.head);
+        crate::common::settle(&mut self.edges.tail);
+        crate::common::settle(&mut self.edges.len);
+        crate::common::settle(&mut self.i);
+        crate::common::settle(&mut self.stride);
     }
 
     /// Whether this thread moves any edge byte.
@@ -508,6 +527,17 @@ impl<const ANY: bool> Src<ANY> {
 }
 
 impl<const ANY: bool> Src<ANY> {
+    /// [`settle`](crate::common::settle)s every field: the copy is computed before this point.
+    #[inline(always)]
+    pub fn settle(&mut self) {
+        crate::common::settle(&mut self.base);
+        crate::common::settle(&mut self.shift.k0);
+        crate::common::settle(&mut self.shift.packs);
+        let mut sh = u64::from(self.shift.sh);
+        crate::common::settle(&mut sh);
+        self.shift.sh = sh as u32;
+    }
+
     /// The same copy as a `Src<true>` (what the any-shape helpers take; only called where
     /// `ANY` holds).
     #[inline(always)]
