@@ -355,6 +355,11 @@ pub unsafe fn report(status: *mut u32, r: Result<(), WaitError>) {
 /// its own memory (peers must not reuse inputs we may still read), `AcqRel` when it stored
 /// into peers (publish those stores and acquire theirs into ours).
 ///
+/// `bracketed!(comm, exit, timeout_ns, status, |gate| body)`: the body gets the entry
+/// barrier's wait as a [`Gate`] (this block has already arrived) and opens it itself once its
+/// setup is done; the all-gather and all-to-all bodies (`barriered(AcqRel gated)` in
+/// `entry!`) read their descriptors and compute their addresses while the peers arrive.
+///
 /// A macro, so that the body is written in line: passed to a function as a closure, the
 /// larger any-shape bodies were not inlined, and were called with their captures through
 /// local memory (0.4 µs of an all-gather of 1 MiB and a few bytes, two ranks on one H100).

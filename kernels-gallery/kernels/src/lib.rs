@@ -53,6 +53,8 @@ use crate::ll_path::LlLaunch;
 ///   status)`; `body(&comm, Io, extra…)` runs between the LSA barriers of
 ///   `common::bracketed`, whose exit ordering is `EXIT` (`AcqRel` for bodies that store into
 ///   peers, `Release` for those that only write their own memory);
+///   `barriered(EXIT gated)` passes the entry barrier's wait to the body as a last argument
+///   (`&mut common::Gate`), which the body opens after its setup;
 /// - `ll name [extra] => body`: `(comm, src, dst, bytes, scratch, cap, extra…, timeout_ns,
 ///   status)`; `body(&ll, Io, extra…)` runs in an LL launch (`LlLaunch::begin`, and
 ///   `LlLaunch::end` with the result of its waits);

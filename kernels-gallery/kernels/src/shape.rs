@@ -111,7 +111,7 @@ impl<const ANY: bool> Span<ANY> {
 // ANCHOR_END: span
 
 impl<const ANY: bool> Span<ANY> {
-    /// [`settle`](crate::common::settle)s both fields: the span is computed before this point.
+    /// Settles (`common::settle`) both fields: the span is computed before this point.
     #[inline(always)]
     pub fn settle(&mut self) {
         crate::common::settle(&mut self.lead);
@@ -209,7 +209,7 @@ impl EdgeBytes {
         }
     }
 
-    /// [`settle`](crate::common::settle)s every field: computed before this point.
+    /// Settles (`common::settle`) every field: computed before this point.
     #[inline(always)]
     pub fn settle(&mut self) {
         crate::common::settle(&mut self.edges.head);
@@ -527,7 +527,7 @@ impl<const ANY: bool> Src<ANY> {
 }
 
 impl<const ANY: bool> Src<ANY> {
-    /// [`settle`](crate::common::settle)s every field: the copy is computed before this point.
+    /// Settles (`common::settle`) every field: the copy is computed before this point.
     #[inline(always)]
     pub fn settle(&mut self) {
         crate::common::settle(&mut self.base);
