@@ -367,29 +367,17 @@ pub unsafe fn report(status: *mut u32, r: Result<(), WaitError>) {
 /// Safety (the caller's): `$comm` has at least `grid_dim().x` LSA barriers; every LSA rank
 /// launches the kernel with the same grid.
 macro_rules! bracketed {
-    ($comm:expr, $exit:expr, $timeout_ns:expr, $status:expr, $body:block) => {{
-        // The arguments evaluated once, outside any `unsafe`.
-        let (comm, exit, timeout_ns, status): (
-            &symcomm_device::comm::DevComm,
-            symcomm_device::mem::Ordering,
-            u64,
-            *mut u32,
-        ) = ($comm, $exit, $timeout_ns, $status);
-        let cta = symcomm_device::coop::Cta::new();
-        let block = symcomm_device::arch::block_idx().x;
-        // SAFETY: one session per block index; every rank opens it (caller's contract).
-        #[allow(unused_unsafe)]
-        let mut bar = unsafe { symcomm_device::barrier::LsaBarrier::new(&cta, comm, block) };
-        let acquire = symcomm_device::mem::Ordering::Acquire;
-        let mut r = bar.sync_timeout(&cta, acquire, timeout_ns);
-        if r.is_ok() {
-            $body;
-            r = bar.sync_timeout(&cta, exit, timeout_ns);
-        }
-        $crate::common::bracketed!(@end bar, cta, status, r);
-    }};
+    // The body runs once every peer has entered (the gated form, opened before the body).
+    ($comm:expr, $exit:expr, $timeout_ns:expr, $status:expr, $body:block) => {
+        $crate::common::bracketed!($comm, $exit, $timeout_ns, $status, |gate| {
+            if gate.open() {
+                $body;
+            }
+        })
+    };
     // The body passes the entry barrier itself (`Gate::open`), after its setup.
     ($comm:expr, $exit:expr, $timeout_ns:expr, $status:expr, |$gate:ident| $body:block) => {{
+        // The arguments evaluated once, outside any `unsafe`.
         let (comm, exit, timeout_ns, status): (
             &symcomm_device::comm::DevComm,
             symcomm_device::mem::Ordering,
