@@ -248,7 +248,8 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) 
 /// loads, which hid that read for this body while the aligned body waited for it: its odd
 /// 1 MiB took 1.03–1.07× the next multiple of 16 bytes then. With both reading them before
 /// the wait, the aligned all-to-all of 1 MiB took about 0.35 µs less, and the odd one 1.06–
-/// 1.09× its time, two ranks on one H100.)
+/// 1.10× its time in six device calls, two ranks on one H100: the second load of each
+/// shifted pack costs about 0.4 µs: "Any count at any element offset" in the book.)
 #[inline(always)]
 unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) {
     // The masks of shifted sources below are those of two sources.
