@@ -271,7 +271,7 @@ macro_rules! reducing {
             ///   (window or local pointer) holds `bytes` and does not overlap slices
             ///   of `src` other than this rank's;
             /// - barriers and launch shape as for the two-shot all-reduce; `status` as there.
-            barriered(Release) $rs | $rs_any => reduce_ops::reduce_scatter::<$t, $op>;
+            barriered(Release gated) $rs | $rs_any => reduce_ops::reduce_scatter::<$t, $op>;
         }
     )*};
 }

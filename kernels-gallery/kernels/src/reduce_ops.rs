@@ -22,8 +22,8 @@ use symcomm_device::mem::U32x4;
 use symcomm_device::ptr::SymPtr;
 
 use crate::common::{
-    Acc, Io, by_shape, grid_stride, local_addr, peer_addr, peer_addrs, reduce_packs, rotated,
-    stride_pairs, unroll,
+    Acc, Gate, Io, by_shape, grid_stride, local_addr, peer_addr, peer_addrs, reduce_packs, rotated,
+    settle, stride_pairs, unroll,
 };
 use crate::ll_path::{LlLaunch, recv_pack};
 use crate::plan;
@@ -299,19 +299,32 @@ unsafe fn pull_pair<T: Element, O: ReduceOp, const ANY: bool>(
 
 /// Reduce-scatter: `dst` (this rank's, `bytes`) = reduction over every peer of block `rank`
 /// (`bytes` at `src + rank × bytes`), in the packs of `dst`. Barrier-bracketed, exit
-/// `Release` (it stores only into its own memory).
+/// `Release` (it stores only into its own memory). `gate` is the entry barrier's wait
+/// ([`Gate`]), opened once the body's addresses are computed: the peers' block addresses of
+/// the bodies for two, four and eight ranks are read while the barrier waits. With that, the
+/// reduce-scatter of 1 MiB took 5.23–5.25 µs aligned and 5.46–5.50 µs at an odd f32 size,
+/// against 5.43–5.60 and 5.74–5.90 µs without (two ranks on one H100, the same device call).
 ///
 /// # Safety
 /// As [`two_shot`]; `src` holds `lsa_size × bytes`, `dst` (may be a local pointer) `bytes` on
 /// every rank.
 #[inline(always)]
-pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(comm: &DevComm, io: Io, any: bool) {
+pub unsafe fn reduce_scatter<T: Element, O: ReduceOp>(
+    comm: &DevComm,
+    io: Io,
+    any: bool,
+    gate: &mut Gate,
+) {
     // SAFETY: forwarded.
-    unsafe { by_shape!(any, reduce_scatter_in::<T, O>(comm, io)) }
+    unsafe { by_shape!(any, reduce_scatter_in::<T, O>(comm, io, gate)) }
 }
 
 #[inline(always)]
-unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &DevComm, io: Io) {
+unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(
+    comm: &DevComm,
+    io: Io,
+    gate: &mut Gate,
+) {
     let (me, n) = (comm.lsa_rank, comm.lsa_size);
     let block = io.bytes * me as u64;
     // SAFETY: forwarded.
@@ -323,7 +336,11 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &Dev
         let mut j = first;
         // (Any other shape: the loop over peers at run time, as in `two_shot`.)
         if n == 8 && !ANY {
-            let sb = floor_each(peer_addrs::<8>(io.src, me, block));
+            let mut sb = floor_each(peer_addrs::<8>(io.src, me, block));
+            unroll::<8>(|k| settle(&mut sb[k]));
+            if !gate.open() {
+                return;
+            }
             while j < span.packs() {
                 out.store(j, reduce_packs::<T, O, 8>(&shift.load_each(&sb, j)));
                 j += stride;
@@ -336,6 +353,10 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &Dev
                     sb[k] = shift.base(peer_addr(io.src, rotated(me, k as i32, n)) + block);
                 }
             });
+            unroll::<4>(|k| settle(&mut sb[k]));
+            if !gate.open() {
+                return;
+            }
             let sh = shift.any();
             let sb2 = [sb[0], sb[1]];
             let packs = span.packs();
@@ -346,6 +367,9 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &Dev
                 (_, false) => reduce_scatter_pairs::<T, O, 4, false>(sh, &sb, out.any(), packs),
             }
         } else if ANY {
+            if !gate.open() {
+                return;
+            }
             stride_pairs(0, span.packs(), |j, j2, both| {
                 let (a, b) = pull_pair::<T, O, ANY>(io.src, block, shift, me, n, j, j2, both);
                 out.store(j, a.finish());
@@ -354,6 +378,9 @@ unsafe fn reduce_scatter_in<T: Element, O: ReduceOp, const ANY: bool>(comm: &Dev
                 }
             });
         } else {
+            if !gate.open() {
+                return;
+            }
             while j < span.packs() {
                 out.store(
                     j,
