@@ -150,7 +150,7 @@ unsafe fn all_gather_pairs<const N: usize, const FLAT: bool>(
         // SAFETY: whole packs of the source and of block `me` of every peer's destination;
         // only this thread of this rank writes them.
         unsafe {
-            let v = p.load(|j| from.load_as::<FLAT>(j));
+            let v = p.load(|j| from.load_inner::<FLAT>(j));
             unroll::<N>(|k| p.each(&v, |j, x| st(to[k] + pack_off(j), x)));
         }
     });
@@ -248,8 +248,9 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) 
 /// loads, which hid that read for this body while the aligned body waited for it: its odd
 /// 1 MiB took 1.03–1.07× the next multiple of 16 bytes then. With both reading them before
 /// the wait, the aligned all-to-all of 1 MiB took about 0.35 µs less, and the odd one 1.06–
-/// 1.10× its time in six device calls, two ranks on one H100: the second load of each
-/// shifted pack costs about 0.4 µs: "Any count at any element offset" in the book.)
+/// 1.10× its time in six device calls, two ranks on one H100. The passes' loads without index
+/// clamps ([`Src::load_inner`]) took it to 1.03–1.065×; the second load of each shifted pack
+/// costs the rest: "Any count at any element offset" in the book.)
 #[inline(always)]
 unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) {
     // The masks of shifted sources below are those of two sources.
@@ -339,9 +340,9 @@ unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
         unsafe {
             unroll::<N>(|k| {
                 v[k] = if (FLAT >> k) & 1 != 0 {
-                    p.load(|j| from[k].load_as::<true>(j))
+                    p.load(|j| from[k].load_inner::<true>(j))
                 } else {
-                    p.load(|j| from[k].load_as::<false>(j))
+                    p.load(|j| from[k].load_inner::<false>(j))
                 }
             });
             unroll::<N>(|k| p.each(&v[k], |j, x| st(to[k] + pack_off(j), x)));

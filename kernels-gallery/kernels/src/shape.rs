@@ -463,6 +463,29 @@ impl<const ANY: bool> Shift<ANY> {
         }
     }
 
+    /// [`load_as`](Self::load_as) of a pack `j` that the destination range fills
+    /// ([`Span::whole`], as the [`inner`](Span::inner) packs): when `FLAT`, source packs
+    /// `j + k0` and the one after, both holding bytes of the range (the destination's 16 bytes
+    /// are all in it), so no index is clamped. The bodies that pass over the inner packs only
+    /// take this: the clamps of [`load_flat`](Self::load_flat), two 64-bit compares and
+    /// selects per load, came between the entry barrier's wait and the first loads.
+    ///
+    /// # Safety
+    /// As [`load`](Self::load); pack `j` of the destination is whole; `FLAT` or the shift is
+    /// zero.
+    #[inline(always)]
+    pub unsafe fn load_inner<const FLAT: bool>(self, base: u64, j: u64) -> U32x4 {
+        if FLAT {
+            let at = base.wrapping_add(pack_off(j.wrapping_add(self.k0)));
+            // SAFETY: source packs `j + k0` and `j + k0 + 1` hold bytes of the range.
+            let (a, b) = unsafe { (ld(at), ld(at + PACK)) };
+            funnel(a, b, self.sh)
+        } else {
+            // SAFETY: destination pack j is source pack j (no shift).
+            unsafe { ld(base + pack_off(j)) }
+        }
+    }
+
     /// [`load`](Self::load) of pack `j` from each of the `N` copies `base`, every load issued
     /// before any is used ([`load_flat`](Self::load_flat) for any shape: no branch in the
     /// loop, so it unrolls and the packs stay in registers).
@@ -523,6 +546,18 @@ impl<const ANY: bool> Src<ANY> {
     pub unsafe fn load_as<const FLAT: bool>(self, j: u64) -> U32x4 {
         // SAFETY: forwarded.
         unsafe { self.shift.load_as::<FLAT>(self.base, j) }
+    }
+}
+
+impl Src<true> {
+    /// Destination pack `j`, a whole one ([`Shift::load_inner`]).
+    ///
+    /// # Safety
+    /// As [`Shift::load_inner`].
+    #[inline(always)]
+    pub unsafe fn load_inner<const FLAT: bool>(self, j: u64) -> U32x4 {
+        // SAFETY: forwarded.
+        unsafe { self.shift.load_inner::<FLAT>(self.base, j) }
     }
 }
 
@@ -810,7 +845,7 @@ mod tests {
     }
 
     /// Every destination lead, two source leads and lengths up to 5 packs, copied as a body
-    /// does: the inner packs through `Src::load` and `st`, the edge bytes through
+    /// does: the inner packs through `Src::load_inner` and `st`, the edge bytes through
     /// `EdgeBytes`. Outside an emulated launch the grid is one thread, so that thread takes
     /// every edge byte (the loop of `EdgeBytes::store`). Each destination then holds its
     /// source's bytes, and the bytes around it are untouched.
@@ -842,8 +877,17 @@ mod tests {
                     for k in 0..2 {
                         let from = Src::at(s0[k], span);
                         for j in first..end {
-                            // SAFETY: whole packs inside the buffers.
-                            unsafe { st(floor(d0[k]) + pack_off(j), from.load(j)) };
+                            // SAFETY: whole packs inside the buffers (as the bodies read them:
+                            // `load_inner`, no index clamp).
+                            let v = unsafe {
+                                if from.shift.is_flat() {
+                                    from.load_inner::<true>(j)
+                                } else {
+                                    from.load_inner::<false>(j)
+                                }
+                            };
+                            // SAFETY: as above.
+                            unsafe { st(floor(d0[k]) + pack_off(j), v) };
                         }
                     }
                     let edges = EdgeBytes::new(Edges::of(span));
