@@ -249,7 +249,7 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) 
 /// 1 MiB took 1.03–1.07× the next multiple of 16 bytes then. With both reading them before
 /// the wait, the aligned all-to-all of 1 MiB took about 0.35 µs less, and the odd one 1.06–
 /// 1.10× its time in six device calls, two ranks on one H100. The passes' loads without index
-/// clamps ([`Src::load_inner`]) took it to 1.03–1.08× (four calls on four H100s); the second
+/// clamps ([`Src::load_inner`]) took it to 1.03–1.08× (five calls on five H100s); the second
 /// load of each shifted pack costs the rest: "Any count at any element offset" in the book.)
 #[inline(always)]
 unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) {
