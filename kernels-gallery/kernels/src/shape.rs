@@ -481,8 +481,8 @@ impl<const ANY: bool> Shift<ANY> {
             let (a, b) = unsafe { (ld(at), ld(at + PACK)) };
             funnel(a, b, self.sh)
         } else {
-            // SAFETY: destination pack j is source pack j (no shift).
-            unsafe { ld(base + pack_off(j)) }
+            // SAFETY: forwarded (no shift).
+            unsafe { self.load_as::<false>(base, j) }
         }
     }
 
