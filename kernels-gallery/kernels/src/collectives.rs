@@ -244,13 +244,12 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) 
 /// [`all_to_all`]'s any-shape body for `N` ranks: every block's source computed once
 /// ([`unroll`]: in registers), the `N` loads of a pack before its stores. Its setup,
 /// destination addresses included, runs before the entry barrier's wait ([`Gate`],
-/// [`settle`]). (Before the gate, the destination addresses were read after the first pass's
-/// loads, which hid that read for this body while the aligned body waited for it: its odd
-/// 1 MiB took 1.03–1.07× the next multiple of 16 bytes then. With both reading them before
-/// the wait, the aligned all-to-all of 1 MiB took about 0.35 µs less, and the odd one 1.06–
-/// 1.10× its time in six device calls, two ranks on one H100. The passes' loads without index
-/// clamps ([`Src::load_inner`]) took it to 1.03–1.08× (five calls on five H100s); the second
-/// load of each shifted pack costs the rest: "Any count at any element offset" in the book.)
+/// [`settle`]), and so do the choice of kernel body by the mask of shifted sources and that
+/// body's first addresses ([`all_to_all_walk`]). (History, two ranks on one H100, the odd
+/// 1 MiB against the next multiple of 16 bytes: 1.06–1.10× with the setup before the wait and
+/// passes of two packs per thread; 1.03–1.08× with their loads unclamped
+/// ([`Src::load_inner`]); 1.016–1.037× with the body of [`all_to_all_walk`], in four calls
+/// on four H100s. "Any count at any element offset" in the book.)
 #[inline(always)]
 unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) {
     // The masks of shifted sources below are those of two sources.
@@ -296,34 +295,43 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Ga
         settle(&mut src[k]);
         settle(&mut to[k]);
     });
-    if !gate.open() {
-        return;
-    }
     // SAFETY: forwarded.
     unsafe {
         match flat {
-            0 => all_to_all_pairs::<N, 0>(span, (lo, hi), edges, &from, &src, &to),
-            1 => all_to_all_pairs::<N, 1>(span, (lo, hi), edges, &from, &src, &to),
-            2 => all_to_all_pairs::<N, 2>(span, (lo, hi), edges, &from, &src, &to),
-            _ => all_to_all_pairs::<N, 3>(span, (lo, hi), edges, &from, &src, &to),
+            0 => all_to_all_walk::<N, 0>(gate, span, (lo, hi), edges, &from, &src, &to),
+            1 => all_to_all_walk::<N, 1>(gate, span, (lo, hi), edges, &from, &src, &to),
+            2 => all_to_all_walk::<N, 2>(gate, span, (lo, hi), edges, &from, &src, &to),
+            _ => all_to_all_walk::<N, 3>(gate, span, (lo, hi), edges, &from, &src, &to),
         }
     }
 }
 
-/// The passes of [`all_to_all_any_n`] over the range's whole packs ([`Span::inner`]), with
-/// the shifted loads ([`Src::load_as`]) from the sources `k` whose bit `k` is set in `FLAT`
+/// The copies of [`all_to_all_any_n`] over the range's whole packs ([`Span::inner`]), with
+/// the shifted loads ([`Src::load_at`]) from the sources `k` whose bit `k` is set in `FLAT`
 /// (`N ≤ 2`: the four masks are the kernels); the bytes outside them one per thread
-/// ([`EdgeBytes`], as in [`all_gather_pairs`]).
+/// ([`EdgeBytes`], as in [`all_gather_pairs`]). Opens `gate` itself.
+///
+/// The aligned body's loop ([`all_to_all_n`]): one pack of each source per pass, a grid's
+/// packs apart. This thread's first source and destination addresses ([`Src::pack_at`]) are
+/// computed before the entry barrier's wait ([`settle`]); after it, the loop only steps them.
+/// Measured against the passes of two packs that the body had before ([`stride_passes`],
+/// indices turned into addresses after the wait), two ranks on one H100, odd size ÷ the next
+/// multiple of 16 bytes in the same call:
+/// - 1 MiB: 1.016–1.037× against 1.047–1.080× (four calls). The same loop with its
+///   addresses computed, and the mask chosen, after the wait: 1.043–1.062×;
+/// - 64 MiB: 1.010× against 0.89×: with many packs per thread, two in flight are faster than
+///   one. The aligned body has one, and a body that took passes of two only then (a branch
+///   on the packs per thread, made before the wait) made the odd 1 MiB 1.06× again.
 ///
 /// `to[k]` is pack 0 of block `me` in the copy that source `k` goes to; `(lo, hi)` and
-/// `edges` are the span's (computed with the rest of the setup before the entry barrier's
-/// wait, see [`all_to_all_any_n`]).
+/// `edges` are the span's.
 ///
 /// # Safety
 /// Each `from[k]` (first byte at `src[k]`) holds the range, and so does each destination in
 /// `to`; a source whose bit is clear is not shifted.
 #[inline(always)]
-unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
+unsafe fn all_to_all_walk<const N: usize, const FLAT: u32>(
+    gate: &mut Gate,
     span: Span<true>,
     (lo, hi): (u64, u64),
     edges: EdgeBytes,
@@ -331,23 +339,50 @@ unsafe fn all_to_all_pairs<const N: usize, const FLAT: u32>(
     src: &[u64; N],
     to: &[u64; N],
 ) {
+    let (first, stride) = grid_stride();
+    let mut j = lo + first;
+    let (mut at, mut dst) = ([0u64; N], [0u64; N]);
+    unroll::<N>(|k| {
+        at[k] = from[k].pack_at(j);
+        dst[k] = to[k] + pack_off(j);
+    });
+    let (mut hi, mut stride, mut step) = (hi, stride, pack_off(stride));
+    settle(&mut j);
+    settle(&mut hi);
+    settle(&mut stride);
+    settle(&mut step);
+    unroll::<N>(|k| {
+        settle(&mut at[k]);
+        settle(&mut dst[k]);
+    });
+    if !gate.open() {
+        return;
+    }
     // SAFETY: every source holds the range.
     let first = unsafe { edges.load(src) };
-    passes!(without one; lo, hi, |p| {
-        let mut v = [[U32x4::default(); 3]; N];
-        // SAFETY: whole packs of block `k` of the local source and of block `me` of peer `k`'s
-        // destination; only this thread of this rank writes them.
+    let load = |k: usize, at: u64| {
+        // SAFETY: whole packs (`j < hi`) of block `k` of the local source and of block `me`
+        // of peer `k`'s destination (for the stores below too); only this thread of this rank
+        // writes them.
         unsafe {
-            unroll::<N>(|k| {
-                v[k] = if (FLAT >> k) & 1 != 0 {
-                    p.load(|j| from[k].load_inner::<true>(j))
-                } else {
-                    p.load(|j| from[k].load_inner::<false>(j))
-                }
-            });
-            unroll::<N>(|k| p.each(&v[k], |j, x| st(to[k] + pack_off(j), x)));
+            if (FLAT >> k) & 1 != 0 {
+                from[k].load_at::<true>(at)
+            } else {
+                from[k].load_at::<false>(at)
+            }
         }
-    });
+    };
+    while j < hi {
+        let mut v = [U32x4::default(); N];
+        unroll::<N>(|k| v[k] = load(k, at[k]));
+        unroll::<N>(|k| {
+            // SAFETY: as above.
+            unsafe { st(dst[k], v[k]) };
+            at[k] += step;
+            dst[k] += step;
+        });
+        j += stride;
+    }
     if edges.any() {
         let mut dst = *to;
         unroll::<N>(|k| dst[k] += span.lead);

@@ -197,27 +197,21 @@ impl Pass {
 /// the same body ([`passes!`] writes it twice): each closure then has one call site and is
 /// inlined, and a pass of one or two packs carries no code for a third.
 ///
-/// `ONE` picks one of two forms of the same code for the size of a pass of three: with its
-/// unreachable case of one (`true`), or without. They compile differently, and each kernel
-/// takes the faster: the form without it let LLVM merge code of the two bodies, which took the
-/// odd all-gather of 64 MiB from 0.87× the next multiple of 16 bytes to 1.07×, and the odd
-/// all-to-all of 1 MiB from 1.08–1.09× to 1.04–1.06× (the same device call, H100).
+/// The size of a pass of three keeps its unreachable case of one (a pass of three has two or
+/// three packs): without it LLVM merged code of the two bodies, which took the odd all-gather
+/// of 64 MiB from 0.87× the next multiple of 16 bytes to 1.07× (H100). (The all-to-all took
+/// that form while it ran these passes: at 1 MiB it was the faster there.)
 #[inline(always)]
-pub fn stride_passes<const ONE: bool>(
-    lo: u64,
-    hi: u64,
-    pair: impl FnMut(Pass),
-    three: impl FnMut(Pass),
-) {
+pub fn stride_passes(lo: u64, hi: u64, pair: impl FnMut(Pass), three: impl FnMut(Pass)) {
     let (first, stride) = grid_stride();
     let lane = u64::from(thread_idx().x % 32);
-    passes_from::<ONE>(lo + first, lane, hi, stride, pair, three);
+    passes_from(lo + first, lane, hi, stride, pair, three);
 }
 
 /// The loop of [`stride_passes`] for the thread whose first pack is `j`, `lane` packs after
 /// its warp's first thread's (`lane ≤ j`, `lane < stride`), in a grid of `stride` threads.
 #[inline(always)]
-fn passes_from<const ONE: bool>(
+fn passes_from(
     mut j: u64,
     lane: u64,
     hi: u64,
@@ -230,11 +224,11 @@ fn passes_from<const ONE: bool>(
         // The warp's first thread has exactly three packs left.
         let w3 = j3 - lane;
         if w3 < hi && hi - w3 <= stride {
-            // Two or three (`j2 < w3`); `ONE` writes the case of one all the same (see
+            // Two or three (`j2 < w3`); the case of one is written all the same (see
             // `stride_passes`).
             let m = if j3 < hi {
                 3
-            } else if !ONE || j2 < hi {
+            } else if j2 < hi {
                 2
             } else {
                 1
@@ -257,19 +251,10 @@ fn passes_from<const ONE: bool>(
 }
 
 /// `passes!(lo, hi, |p| body)`: [`stride_passes`] over packs `lo..hi` with `body` for every
-/// [`Pass`] `p`; `passes!(without one; lo, hi, |p| body)` with its form without the case of
-/// one (`ONE = false`).
+/// [`Pass`] `p`.
 macro_rules! passes {
     ($lo:expr, $hi:expr, |$p:ident| $body:block) => {
-        $crate::common::stride_passes::<true>(
-            $lo,
-            $hi,
-            |$p: $crate::common::Pass| $body,
-            |$p: $crate::common::Pass| $body,
-        )
-    };
-    (without one; $lo:expr, $hi:expr, |$p:ident| $body:block) => {
-        $crate::common::stride_passes::<false>(
+        $crate::common::stride_passes(
             $lo,
             $hi,
             |$p: $crate::common::Pass| $body,
@@ -601,8 +586,7 @@ mod tests {
     use std::vec;
 
     /// Grids of 1 to 3 blocks of 1 to 96 threads and every range of up to 7 passes of them:
-    /// [`passes_from`] (both forms) with [`Pass::load`] and [`Pass::each`] loads and stores
-    /// each pack once,
+    /// [`passes_from`] with [`Pass::load`] and [`Pass::each`] loads and stores each pack once,
     /// makes a pass of three only as a thread's last and only when its warp's first thread
     /// has three packs left, and makes no thread take more passes than its warp's first
     /// thread, which takes `max(1, packs / 2)`.
@@ -645,24 +629,16 @@ mod tests {
                         };
                         let first = left(j0 - lane);
                         let most = if first == 0 { 0 } else { (first / 2).max(1) };
-                        // Both forms (`ONE`), each from a fresh count.
-                        for one in [true, false] {
-                            *state.borrow_mut() = (0, false);
-                            if one {
-                                passes_from::<true>(j0, lane, hi, stride, visit, visit);
-                            } else {
-                                passes_from::<false>(j0, lane, hi, stride, visit, visit);
-                            }
-                            let passes = state.borrow().0;
-                            if lane == 0 {
-                                assert_eq!(passes, most, "{what}: thread {t}");
-                            }
-                            assert!(passes <= most, "{what}: thread {t}");
+                        passes_from(j0, lane, hi, stride, visit, visit);
+                        let passes = state.borrow().0;
+                        if lane == 0 {
+                            assert_eq!(passes, most, "{what}: thread {t}");
                         }
+                        assert!(passes <= most, "{what}: thread {t}");
                     }
                     for (j, &n) in seen.borrow().iter().enumerate() {
-                        let want = if j as u64 >= lo { 2 } else { 0 };
-                        assert_eq!(n, want, "{what}: pack {j}, once in each form");
+                        let want = if j as u64 >= lo { 1 } else { 0 };
+                        assert_eq!(n, want, "{what}: pack {j}");
                     }
                 }
             }

@@ -476,13 +476,38 @@ impl<const ANY: bool> Shift<ANY> {
     #[inline(always)]
     pub unsafe fn load_inner<const FLAT: bool>(self, base: u64, j: u64) -> U32x4 {
         if FLAT {
-            let at = base.wrapping_add(pack_off(j.wrapping_add(self.k0)));
+            // SAFETY: forwarded.
+            unsafe { self.load_at::<true>(self.pack_at(base, j)) }
+        } else {
+            // SAFETY: forwarded (no shift).
+            unsafe { self.load_as::<false>(base, j) }
+        }
+    }
+
+    /// The address [`load_at`](Self::load_at) reads destination pack `j` from, in the source
+    /// copy whose pack 0 is at `base`: that of source pack `j + k0`, where the pack's bytes
+    /// begin. Packs `s` apart in the destination are `16 × s` bytes apart here too, so a loop
+    /// may step this address instead of `j`.
+    #[inline(always)]
+    pub const fn pack_at(self, base: u64, j: u64) -> u64 {
+        base.wrapping_add(pack_off(j.wrapping_add(self.k0)))
+    }
+
+    /// [`load_inner`](Self::load_inner) of destination pack `j` from `at`, its
+    /// [`pack_at`](Self::pack_at): when `FLAT`, the source pack at `at` and the one after,
+    /// funnel-shifted; else the one at `at` (`k0` is zero without a shift).
+    ///
+    /// # Safety
+    /// As [`load_inner`](Self::load_inner); `at` is `pack_at` of pack `j`.
+    #[inline(always)]
+    pub unsafe fn load_at<const FLAT: bool>(self, at: u64) -> U32x4 {
+        if FLAT {
             // SAFETY: source packs `j + k0` and `j + k0 + 1` hold bytes of the range.
             let (a, b) = unsafe { (ld(at), ld(at + PACK)) };
             funnel(a, b, self.sh)
         } else {
-            // SAFETY: forwarded (no shift).
-            unsafe { self.load_as::<false>(base, j) }
+            // SAFETY: destination pack j is source pack j (no shift).
+            unsafe { ld(at) }
         }
     }
 
@@ -558,6 +583,23 @@ impl Src<true> {
     pub unsafe fn load_inner<const FLAT: bool>(self, j: u64) -> U32x4 {
         // SAFETY: forwarded.
         unsafe { self.shift.load_inner::<FLAT>(self.base, j) }
+    }
+
+    /// Where destination pack `j` is read from ([`Shift::pack_at`]).
+    #[inline(always)]
+    pub const fn pack_at(self, j: u64) -> u64 {
+        self.shift.pack_at(self.base, j)
+    }
+
+    /// Destination pack `j`, a whole one, from its [`pack_at`](Self::pack_at) `at`
+    /// ([`Shift::load_at`]).
+    ///
+    /// # Safety
+    /// As [`Shift::load_at`].
+    #[inline(always)]
+    pub unsafe fn load_at<const FLAT: bool>(self, at: u64) -> U32x4 {
+        // SAFETY: forwarded.
+        unsafe { self.shift.load_at::<FLAT>(at) }
     }
 }
 
@@ -845,7 +887,8 @@ mod tests {
     }
 
     /// Every destination lead, two source leads and lengths up to 5 packs, copied as a body
-    /// does: the inner packs through `Src::load_inner` and `st`, the edge bytes through
+    /// does: the inner packs through `Src::load_inner` (odd lengths: through `Src::load_at`
+    /// from an address stepped from `Src::pack_at`) and `st`, the edge bytes through
     /// `EdgeBytes`. Outside an emulated launch the grid is one thread, so that thread takes
     /// every edge byte (the loop of `EdgeBytes::store`). Each destination then holds its
     /// source's bytes, and the bytes around it are untouched.
@@ -874,18 +917,25 @@ mod tests {
                     ];
                     let span = Span::<true>::new(d0[0], len);
                     let (first, end) = span.inner();
+                    // Pack `j` by its index (`load_inner`), or by an address stepped a pack
+                    // at a time from the first's (`pack_at`, `load_at`): `walk`.
+                    let walk = len % 2 == 1;
                     for k in 0..2 {
                         let from = Src::at(s0[k], span);
+                        let flat = from.shift.is_flat();
+                        let mut at = from.pack_at(first);
                         for j in first..end {
                             // SAFETY: whole packs inside the buffers (as the bodies read them:
-                            // `load_inner`, no index clamp).
+                            // no index clamp).
                             let v = unsafe {
-                                if from.shift.is_flat() {
-                                    from.load_inner::<true>(j)
-                                } else {
-                                    from.load_inner::<false>(j)
+                                match (walk, flat) {
+                                    (false, true) => from.load_inner::<true>(j),
+                                    (false, false) => from.load_inner::<false>(j),
+                                    (true, true) => from.load_at::<true>(at),
+                                    (true, false) => from.load_at::<false>(at),
                                 }
                             };
+                            at += PACK;
                             // SAFETY: as above.
                             unsafe { st(floor(d0[k]) + pack_off(j), v) };
                         }
@@ -896,7 +946,7 @@ mod tests {
                         let b = edges.load(&s0);
                         edges.store(b, &s0, &d0);
                     }
-                    let what = std::format!("dst lead {dl}, src lead {sl}, {len} bytes");
+                    let what = std::format!("dst lead {dl}, src lead {sl}, {len} bytes, {walk}");
                     for k in 0..2 {
                         let lead = if k == 0 { sl } else { dl };
                         for i in 0..128u64 {
