@@ -314,9 +314,9 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Ga
 /// The aligned body's loop ([`all_to_all_n`]): one pack of each source per pass, a grid's
 /// packs apart. This thread's first source and destination addresses ([`Src::pack_at`]) are
 /// computed before the entry barrier's wait ([`settle`]); after it, the loop only steps them.
-/// Measured against the passes of two packs that the body had before ([`stride_passes`],
-/// indices turned into addresses after the wait), two ranks on one H100, odd size ÷ the next
-/// multiple of 16 bytes in the same call:
+/// Measured against the passes of two packs that the body had before
+/// ([`stride_passes`](crate::common::stride_passes), indices turned into addresses after the
+/// wait), two ranks on one H100, odd size ÷ the next multiple of 16 bytes in the same call:
 /// - 1 MiB: 1.016–1.037× against 1.047–1.080× (four calls). The same loop with its
 ///   addresses computed, and the mask chosen, after the wait: 1.043–1.062×;
 /// - 64 MiB: 1.010× against 0.89×: with many packs per thread, two in flight are faster than
