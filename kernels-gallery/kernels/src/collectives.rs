@@ -248,8 +248,9 @@ unsafe fn all_to_all_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) 
 /// body's first addresses ([`all_to_all_walk`]). (History, two ranks on one H100, the odd
 /// 1 MiB against the next multiple of 16 bytes: 1.06–1.10× with the setup before the wait and
 /// passes of two packs per thread; 1.03–1.08× with their loads unclamped
-/// ([`Src::load_inner`]); 1.016–1.037× with the body of [`all_to_all_walk`], in four calls
-/// on four H100s. "Any count at any element offset" in the book.)
+/// ([`Src::load_inner`]); 1.014–1.037× with the body of [`all_to_all_walk`], in four calls
+/// on four H100s (the committed build: 1.016–1.024× in two calls). "Any count at any element
+/// offset" in the book.)
 #[inline(always)]
 unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Gate) {
     // The masks of shifted sources below are those of two sources.
@@ -317,7 +318,7 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Ga
 /// Measured against the passes of two packs that the body had before
 /// ([`stride_passes`](crate::common::stride_passes), indices turned into addresses after the
 /// wait), two ranks on one H100, odd size ÷ the next multiple of 16 bytes in the same call:
-/// - 1 MiB: 1.016–1.037× against 1.047–1.080× (four calls). The same loop with its
+/// - 1 MiB: 1.014–1.037× against 1.047–1.080× (four calls). The same loop with its
 ///   addresses computed, and the mask chosen, after the wait: 1.043–1.062×;
 /// - 64 MiB: 1.010× against 0.89×: with many packs per thread, two in flight are faster than
 ///   one. The aligned body has one, and a body that took passes of two only then (a branch
