@@ -320,9 +320,9 @@ unsafe fn all_to_all_any_n<const N: usize>(comm: &DevComm, io: Io, gate: &mut Ga
 /// wait), two ranks on one H100, odd size ÷ the next multiple of 16 bytes in the same call:
 /// - 1 MiB: 1.014–1.037× against 1.047–1.080× (four calls). The same loop with its
 ///   addresses computed, and the mask chosen, after the wait: 1.043–1.062×;
-/// - 64 MiB: 1.010× against 0.89×: with many packs per thread, two in flight are faster than
-///   one. The aligned body has one, and a body that took passes of two only then (a branch
-///   on the packs per thread, made before the wait) made the odd 1 MiB 1.06× again.
+/// - 64 MiB: 1.009–1.010× against 0.90×: with many packs per thread, two in flight are
+///   faster than one. The aligned body has one, and a body that took passes of two only then
+///   (a branch on the packs per thread, made before the wait) made the odd 1 MiB 1.06× again.
 ///
 /// `to[k]` is pack 0 of block `me` in the copy that source `k` goes to; `(lo, hi)` and
 /// `edges` are the span's.

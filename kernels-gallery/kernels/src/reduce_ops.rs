@@ -196,16 +196,16 @@ unsafe fn two_shot_pairs<T: Element, O: ReduceOp, const N: usize, const FLAT: bo
 /// whose pack 0 is at `sb[k]`, read through `shift` (shifted loads when `FLAT`). Opens `gate`
 /// itself.
 ///
-/// As [`all_to_all_walk`](crate::collectives): the whole packs of `out` ([`Span::inner`]) one
-/// per pass, a grid's packs apart, from addresses computed before the entry barrier's wait
-/// and only stepped after it ([`Shift::pack_at`], [`Shift::load_at`]: no index clamp). The
-/// grid's last thread then reduces the one or two packs that `out` fills only in part
-/// ([`Shift::load_as`], [`Dst::store`]). Odd f32 size ÷ the next multiple of 16 bytes, two
-/// ranks on one H100, four rounds in one device call, against the passes of two packs
-/// ([`stride_pairs`]) and the choice of body after the wait that this replaced:
+/// As `all_to_all_walk` (in `collectives.rs`): the whole packs of `out`
+/// ([`Span::inner`]) one per pass, a grid's packs apart, from addresses computed before the
+/// entry barrier's wait and only stepped after it ([`Shift::pack_at`], [`Shift::load_at`]: no
+/// index clamp). The grid's last thread then reduces the one or two packs that `out` fills
+/// only in part ([`Shift::load_as`], [`Dst::store`]). Odd f32 size ÷ the next multiple of 16
+/// bytes, two ranks on one H100, four rounds in one device call, against the passes of two
+/// packs ([`stride_pairs`]) and the choice of body after the wait that this replaced:
 /// - 1 MiB: 1.005–1.029× (1.037–1.062× before; bf16 0.92–0.95×, 0.95–0.98× before);
-/// - 64 MiB: 1.004× (0.84× before: two packs in flight are faster with many per thread, as
-///   they would be for the aligned body).
+/// - 64 MiB: 1.004–1.005× (0.84× before: two packs in flight are faster with many per
+///   thread, as they would be for the aligned body).
 ///
 /// # Safety
 /// As [`reduce_scatter`]; `FLAT` or the shift is zero.
@@ -248,7 +248,8 @@ unsafe fn reduce_scatter_walk<T: Element, O: ReduceOp, const N: usize, const FLA
     if first + 1 == stride && (lo == 1 || hi < packs) {
         let edge = [0, hi];
         let mut x = [[U32x4::default(); N]; 2];
-        // SAFETY: packs of the block in every copy (the loads clamp to its packs) and of
+        // SAFETY: packs of the block in every copy (shifted loads clamp to its packs; the
+        // unshifted ones read packs 0 and `min(hi, packs − 1)`, both below `packs`) and of
         // `out`, stored in part; only this thread writes them.
         unsafe {
             unroll::<N>(|k| {

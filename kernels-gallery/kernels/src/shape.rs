@@ -487,10 +487,11 @@ impl<const ANY: bool> Shift<ANY> {
     /// The address [`load_at`](Self::load_at) reads destination pack `j` from, in the source
     /// copy whose pack 0 is at `base`: that of source pack `j + k0`, where the pack's bytes
     /// begin. Packs `s` apart in the destination are `16 × s` bytes apart here too, so a loop
-    /// may step this address instead of `j`.
+    /// may step this address instead of `j`. Wrapping arithmetic: a thread computes it for its
+    /// first pack before knowing whether it has one (pack 0 with `k0` at −1 is no pack to read).
     #[inline(always)]
     pub const fn pack_at(self, base: u64, j: u64) -> u64 {
-        base.wrapping_add(pack_off(j.wrapping_add(self.k0)))
+        base.wrapping_add(j.wrapping_add(self.k0).wrapping_mul(PACK))
     }
 
     /// [`load_inner`](Self::load_inner) of destination pack `j` from `at`, its
@@ -498,7 +499,8 @@ impl<const ANY: bool> Shift<ANY> {
     /// funnel-shifted; else the one at `at` (`k0` is zero without a shift).
     ///
     /// # Safety
-    /// As [`load_inner`](Self::load_inner); `at` is `pack_at` of pack `j`.
+    /// As [`load_inner`](Self::load_inner) of pack `j` from the copy whose pack 0 is at `base`
+    /// (valid for reads of the range); `at` is `pack_at(base, j)`.
     #[inline(always)]
     pub unsafe fn load_at<const FLAT: bool>(self, at: u64) -> U32x4 {
         if FLAT {
@@ -888,7 +890,8 @@ mod tests {
 
     /// Every destination lead, two source leads and lengths up to 5 packs, copied as a body
     /// does: the inner packs through `Src::load_inner` (odd lengths: through `Src::load_at`
-    /// from an address stepped from `Src::pack_at`) and `st`, the edge bytes through
+    /// from an address stepped from `Src::pack_at` of the first inner pack, computed for every
+    /// length as the bodies do, packs or none) and `st`, the edge bytes through
     /// `EdgeBytes`. Outside an emulated launch the grid is one thread, so that thread takes
     /// every edge byte (the loop of `EdgeBytes::store`). Each destination then holds its
     /// source's bytes, and the bytes around it are untouched.
